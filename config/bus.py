@@ -1,0 +1,107 @@
+"""Bus settings: every default of the transport layer lives here.
+
+Broker-specific security options are passed through untouched to the client
+library, so an operator can use whatever their cluster requires without a
+code change (``RAGBUS_BUS_KAFKA_SASL_MECHANISM=PLAIN`` and friends).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import msgspec
+
+DEFAULT_BUS_URL = "memory://"
+
+
+class KafkaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Passed to aiokafka's producer and consumer constructors."""
+
+    security_protocol: str = "PLAINTEXT"  # PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
+    sasl_mechanism: str | None = None  # PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER
+    sasl_plain_username: str | None = None
+    sasl_plain_password: str | None = None
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    # The broker waits at most this long for data before answering a fetch;
+    # aiokafka's 500 ms default makes every request/response round trip slow.
+    fetch_max_wait_ms: int = 5
+    session_timeout_ms: int = 6000
+    heartbeat_interval_ms: int = 1000
+    # How often finished offsets are committed (also on every rebalance and close).
+    commit_interval_ms: int = 200
+    linger_ms: int = 0
+
+
+class PulsarOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Passed to pulsar-client's ``Client`` and ``subscribe``."""
+
+    auth_token: str | None = None
+    tls_trust_certs_file_path: str | None = None
+    tls_allow_insecure_connection: bool = False
+    tenant: str = "public"
+    namespace: str = "default"
+    # Redelivery after a nack; pulsar-client's own default is a full minute.
+    negative_ack_redelivery_delay_ms: int = 100
+    # Shared (round robin) or KeyShared (per-key ordering across members; Pulsar
+    # Lite 0.2 refuses KeyShared consumers with equal ids from two clients).
+    subscription_type: str = "Shared"
+    receiver_queue_size: int = 100
+    # Pulsar Lite 0.2 refuses a second consumer in one subscription whose
+    # client-assigned consumer id (a per-client counter from 0) is already
+    # taken, so replicas in two processes clash. When this is > 0, each
+    # process first uses up (pid % 128) * this many ids (about 1 ms each) so
+    # its consumers get ids other processes are unlikely to hold. Real Pulsar
+    # needs 0; the test settings and scripts set it for Pulsar Lite.
+    consumer_id_spread: int = 0
+    operation_timeout_seconds: int = 10
+
+
+class BusSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    url: str = DEFAULT_BUS_URL
+    # Bodies above this size are refused by publish() and dead-lettered on receipt.
+    max_message_bytes: int = 1_000_000
+    # connect() fails with BusUnavailable after this long instead of hanging.
+    connect_timeout_s: float = 10.0
+    # A message whose handler failed this many times goes to the dead-letter topic.
+    max_attempts: int = 3
+    # How many handlers one consumer runs at once.
+    concurrency: int = 16
+    dead_letter_suffix: str = ".dlq"
+    # The memory bus keeps this many messages per topic for groups that join later.
+    memory_retention: int = 100_000
+    kafka: KafkaOptions = msgspec.field(default_factory=KafkaOptions)
+    pulsar: PulsarOptions = msgspec.field(default_factory=PulsarOptions)
+
+
+ENV_PREFIX = "RAGBUS_BUS_"
+
+
+def bus_settings_from_env(environ: Mapping[str, str] | None = None, **overrides: object) -> BusSettings:
+    """Build settings from defaults, then ``RAGBUS_BUS_*`` variables, then overrides.
+
+    ``RAGBUS_BUS_URL=kafka://h:9092`` sets ``url``;
+    ``RAGBUS_BUS_KAFKA_SASL_MECHANISM=PLAIN`` sets ``kafka.sasl_mechanism``.
+    """
+    env = os.environ if environ is None else environ
+    raw: dict[str, object] = {}
+    nested: dict[str, dict[str, object]] = {"kafka": {}, "pulsar": {}}
+    for name, value in env.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        field = name[len(ENV_PREFIX):].lower()
+        section, _, rest = field.partition("_")
+        if section in nested and rest:
+            nested[section][rest] = value
+        else:
+            raw[field] = value
+    for section, values in nested.items():
+        if values:
+            raw[section] = values
+    raw.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return msgspec.convert(raw, BusSettings, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"invalid bus settings: {exc}") from None

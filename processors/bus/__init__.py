@@ -1,0 +1,74 @@
+"""The message bus: one async protocol, three backends chosen by URL.
+
+    async with await connect("kafka://127.0.0.1:9092") as bus:
+        await bus.publish("embed", b"...", {"request-id": "..."})
+        sub = await bus.subscribe("embed", group="embed-workers")
+        async for delivery in sub: ...
+
+``consume`` runs a handler over a subscription with the retry and
+dead-letter rules every processor shares.
+"""
+
+from __future__ import annotations
+
+from config.bus import BusSettings, bus_settings_from_env
+
+from .base import (
+    Bus,
+    BusConfigError,
+    BusError,
+    BusUnavailable,
+    Delivery,
+    Message,
+    MessageTooLarge,
+    Subscription,
+    SubscriptionClosed,
+)
+from .consume import Undecodable, consume, dead_letter_topic
+from .url import BusAddress, parse_bus_url
+
+__all__ = [
+    "Bus",
+    "BusAddress",
+    "BusConfigError",
+    "BusError",
+    "BusSettings",
+    "BusUnavailable",
+    "Delivery",
+    "Message",
+    "MessageTooLarge",
+    "Subscription",
+    "SubscriptionClosed",
+    "Undecodable",
+    "connect",
+    "consume",
+    "dead_letter_topic",
+    "parse_bus_url",
+]
+
+
+async def connect(url: str | None = None, settings: BusSettings | None = None) -> Bus:
+    """Open a bus. ``url`` overrides ``settings.url``; settings default to the environment.
+
+    Raises ``BusConfigError`` for a bad URL and ``BusUnavailable`` when the
+    broker does not answer within ``settings.connect_timeout_s``.
+    """
+    settings = settings or bus_settings_from_env()
+    url = url or settings.url
+    address = parse_bus_url(url)
+    if address.scheme == "memory":
+        from .memory import MemoryBus
+
+        return MemoryBus(
+            url,
+            address.name,
+            max_message_bytes=settings.max_message_bytes,
+            retention=settings.memory_retention,
+        )
+    if address.scheme == "kafka":
+        from .kafka import KafkaBus
+
+        return await KafkaBus.open(url, address, settings)
+    from .pulsar import PulsarBus
+
+    return await PulsarBus.open(url, address, settings)

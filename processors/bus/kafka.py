@@ -1,0 +1,280 @@
+"""Kafka backend (aiokafka).
+
+Three things Kafka does not give for free, and how this module adds them:
+
+- Per-message acks. Kafka only stores a committed offset per partition, so
+  ``PartitionOffsets`` commits an offset only when it and every earlier
+  message in that partition are done, however the handlers interleave.
+- Nack and an attempt count. A nacked message is republished, with its key
+  and ``attempt + 1`` in a header, to a retry topic private to the group
+  (``<topic>.retry.<group>``), which every member also consumes; only then is
+  the original marked done. Other groups never see the retry.
+- Redelivery after a consumer dies. Offsets not committed when a member
+  leaves (or is fenced) are read again by whoever gets the partition next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExistsError
+
+from config.bus import BusSettings
+
+from .base import Bus, BusError, BusUnavailable, Delivery, Subscription, SubscriptionClosed
+from .offsets import PartitionOffsets
+from .url import BusAddress
+
+log = logging.getLogger(__name__)
+
+ATTEMPT_HEADER = "x-ragbus-attempt"
+DEFAULT_PARTITIONS = 4
+
+
+def retry_topic(topic: str, group: str) -> str:
+    return f"{topic}.retry.{group}"
+
+
+class KafkaDelivery(Delivery):
+    __slots__ = ("_sub", "_tp", "_offset", "_tracker")
+
+    def __init__(self, sub: KafkaSubscription, record, tracker: PartitionOffsets) -> None:
+        headers = {k: v.decode("utf-8", "replace") for k, v in (record.headers or ())}
+        attempt = _parse_attempt(headers.pop(ATTEMPT_HEADER, None))
+        key = record.key.decode("utf-8", "replace") if record.key is not None else None
+        super().__init__(sub.topic, record.value or b"", headers, key, attempt)
+        self._sub = sub
+        self._tp = TopicPartition(record.topic, record.partition)
+        self._offset = record.offset
+        self._tracker = tracker
+
+    async def _ack(self) -> None:
+        self._sub._finished(self._tp, self._tracker, self._offset)
+
+    async def _nack(self) -> None:
+        headers = dict(self.headers)
+        headers[ATTEMPT_HEADER] = str(self.attempt + 1)
+        await self._sub._bus.publish(retry_topic(self.topic, self._sub.group), self.body, headers, self.key)
+        self._sub._finished(self._tp, self._tracker, self._offset)
+
+
+def _parse_attempt(raw: str | None) -> int:
+    try:
+        return max(1, int(raw)) if raw is not None else 1
+    except ValueError:
+        return 1
+
+
+class _Rebalance(ConsumerRebalanceListener):
+    def __init__(self, sub: KafkaSubscription) -> None:
+        self._sub = sub
+
+    async def on_partitions_revoked(self, revoked) -> None:
+        # Commit what is finished before another member takes the partition;
+        # acks for messages still in flight are dropped and the new owner
+        # reads them again (at least once).
+        await self._sub._commit()
+        for tp in revoked:
+            self._sub._offsets.pop(tp, None)
+
+    async def on_partitions_assigned(self, assigned) -> None:
+        if assigned:
+            self._sub._assigned.set()
+
+
+class KafkaSubscription(Subscription):
+    def __init__(self, bus: KafkaBus, topic: str, group: str) -> None:
+        self.topic = topic
+        self.group = group
+        self._bus = bus
+        opts = bus.settings.kafka
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=bus.address.bootstrap,
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=opts.fetch_max_wait_ms,
+            session_timeout_ms=opts.session_timeout_ms,
+            heartbeat_interval_ms=opts.heartbeat_interval_ms,
+            max_partition_fetch_bytes=max(1_048_576, bus.max_message_bytes + 65536),
+            **bus.security,
+        )
+        self._offsets: dict[TopicPartition, PartitionOffsets] = {}
+        self._assigned = asyncio.Event()
+        self._closed = False
+        self._committer: asyncio.Task[None] | None = None
+        self._commit_lock = asyncio.Lock()
+
+    async def start(self, timeout: float) -> None:
+        await self._bus.ensure_topics([self.topic, retry_topic(self.topic, self.group)])
+        self._consumer.subscribe(
+            [self.topic, retry_topic(self.topic, self.group)], listener=_Rebalance(self)
+        )
+        await self._consumer.start()
+        # Joining a group takes a rebalance; a subscription that returns
+        # before it owns partitions would make "publish then receive" racy.
+        try:
+            await asyncio.wait_for(self._assigned.wait(), timeout)
+        except asyncio.TimeoutError:
+            await self._consumer.stop()
+            raise BusUnavailable(
+                f"kafka group {self.group!r} got no partitions of {self.topic!r} within {timeout}s"
+            ) from None
+        self._committer = asyncio.ensure_future(self._commit_periodically())
+
+    async def receive(self) -> Delivery:
+        if self._closed:
+            raise SubscriptionClosed(f"subscription to {self.topic!r} is closed")
+        try:
+            record = await self._consumer.getone()
+        except Exception as exc:  # ConsumerStoppedError and friends after close()
+            if self._closed:
+                raise SubscriptionClosed(f"subscription to {self.topic!r} is closed") from None
+            raise BusError(f"kafka receive from {self.topic!r} failed: {exc!r}") from exc
+        tp = TopicPartition(record.topic, record.partition)
+        tracker = self._offsets.get(tp)
+        if tracker is None:
+            tracker = self._offsets[tp] = PartitionOffsets()
+        tracker.delivered(record.offset)
+        return KafkaDelivery(self, record, tracker)
+
+    def _finished(self, tp: TopicPartition, tracker: PartitionOffsets, offset: int) -> None:
+        # A tracker replaced by a rebalance belongs to a past assignment: ignore.
+        if self._offsets.get(tp) is tracker:
+            tracker.done(offset)
+
+    async def _commit(self) -> None:
+        async with self._commit_lock:
+            offsets = {tp: t.committable() for tp, t in self._offsets.items()}
+            offsets = {tp: o for tp, o in offsets.items() if o is not None}
+            if not offsets:
+                return
+            try:
+                await self._consumer.commit(offsets)
+            except KafkaError as exc:
+                # Typically a rebalance in progress: the messages are read again.
+                log.warning("kafka commit for group %s failed: %r", self.group, exc)
+                return
+            for tp, offset in offsets.items():
+                tracker = self._offsets.get(tp)
+                if tracker is not None:
+                    tracker.committed = offset
+
+    async def _commit_periodically(self) -> None:
+        interval = self._bus.settings.kafka.commit_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            await self._commit()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._bus._subscriptions.discard(self)
+        if self._committer is not None:
+            self._committer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._committer
+        with contextlib.suppress(Exception):
+            await self._commit()
+        await self._consumer.stop()
+
+
+class KafkaBus(Bus):
+    def __init__(self, url: str, address: BusAddress, settings: BusSettings) -> None:
+        self.url = url
+        self.address = address
+        self.settings = settings
+        self.max_message_bytes = settings.max_message_bytes
+        opts = settings.kafka
+        self.security = {
+            "security_protocol": opts.security_protocol,
+            "sasl_mechanism": opts.sasl_mechanism or "PLAIN",
+            "sasl_plain_username": opts.sasl_plain_username,
+            "sasl_plain_password": opts.sasl_plain_password,
+        }
+        if opts.security_protocol in ("SSL", "SASL_SSL"):
+            from aiokafka.helpers import create_ssl_context
+
+            self.security["ssl_context"] = create_ssl_context(
+                cafile=opts.ssl_cafile, certfile=opts.ssl_certfile, keyfile=opts.ssl_keyfile
+            )
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=address.bootstrap,
+            linger_ms=opts.linger_ms,
+            max_request_size=settings.max_message_bytes + 65536,
+            request_timeout_ms=int(settings.connect_timeout_s * 1000),
+            **self.security,
+        )
+        self._subscriptions: set[KafkaSubscription] = set()
+        self._known_topics: set[str] = set()
+        self._closed = False
+
+    @classmethod
+    async def open(cls, url: str, address: BusAddress, settings: BusSettings) -> KafkaBus:
+        bus = cls(url, address, settings)
+        try:
+            await asyncio.wait_for(bus._producer.start(), settings.connect_timeout_s)
+        except (asyncio.TimeoutError, KafkaConnectionError, OSError) as exc:
+            with contextlib.suppress(Exception):
+                await bus._producer.stop()
+            raise BusUnavailable(
+                f"kafka broker at {address.bootstrap} not reachable within "
+                f"{settings.connect_timeout_s}s: {exc!r}"
+            ) from None
+        return bus
+
+    async def ensure_topics(self, topics: list[str]) -> None:
+        """Create missing topics, so a consumer can join before anyone published."""
+        missing = [t for t in topics if t not in self._known_topics]
+        if not missing:
+            return
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.address.bootstrap, **self.security)
+        await admin.start()
+        try:
+            existing = set(await admin.list_topics())
+            new = [NewTopic(t, DEFAULT_PARTITIONS, 1) for t in missing if t not in existing]
+            if new:
+                with contextlib.suppress(TopicAlreadyExistsError):
+                    await admin.create_topics(new)
+        finally:
+            await admin.close()
+        self._known_topics.update(missing)
+
+    async def publish(
+        self,
+        topic: str,
+        body: bytes,
+        headers: Mapping[str, str] | None = None,
+        key: str | None = None,
+    ) -> None:
+        if self._closed:
+            raise BusError("bus is closed")
+        self.check_size(body)
+        await self._producer.send_and_wait(
+            topic,
+            body,
+            key=key.encode() if key is not None else None,
+            headers=[(k, v.encode()) for k, v in (headers or {}).items()],
+        )
+
+    async def subscribe(self, topic: str, group: str) -> Subscription:
+        if self._closed:
+            raise BusError("bus is closed")
+        sub = KafkaSubscription(self, topic, group)
+        await sub.start(timeout=max(30.0, self.settings.connect_timeout_s))
+        self._subscriptions.add(sub)
+        return sub
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for sub in list(self._subscriptions):
+            await sub.close()
+        await self._producer.stop()

@@ -1,0 +1,200 @@
+"""The in-process bus: the embedded default, and a faithful stand-in for tests.
+
+It keeps the semantics of the real brokers rather than taking shortcuts: a
+group member gets a message only once until it acks or nacks it, a nacked
+message comes back with ``attempt + 1``, a member that leaves hands its
+unacked messages to the rest of the group, and a group that joins late starts
+from the oldest retained message. Buses opened on the same ``memory://NAME``
+in one process share topics, the way clients of one broker do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import zlib
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .base import Bus, BusError, Delivery, Message, Subscription, SubscriptionClosed
+
+
+@dataclass(slots=True)
+class _Entry:
+    message: Message
+    attempt: int = 1
+
+
+class _Group:
+    """One consumer group: who its members are and which member gets what.
+
+    Messages are pushed to members the way brokers assign partitions: a keyed
+    message goes to the member its key hashes to (so one key stays in order
+    on one member), a keyless one round-robin. With no member, messages wait
+    in the backlog for the first to join.
+    """
+
+    def __init__(self, backlog: list[Message]) -> None:
+        self.backlog: deque[_Entry] = deque(_Entry(m) for m in backlog)
+        self.members: list[MemorySubscription] = []
+        self._turn = 0
+
+    def dispatch(self, entry: _Entry) -> None:
+        if not self.members:
+            self.backlog.append(entry)
+            return
+        key = entry.message.key
+        if key is None:
+            self._turn += 1
+            member = self.members[self._turn % len(self.members)]
+        else:
+            member = self.members[zlib.crc32(key.encode()) % len(self.members)]
+        member._buffer.append(entry)
+        member._wake.set()
+
+    def join(self, member: MemorySubscription) -> None:
+        self.members.append(member)
+        waiting, self.backlog = self.backlog, deque()
+        for entry in waiting:
+            self.dispatch(entry)
+
+    def leave(self, member: MemorySubscription, owed: list[_Entry]) -> None:
+        self.members.remove(member)
+        for entry in owed:
+            self.dispatch(entry)
+
+
+class _Topic:
+    def __init__(self, retention: int) -> None:
+        self.retained: deque[Message] = deque(maxlen=retention)
+        self.groups: dict[str, _Group] = {}
+
+
+class MemoryBroker:
+    """The shared state behind every bus opened on one ``memory://NAME``."""
+
+    def __init__(self, retention: int) -> None:
+        self.retention = retention
+        self.topics: dict[str, _Topic] = {}
+
+    def topic(self, name: str) -> _Topic:
+        topic = self.topics.get(name)
+        if topic is None:
+            topic = self.topics[name] = _Topic(self.retention)
+        return topic
+
+
+_BROKERS: dict[str, MemoryBroker] = {}
+
+
+def memory_broker(name: str, retention: int) -> MemoryBroker:
+    broker = _BROKERS.get(name)
+    if broker is None:
+        broker = _BROKERS[name] = MemoryBroker(retention)
+    return broker
+
+
+def drop_memory_broker(name: str) -> None:
+    """Forget every topic of ``memory://NAME`` (tests use this for isolation)."""
+    _BROKERS.pop(name, None)
+
+
+class MemoryDelivery(Delivery):
+    __slots__ = ("_sub", "_entry")
+
+    def __init__(self, sub: MemorySubscription, entry: _Entry) -> None:
+        m = entry.message
+        super().__init__(m.topic, m.body, m.headers, m.key, entry.attempt)
+        self._sub = sub
+        self._entry = entry
+
+    async def _ack(self) -> None:
+        self._sub._inflight.pop(id(self._entry), None)
+
+    async def _nack(self) -> None:
+        # Only the member that still owns the entry may requeue it; after the
+        # member closed, the entry was already handed back to the group.
+        if self._sub._inflight.pop(id(self._entry), None) is not None:
+            self._entry.attempt += 1
+            self._sub._group.dispatch(self._entry)
+
+
+class MemorySubscription(Subscription):
+    def __init__(self, bus: MemoryBus, topic: str, group: str, state: _Group) -> None:
+        self.topic = topic
+        self.group = group
+        self._bus = bus
+        self._group = state
+        self._buffer: deque[_Entry] = deque()
+        self._wake = asyncio.Event()
+        self._inflight: dict[int, _Entry] = {}
+        self._closed = False
+        state.join(self)
+
+    async def receive(self) -> Delivery:
+        while not self._buffer:
+            if self._closed:
+                break
+            self._wake.clear()
+            await self._wake.wait()
+        if self._closed:
+            raise SubscriptionClosed(f"subscription to {self.topic!r} is closed")
+        entry = self._buffer.popleft()
+        self._inflight[id(entry)] = entry
+        return MemoryDelivery(self, entry)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._bus._subscriptions.discard(self)
+        # Unacked messages first, in the order they were received, then the
+        # ones never handed out: the rest of the group gets them all.
+        owed = list(self._inflight.values()) + list(self._buffer)
+        self._inflight.clear()
+        self._buffer.clear()
+        self._group.leave(self, owed)
+        self._wake.set()
+
+
+class MemoryBus(Bus):
+    def __init__(self, url: str, name: str, *, max_message_bytes: int, retention: int) -> None:
+        self.url = url
+        self.max_message_bytes = max_message_bytes
+        self._broker = memory_broker(name, retention)
+        self._subscriptions: set[MemorySubscription] = set()
+        self._closed = False
+
+    async def publish(
+        self,
+        topic: str,
+        body: bytes,
+        headers: Mapping[str, str] | None = None,
+        key: str | None = None,
+    ) -> None:
+        self._check_open()
+        self.check_size(body)
+        message = Message(topic, bytes(body), dict(headers or {}), key)
+        state = self._broker.topic(topic)
+        state.retained.append(message)
+        for group in state.groups.values():
+            group.dispatch(_Entry(message))
+
+    async def subscribe(self, topic: str, group: str) -> Subscription:
+        self._check_open()
+        state = self._broker.topic(topic)
+        group_state = state.groups.get(group)
+        if group_state is None:
+            group_state = state.groups[group] = _Group(list(state.retained))
+        sub = MemorySubscription(self, topic, group, group_state)
+        self._subscriptions.add(sub)
+        return sub
+
+    async def close(self) -> None:
+        self._closed = True
+        for sub in list(self._subscriptions):
+            await sub.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise BusError("bus is closed")

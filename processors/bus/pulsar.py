@@ -1,0 +1,232 @@
+"""Pulsar backend (pulsar-client's asyncio API).
+
+Pulsar already has what the bus promises: per-message acks, negative acks
+with a redelivery count, and redelivery to another consumer of the
+subscription when one closes or dies. A consumer group is a subscription;
+the default type is KeyShared, so members split the topic while messages
+with the same key stay in order on one member (Shared is a setting).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Mapping
+
+import pulsar
+import pulsar.asyncio as pulsar_async
+
+from config.bus import BusSettings
+
+from .base import Bus, BusError, BusUnavailable, Delivery, Subscription, SubscriptionClosed
+from .url import BusAddress
+
+log = logging.getLogger(__name__)
+
+_CONSUMER_TYPES = {
+    "KeyShared": pulsar.ConsumerType.KeyShared,
+    "Shared": pulsar.ConsumerType.Shared,
+}
+
+
+class PulsarDelivery(Delivery):
+    __slots__ = ("_consumer", "_message")
+
+    def __init__(self, topic: str, consumer: pulsar_async.Consumer, message: pulsar.Message) -> None:
+        key = message.partition_key() or None
+        super().__init__(topic, message.data(), message.properties(), key, message.redelivery_count() + 1)
+        self._consumer = consumer
+        self._message = message
+
+    async def _ack(self) -> None:
+        await self._consumer.acknowledge(self._message)
+
+    async def _nack(self) -> None:
+        # Synchronous in the client: it schedules redelivery after the delay.
+        self._consumer._consumer.negative_acknowledge(self._message._message)
+
+
+class PulsarSubscription(Subscription):
+    def __init__(self, bus: PulsarBus, topic: str, group: str, consumer: pulsar_async.Consumer) -> None:
+        self.topic = topic
+        self.group = group
+        self._bus = bus
+        self._consumer = consumer
+        self._closed = False
+
+    async def receive(self) -> Delivery:
+        if self._closed:
+            raise SubscriptionClosed(f"subscription to {self.topic!r} is closed")
+        try:
+            message = await self._consumer.receive()
+        except Exception as exc:
+            if self._closed:
+                raise SubscriptionClosed(f"subscription to {self.topic!r} is closed") from None
+            raise BusError(f"pulsar receive from {self.topic!r} failed: {exc!r}") from exc
+        return PulsarDelivery(self.topic, self._consumer, message)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._bus._subscriptions.discard(self)
+        with contextlib.suppress(Exception):
+            await self._consumer.close()
+
+
+class _SharedClient:
+    """One pulsar client per process and service: buses share its connections and id counter."""
+
+    def __init__(self, client: pulsar_async.Client) -> None:
+        self.client = client
+        self.users = 0
+        self.ready: asyncio.Future[None] | None = None
+
+
+_CLIENTS: dict[tuple, _SharedClient] = {}
+
+
+async def _spread_consumer_ids(client: pulsar_async.Client, count: int) -> None:
+    if count <= 0:
+        return
+    topics = [f"non-persistent://public/default/ragbus-id-spread-{i}" for i in range(count)]
+    consumer = await client.subscribe(topics, "ragbus-id-spread")
+    await consumer.close()
+
+
+class PulsarBus(Bus):
+    def __init__(self, url: str, address: BusAddress, settings: BusSettings, client) -> None:
+        self.url = url
+        self.address = address
+        self.settings = settings
+        self.max_message_bytes = settings.max_message_bytes
+        self._shared = client
+        self._client = client.client
+        self._producers: dict[str, asyncio.Future[pulsar_async.Producer]] = {}
+        self._subscriptions: set[PulsarSubscription] = set()
+        self._closed = False
+
+    @classmethod
+    async def open(cls, url: str, address: BusAddress, settings: BusSettings) -> PulsarBus:
+        host, port = address.hosts[0]
+        timeout = settings.connect_timeout_s
+        # The client connects lazily and retries for its whole operation
+        # timeout; probing first turns a wrong address into a prompt error.
+        try:
+            await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        except (asyncio.TimeoutError, OSError) as exc:
+            raise BusUnavailable(f"pulsar broker at {host}:{port} not reachable within {timeout}s: {exc!r}") from None
+        opts = settings.pulsar
+        kwargs: dict[str, object] = {
+            "operation_timeout_seconds": opts.operation_timeout_seconds,
+            "connection_timeout_ms": int(timeout * 1000),
+            "logger": logging.getLogger("pulsar.client"),
+        }
+        if opts.auth_token:
+            kwargs["authentication"] = pulsar.AuthenticationToken(opts.auth_token)
+        if opts.tls_trust_certs_file_path:
+            kwargs["tls_trust_certs_file_path"] = opts.tls_trust_certs_file_path
+        if opts.tls_allow_insecure_connection:
+            kwargs["tls_allow_insecure_connection"] = True
+        service_url = f"{address.scheme}://{host}:{port}"
+        ident = (service_url, opts.auth_token, opts.tls_trust_certs_file_path, asyncio.get_running_loop())
+        shared = _CLIENTS.get(ident)
+        if shared is None:
+            shared = _CLIENTS[ident] = _SharedClient(pulsar_async.Client(service_url, **kwargs))
+            spread = (os.getpid() % 128) * opts.consumer_id_spread
+            shared.ready = asyncio.ensure_future(_spread_consumer_ids(shared.client, spread))
+        shared.users += 1
+        bus = cls(url, address, settings, shared)
+        try:
+            await asyncio.shield(shared.ready)
+        except Exception as exc:
+            await bus.close()
+            raise BusUnavailable(f"pulsar broker at {host}:{port} refused the client: {exc!r}") from None
+        return bus
+
+    def _full_name(self, topic: str) -> str:
+        opts = self.settings.pulsar
+        return f"persistent://{opts.tenant}/{opts.namespace}/{topic}"
+
+    async def _producer(self, topic: str) -> pulsar_async.Producer:
+        future = self._producers.get(topic)
+        if future is None:
+            future = self._producers[topic] = asyncio.ensure_future(
+                self._client.create_producer(
+                    self._full_name(topic),
+                    batching_enabled=False,
+                    block_if_queue_full=True,
+                    send_timeout_millis=int(self.settings.connect_timeout_s * 1000),
+                )
+            )
+        try:
+            return await asyncio.shield(future)
+        except Exception:
+            # Do not cache a failure: the next publish tries again.
+            if self._producers.get(topic) is future:
+                del self._producers[topic]
+            raise
+
+    async def publish(
+        self,
+        topic: str,
+        body: bytes,
+        headers: Mapping[str, str] | None = None,
+        key: str | None = None,
+    ) -> None:
+        if self._closed:
+            raise BusError("bus is closed")
+        self.check_size(body)
+        producer = await self._producer(topic)
+        kwargs = {"properties": dict(headers or {})}
+        if key is not None:
+            kwargs["partition_key"] = key
+        try:
+            await producer.send(body, **kwargs)
+        except pulsar_async.PulsarException as exc:
+            raise BusError(f"pulsar publish to {topic!r} failed: {exc}") from exc
+
+    async def subscribe(self, topic: str, group: str) -> Subscription:
+        if self._closed:
+            raise BusError("bus is closed")
+        opts = self.settings.pulsar
+        try:
+            consumer_type = _CONSUMER_TYPES[opts.subscription_type]
+        except KeyError:
+            raise BusError(
+                f"unknown pulsar subscription_type {opts.subscription_type!r}; use one of {sorted(_CONSUMER_TYPES)}"
+            ) from None
+        try:
+            consumer = await self._client.subscribe(
+                self._full_name(topic),
+                subscription_name=group,
+                consumer_type=consumer_type,
+                initial_position=pulsar.InitialPosition.Earliest,
+                negative_ack_redelivery_delay_ms=opts.negative_ack_redelivery_delay_ms,
+                receiver_queue_size=opts.receiver_queue_size,
+            )
+        except pulsar_async.PulsarException as exc:
+            raise BusError(f"pulsar subscribe to {topic!r} as {group!r} failed: {exc}") from exc
+        sub = PulsarSubscription(self, topic, group, consumer)
+        self._subscriptions.add(sub)
+        return sub
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for sub in list(self._subscriptions):
+            await sub.close()
+        for future in self._producers.values():
+            if future.done() and not future.exception():
+                with contextlib.suppress(Exception):
+                    await future.result().close()
+        self._shared.users -= 1
+        if self._shared.users == 0:
+            for ident, shared in list(_CLIENTS.items()):
+                if shared is self._shared:
+                    del _CLIENTS[ident]
+            with contextlib.suppress(Exception):
+                await self._client.close()

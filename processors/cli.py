@@ -1,0 +1,106 @@
+"""The ``ragbus`` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from config.bus import bus_settings_from_env
+
+from .bus import BusError, connect
+from .recording import record, replay
+
+
+def _parse_rename(pairs: list[str]) -> dict[str, str]:
+    rename = {}
+    for pair in pairs:
+        old, sep, new = pair.partition("=")
+        if not sep or not old or not new:
+            raise SystemExit(f"--rename wants OLD=NEW, got {pair!r}")
+        rename[old] = new
+    return rename
+
+
+async def _record(args: argparse.Namespace) -> int:
+    async with await connect(args.bus) as bus:
+        def show(item) -> None:
+            print(f"\rrecorded {show.count} message(s), last on {item.topic}", end="", file=sys.stderr, flush=True)
+            show.count += 1
+        show.count = 1
+        n = await record(bus, args.topics, args.out, limit=args.limit, idle_timeout=args.idle, on_message=show)
+    print(f"\nrecorded {n} message(s) from {', '.join(args.topics)} to {args.out}", file=sys.stderr)
+    return 0
+
+
+async def _replay(args: argparse.Namespace) -> int:
+    async with await connect(args.bus) as bus:
+        n = await replay(bus, args.file, rename=_parse_rename(args.rename), speed=args.speed)
+    print(f"replayed {n} message(s) from {args.file} onto {args.bus or bus.url}", file=sys.stderr)
+    return 0
+
+
+async def _check(args: argparse.Namespace) -> int:
+    from .selfcheck import run_selfcheck
+
+    return await run_selfcheck(args.bus)
+
+
+def _brokers(args: argparse.Namespace) -> int:
+    from .testing.serve import serve_brokers
+
+    return serve_brokers(args.which)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ragbus", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    sub = parser.add_subparsers(dest="command")
+    default_bus = "bus URL (default: RAGBUS_BUS_URL or memory://)"
+
+    p = sub.add_parser("check", help="prove delivery, retry and dead-lettering work on a bus")
+    p.add_argument("--bus", help=default_bus)
+    p.set_defaults(run=_check)
+
+    p = sub.add_parser("record", help="record messages published on topics to a JSON Lines file")
+    p.add_argument("topics", nargs="+")
+    p.add_argument("--bus", help=default_bus)
+    p.add_argument("-o", "--out", required=True, help="file to append to")
+    p.add_argument("--limit", type=int, help="stop after this many messages")
+    p.add_argument("--idle", type=float, help="stop after this many seconds without a message")
+    p.set_defaults(run=_record)
+
+    p = sub.add_parser("replay", help="publish a recording onto a bus")
+    p.add_argument("file")
+    p.add_argument("--bus", help=default_bus)
+    p.add_argument("--speed", type=float, help="keep recorded timing, sped up by this factor")
+    p.add_argument("--rename", action="append", default=[], metavar="OLD=NEW", help="publish OLD's messages on NEW")
+    p.set_defaults(run=_replay)
+
+    p = sub.add_parser("brokers", help="run the Kafka (Tansu) and Pulsar (Pulsar Lite) test brokers until Ctrl-C")
+    p.add_argument("which", nargs="*", choices=["kafka", "pulsar"], default=["kafka", "pulsar"])
+    p.set_defaults(run=_brokers, sync=True)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if not getattr(args, "run", None):
+        args = parser.parse_args(["check", *(argv or [])])
+    try:
+        bus_settings_from_env()  # fail early on bad RAGBUS_BUS_* variables
+        if getattr(args, "sync", False):
+            return args.run(args)
+        return asyncio.run(args.run(args))
+    except (BusError, ValueError, OSError) as exc:
+        print(f"ragbus: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

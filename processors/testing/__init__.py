@@ -1,0 +1,1 @@
+"""Support for tests and local experiments: real test brokers on loopback."""

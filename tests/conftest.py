@@ -1,0 +1,85 @@
+"""Shared fixtures: real test brokers for the session, and buses on every backend."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from config.bus import BusSettings, KafkaOptions, PulsarOptions
+from processors.bus import connect
+from processors.bus.memory import drop_memory_broker
+from processors.testing import brokers
+
+BACKENDS = ["memory", "kafka", "pulsar"]
+
+
+def _start(factory, tmp_path_factory):
+    try:
+        broker = factory(tmp_path_factory.mktemp(factory.__name__)).start()
+    except Exception as exc:
+        if brokers.in_ci():
+            pytest.fail(f"test broker {factory.__name__} could not start in CI: {exc}", pytrace=False)
+        pytest.skip(f"test broker {factory.__name__} unavailable: {exc}")
+    return broker
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory):
+    broker = _start(brokers.tansu, tmp_path_factory)
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="session")
+def pulsar_broker(tmp_path_factory):
+    broker = _start(brokers.pulsar_lite, tmp_path_factory)
+    yield broker
+    broker.stop()
+
+
+def test_settings(**overrides) -> BusSettings:
+    base = {
+        "connect_timeout_s": 5.0,
+        "max_attempts": 3,
+        "kafka": KafkaOptions(commit_interval_ms=50),
+        "pulsar": PulsarOptions(negative_ack_redelivery_delay_ms=50, consumer_id_spread=8),
+    }
+    base.update(overrides)
+    return BusSettings(**base)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    return request.param
+
+
+@pytest.fixture
+def bus_url(backend, request):
+    """A URL of the backend under test; memory buses get a private name."""
+    if backend == "memory":
+        name = f"t{uuid.uuid4().hex[:12]}"
+        yield f"memory://{name}"
+        drop_memory_broker(name)
+    else:
+        yield request.getfixturevalue(f"{backend}_broker").url
+
+
+@pytest.fixture
+async def open_bus(bus_url):
+    """``await open_bus(**settings)`` opens a bus on the backend under test; all close at teardown."""
+    opened = []
+
+    async def factory(**overrides):
+        bus = await connect(bus_url, test_settings(**overrides))
+        opened.append(bus)
+        return bus
+
+    yield factory
+    for bus in reversed(opened):
+        await bus.close()
+
+
+@pytest.fixture
+def topic():
+    return f"t-{uuid.uuid4().hex[:10]}"
