@@ -38,7 +38,7 @@ def pulsar_broker(tmp_path_factory):
     broker.stop()
 
 
-def test_settings(**overrides) -> BusSettings:
+def settings_for_tests(**overrides) -> BusSettings:
     base = {
         "connect_timeout_s": 5.0,
         "max_attempts": 3,
@@ -71,7 +71,7 @@ async def open_bus(bus_url):
     opened = []
 
     async def factory(**overrides):
-        bus = await connect(bus_url, test_settings(**overrides))
+        bus = await connect(bus_url, settings_for_tests(**overrides))
         opened.append(bus)
         return bus
 
