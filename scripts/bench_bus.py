@@ -3,32 +3,22 @@
 
     python scripts/bench_bus.py [--quick]
 
-One run starts the Kafka (Tansu) and Pulsar (Pulsar Lite) test brokers on
-loopback, measures every backend next to its baseline, and stops the brokers
-again, also on error or Ctrl-C.
+It starts the Kafka (Tansu) and Pulsar (Pulsar Lite) test brokers on loopback,
+measures each backend beside its baseline, and stops them (also on error). The
+workload is what processors put on the bus: a client publishes requests with
+``request-id`` and ``reply-to`` headers; a server on its own connection (group
+"server") echoes each body to ``reply-to`` and acks; one client reader task
+resolves waiting futures by ``request-id``. Measured: latency (p50/p99, one
+request in flight) and throughput (round trips/s, 64 requesters, the server
+running up to 64 deliveries at once, a task each).
 
-The workload is the one processors put on the bus: request/response. A client
-publishes a request with ``request-id`` and ``reply-to`` headers; a server on
-its own connection subscribes to the request topic (group "server"), echoes
-each body to ``reply-to`` with the same ``request-id`` and acks; the client's
-one reader task matches replies to waiting futures by ``request-id``.
-
-- latency: one request in flight at a time; p50 and p99 of the round trip.
-- throughput: 64 concurrent requesters, a server handling up to 64 deliveries
-  at once (a task each); completed round trips per second.
-
-Baselines run the very same client and server loops, so a ratio isolates what
-our layer adds rather than what the broker costs:
-
-- memory bus vs a direct ``await`` chain: the client awaits the server
-  function, whose reply reaches the caller through a future resolved by a
-  separate reader task (an in-process call with no bus at all);
-- kafka bus vs raw aiokafka: producer plus group-subscribed consumer
-  (fetch_max_wait_ms=5, earliest, no commits) on 4-partition topics like ours;
-- pulsar bus vs raw pulsar.asyncio: unbatched producers and Shared consumers
-  on one client for both sides (our buses also share one client per process).
-
-Every setup gets fresh topics and warm-up rounds before anything is timed.
+Baselines run the very same client and server loops, so a ratio shows what our
+layer adds, not what the broker costs: memory vs a direct ``await`` of the
+server function (reply through a future resolved by a separate task, no bus);
+Kafka vs raw aiokafka (group consumers, fetch_max_wait_ms=5, no commits,
+4-partition topics like ours); Pulsar vs raw pulsar.asyncio (unbatched
+producers, Shared consumers, one client for both sides, as our buses share one
+per process). Every setup gets fresh topics and warm-up rounds first.
 """
 
 from __future__ import annotations
@@ -38,13 +28,15 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import operator
 import os
 import shutil
+import statistics
 import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import pulsar
 import pulsar.asyncio as pulsar_async
@@ -52,14 +44,18 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from config.bus import BusSettings, PulsarOptions
-from processors.bus import Subscription, connect
+from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
 from processors.testing import brokers
 
 Ack = Callable[[], Awaitable[None]]
 Received = tuple[dict[str, str], bytes, Ack]
 Receive = Callable[[], Awaitable[Received]]
-Publish = Callable[[str, bytes, dict[str, str]], Awaitable[None]]
+Publish = Callable[[str, bytes, dict[str, str]], Awaitable[object]]
+Ends = tuple[Receive, Publish]  # a side's ends; a setup gets (request topic, reply topic) and
+# yields the client's ends and the server's (None: no server task, as in the direct-await baseline).
+SetupFactory = Callable[[str, str], contextlib.AbstractAsyncContextManager[tuple[Ends, Ends | None]]]
+Call = Callable[[], Awaitable[object]]
 
 CONCURRENCY = 64
 BODY = b"x" * 128
@@ -67,44 +63,40 @@ PARTITIONS = 4  # what the Kafka bus creates its topics with
 GOALS = {"memory": 1.5, "kafka": 2.0, "pulsar": 2.0}
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(NamedTuple):
     warm_calls: int
     lat_rounds: int
     lat_cap_s: float  # stop sampling latency early on a slow backend
     total: int  # pipelined round trips for throughput
-    budget_s: float  # hard limit per setup, so a hang fails instead of stalling
+    budget_s: float  # hard limit per setup: a hang fails instead of stalling
 
 
 FULL = Plan(warm_calls=200, lat_rounds=2000, lat_cap_s=8.0, total=4096, budget_s=60.0)
 QUICK = Plan(warm_calls=50, lat_rounds=300, lat_cap_s=2.0, total=1024, budget_s=30.0)
 
 
-@dataclass
-class Setup:
-    """The ends one contestant exposes to the shared client and server loops."""
-
-    send: Callable[[str, bytes], Awaitable[None]]  # publish one request: (request id, body)
-    replies: Receive  # the client's reply stream
-    server: tuple[Receive, Publish] | None  # None: no server task (direct await)
-
-
-@dataclass
-class Result:
+class Result(NamedTuple):
     p50_ms: float
     p99_ms: float
     rate: float
     samples: int
 
 
-async def _no_ack() -> None:
-    return None
+async def no_ack() -> None: ...
+
+
+def receiver(get: Callable[[], Awaitable[Any]], unpack: Callable[[Any], Received]) -> Receive:
+    """Adapt a client library's own receive call to (headers, body, ack)."""
+
+    async def receive() -> Received:
+        return unpack(await get())
+
+    return receive
 
 
 async def serve(receive: Receive, publish: Publish) -> None:
     """Echo every request to its reply-to topic, up to CONCURRENCY at once."""
     limit = asyncio.Semaphore(CONCURRENCY)
-    running: set[asyncio.Task[None]] = set()
 
     async def handle(headers: dict[str, str], body: bytes, ack: Ack) -> None:
         try:
@@ -113,67 +105,19 @@ async def serve(receive: Receive, publish: Publish) -> None:
         finally:
             limit.release()
 
-    try:
+    async with asyncio.TaskGroup() as group:  # a failing handler stops the server with its error
         while True:
             headers, body, ack = await receive()
             await limit.acquire()
-            task = asyncio.create_task(handle(headers, body, ack))
-            running.add(task)
-            task.add_done_callback(running.discard)
-    finally:
-        for task in running:
-            task.cancel()
+            group.create_task(handle(headers, body, ack))
 
 
-class Client:
-    """Sends requests and resolves their futures from one reader task."""
-
-    def __init__(self, setup: Setup) -> None:
-        self._setup = setup
-        self._pending: dict[str, asyncio.Future[bytes]] = {}
-        self._ids = itertools.count()
-        self._failure: BaseException | None = None
-        self._reader = asyncio.create_task(self._read())
-        self._reader.add_done_callback(self.watch)
-
-    async def _read(self) -> None:
-        while True:
-            headers, body, ack = await self._setup.replies()
-            future = self._pending.pop(headers.get("request-id", ""), None)
-            if future is not None and not future.done():
-                future.set_result(body)
-            await ack()
-
-    def watch(self, task: asyncio.Task[None]) -> None:
-        """Fail every waiting call when the reader or the server task dies."""
-        if task.cancelled() or task.exception() is None:
-            return
-        self._failure = task.exception()
-        for future in self._pending.values():
-            if not future.done():
-                future.set_exception(RuntimeError(f"benchmark task died: {self._failure!r}"))
-
-    async def call(self, body: bytes) -> bytes:
-        if self._failure is not None:
-            raise RuntimeError(f"benchmark task died: {self._failure!r}")
-        rid = str(next(self._ids))
-        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self._pending[rid] = future
-        await self._setup.send(rid, body)
-        return await future
-
-    async def close(self) -> None:
-        self._reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._reader
-
-
-async def pipelined(client: Client, total: int) -> float:
+async def pipelined(call: Call, total: int) -> float:
     """Seconds for ``total`` round trips spread over CONCURRENCY requesters."""
 
     async def requester(count: int) -> None:
         for _ in range(count):
-            await client.call(BODY)
+            await call()
 
     start = time.perf_counter()
     async with asyncio.TaskGroup() as group:
@@ -182,159 +126,141 @@ async def pipelined(client: Client, total: int) -> float:
     return time.perf_counter() - start
 
 
-async def measure(client: Client, plan: Plan) -> Result:
+async def measure(call: Call, plan: Plan) -> Result:
     for _ in range(plan.warm_calls):
-        await client.call(BODY)
-    await pipelined(client, CONCURRENCY * 8)
+        await call()
+    await pipelined(call, CONCURRENCY * 8)
     samples: list[float] = []
     deadline = time.perf_counter() + plan.lat_cap_s
     while len(samples) < plan.lat_rounds and time.perf_counter() < deadline:
         start = time.perf_counter()
-        await client.call(BODY)
+        await call()
         samples.append(time.perf_counter() - start)
-    samples.sort()
-    elapsed = await pipelined(client, plan.total)
-    pick = lambda q: samples[min(len(samples) - 1, int(q * len(samples)))] * 1000  # noqa: E731
-    return Result(pick(0.50), pick(0.99), plan.total / elapsed, len(samples))
+    cuts = statistics.quantiles(samples, n=100, method="inclusive")
+    rate = plan.total / await pipelined(call, plan.total)
+    return Result(cuts[49] * 1000, cuts[98] * 1000, rate, len(samples))
 
 
-async def run(setup_cm: contextlib.AbstractAsyncContextManager[Setup], plan: Plan) -> Result:
-    async with setup_cm as setup:
-        client = Client(setup)
-        server = asyncio.create_task(serve(*setup.server)) if setup.server else None
-        if server is not None:
-            server.add_done_callback(client.watch)
-        try:
-            return await asyncio.wait_for(measure(client, plan), plan.budget_s)
-        finally:
-            await client.close()
-            if server is not None:
-                server.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await server
-
-
-def _topics() -> tuple[str, str, str]:
+async def run(factory: SetupFactory, plan: Plan) -> Result:
+    """Measure one setup on fresh topics; the client's reply reader and the echo server run beside it."""
     tag = uuid.uuid4().hex[:10]
-    return f"bench-req-{tag}", f"bench-rep-{tag}", tag
+    requests, reply_to = f"bench-req-{tag}", f"bench-rep-{tag}"
+    async with factory(requests, reply_to) as ((replies, publish), server):
+        pending: dict[str, asyncio.Future[bytes]] = {}
+        ids = itertools.count()
+
+        async def read_replies() -> None:
+            while True:
+                headers, body, ack = await replies()
+                future = pending.pop(headers.get("request-id", ""), None)
+                if future is not None and not future.done():
+                    future.set_result(body)
+                await ack()
+
+        async def call() -> bytes:
+            rid = str(next(ids))
+            pending[rid] = future = asyncio.get_running_loop().create_future()
+            await publish(requests, BODY, {"request-id": rid, "reply-to": reply_to})
+            return await future
+
+        tasks = [asyncio.create_task(measure(call, plan)), asyncio.create_task(read_replies())]
+        if server is not None:
+            tasks.append(asyncio.create_task(serve(*server)))
+        try:
+            done, _ = await asyncio.wait(tasks, timeout=plan.budget_s, return_when=asyncio.FIRST_COMPLETED)
+            for task in sorted(done, key=tasks.index):
+                return task.result()  # the measurement, or a dead helper's error
+            raise TimeoutError(f"measurement did not finish within {plan.budget_s}s")
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
 
 @contextlib.asynccontextmanager
-async def direct_setup() -> AsyncIterator[Setup]:
+async def direct_setup(_requests: str, _reply_to: str) -> AsyncIterator[tuple[Ends, None]]:
     replies: asyncio.Queue[Received] = asyncio.Queue()
 
-    async def server(rid: str, body: bytes) -> None:  # the work the bus server does, minus the bus
-        replies.put_nowait(({"request-id": rid}, body, _no_ack))
+    async def server(_topic: str, body: bytes, headers: dict[str, str]) -> None:  # the echo, minus the bus
+        replies.put_nowait(({"request-id": headers["request-id"]}, body, no_ack))
 
-    yield Setup(send=server, replies=replies.get, server=None)
-
-
-def _from_sub(sub: Subscription) -> Receive:
-    async def receive() -> Received:
-        d = await sub.receive()
-        return d.headers, d.body, d.ack
-
-    return receive
+    yield (replies.get, server), None
 
 
-@contextlib.asynccontextmanager
-async def bus_setup(url: str, settings: BusSettings) -> AsyncIterator[Setup]:
-    requests, reply_to, tag = _topics()
-    if url.startswith("memory://"):
-        url = f"memory://bench{tag}"
-    try:
-        async with await connect(url, settings) as server_bus, await connect(url, settings) as client_bus:
-            server_sub = await server_bus.subscribe(requests, "server")
-            client_sub = await client_bus.subscribe(reply_to, f"client-{tag}")
+def bus_setup(url: str, settings: BusSettings) -> SetupFactory:
+    unpack = operator.attrgetter("headers", "body", "ack")
 
-            async def send(rid: str, body: bytes) -> None:
-                await client_bus.publish(requests, body, {"request-id": rid, "reply-to": reply_to})
+    @contextlib.asynccontextmanager
+    async def setup(requests: str, reply_to: str) -> AsyncIterator[tuple[Ends, Ends]]:
+        bus_url = f"memory://{requests}" if url == "memory://" else url
+        try:
+            async with await connect(bus_url, settings) as server, await connect(bus_url, settings) as client:
+                server_sub = await server.subscribe(requests, "server")
+                client_sub = await client.subscribe(reply_to, "client")
+                yield (receiver(client_sub.receive, unpack), client.publish), (
+                    receiver(server_sub.receive, unpack), server.publish)
+        finally:
+            drop_memory_broker(requests)
 
-            yield Setup(send, _from_sub(client_sub), (_from_sub(server_sub), server_bus.publish))
-    finally:
-        drop_memory_broker(f"bench{tag}")
-
-
-@contextlib.asynccontextmanager
-async def raw_kafka_setup(bootstrap: str) -> AsyncIterator[Setup]:
-    requests, reply_to, tag = _topics()
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in (requests, reply_to)])
-    finally:
-        await admin.close()
-    async with contextlib.AsyncExitStack() as stack:
-
-        async def started(client: AIOKafkaProducer | AIOKafkaConsumer) -> None:
-            await client.start()
-            stack.push_async_callback(client.stop)
-
-        consumers = {
-            topic: AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, fetch_max_wait_ms=5,
-                                    auto_offset_reset="earliest", enable_auto_commit=False)
-            for topic, group in ((requests, "server"), (reply_to, f"client-{tag}"))
-        }
-        producers = [AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0) for _ in range(2)]
-        for c in [*consumers.values(), *producers]:
-            await started(c)
-        for c in consumers.values():  # messages sent before the join would still arrive; wait anyway
-            for _ in range(300):
-                if c.assignment():
-                    break
-                await asyncio.sleep(0.1)
-
-        def receive(consumer: AIOKafkaConsumer) -> Receive:
-            async def next_record() -> Received:
-                r = await consumer.getone()
-                return {k: v.decode() for k, v in r.headers or ()}, r.value or b"", _no_ack
-
-            return next_record
-
-        def publish(producer: AIOKafkaProducer) -> Publish:
-            async def send(topic: str, body: bytes, headers: dict[str, str]) -> None:
-                await producer.send_and_wait(topic, body, headers=[(k, v.encode()) for k, v in headers.items()])
-
-            return send
-
-        client_publish = publish(producers[0])
-
-        async def send(rid: str, body: bytes) -> None:
-            await client_publish(requests, body, {"request-id": rid, "reply-to": reply_to})
-
-        yield Setup(send, receive(consumers[reply_to]), (receive(consumers[requests]), publish(producers[1])))
+    return setup
 
 
-@contextlib.asynccontextmanager
-async def raw_pulsar_setup(url: str) -> AsyncIterator[Setup]:
-    requests, reply_to, tag = _topics()
-    full = lambda t: f"persistent://public/default/{t}"  # noqa: E731
-    client = pulsar_async.Client(url, operation_timeout_seconds=10, logger=logging.getLogger("pulsar.raw"))
-    try:
-        producers = {t: await client.create_producer(full(t), batching_enabled=False) for t in (requests, reply_to)}
-        consumers = {
-            t: await client.subscribe(full(t), group, consumer_type=pulsar.ConsumerType.Shared,
-                                      initial_position=pulsar.InitialPosition.Earliest)
-            for t, group in ((requests, "server"), (reply_to, f"client-{tag}"))
-        }
+def raw_kafka_setup(bootstrap: str) -> SetupFactory:
+    def ends(consumer: AIOKafkaConsumer, producer: AIOKafkaProducer) -> Ends:
+        def publish(topic: str, body: bytes, headers: dict[str, str]) -> Awaitable[object]:
+            return producer.send_and_wait(topic, body, headers=[(k, v.encode()) for k, v in headers.items()])
 
-        def receive(consumer: pulsar_async.Consumer) -> Receive:
-            async def next_message() -> Received:
-                m = await consumer.receive()
-                return m.properties(), m.data(), lambda: consumer.acknowledge(m)
+        return receiver(consumer.getone, lambda r: ({k: v.decode() for k, v in r.headers}, r.value, no_ack)), publish
 
-            return next_message
+    @contextlib.asynccontextmanager
+    async def setup(requests: str, reply_to: str) -> AsyncIterator[tuple[Ends, Ends]]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in (requests, reply_to)])
+        finally:
+            await admin.close()
+        async with contextlib.AsyncExitStack() as stack:
+            server_in, client_in = (
+                AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, fetch_max_wait_ms=5,
+                                 auto_offset_reset="earliest", enable_auto_commit=False)
+                for topic, group in ((requests, "server"), (reply_to, "client"))
+            )
+            server_out, client_out = (AIOKafkaProducer(bootstrap_servers=bootstrap) for _ in range(2))
+            for c in (server_in, client_in, server_out, client_out):  # the group joins finish in the warm-up
+                await c.start()
+                stack.push_async_callback(c.stop)
+            yield ends(client_in, client_out), ends(server_in, server_out)
 
-        async def publish(topic: str, body: bytes, headers: dict[str, str]) -> None:
-            await producers[topic].send(body, properties=headers)
+    return setup
 
-        async def send(rid: str, body: bytes) -> None:
-            await publish(requests, body, {"request-id": rid, "reply-to": reply_to})
 
-        yield Setup(send, receive(consumers[reply_to]), (receive(consumers[requests]), publish))
-    finally:
-        with contextlib.suppress(Exception):
-            await client.close()
+def raw_pulsar_setup(url: str) -> SetupFactory:
+    def ends(consumer: pulsar_async.Consumer, producers: dict[str, pulsar_async.Producer]) -> Ends:
+        def publish(topic: str, body: bytes, headers: dict[str, str]) -> Awaitable[object]:
+            return producers[topic].send(body, properties=headers)
+
+        def unpack(m: pulsar.Message) -> Received:
+            return m.properties(), m.data(), lambda: consumer.acknowledge(m)
+
+        return receiver(consumer.receive, unpack), publish
+
+    @contextlib.asynccontextmanager
+    async def setup(requests: str, reply_to: str) -> AsyncIterator[tuple[Ends, Ends]]:
+        client = pulsar_async.Client(url, operation_timeout_seconds=10, logger=logging.getLogger("pulsar.raw"))
+        try:
+            producers, consumers = {}, {}
+            for topic, group in ((requests, "server"), (reply_to, "client")):
+                name = f"persistent://public/default/{topic}"
+                producers[topic] = await client.create_producer(name, batching_enabled=False)
+                consumers[topic] = await client.subscribe(name, group, consumer_type=pulsar.ConsumerType.Shared,
+                                                          initial_position=pulsar.InitialPosition.Earliest)
+            yield ends(consumers[reply_to], producers), ends(consumers[requests], producers)
+        finally:
+            with contextlib.suppress(Exception):
+                await client.close()
+
+    return setup
 
 
 def table(backend: str, baseline_name: str, ours: Result, base: Result) -> None:
@@ -344,36 +270,34 @@ def table(backend: str, baseline_name: str, ours: Result, base: Result) -> None:
     print(f"  {'setup':<22}{'p50 ms':>10}{'p99 ms':>10}{'msg/s':>11}{'n lat':>8}")
     for name, r in ((f"{backend} bus", ours), (baseline_name, base)):
         print(f"  {name:<22}{r.p50_ms:>10.3f}{r.p99_ms:>10.3f}{r.rate:>11,.0f}{r.samples:>8}")
-    cells = "".join(f"{f'{x:.2f}x':>10}" for x in ratios[:2]) + f"{f'{ratios[2]:.2f}x':>11}"
+    cells = f"{ratios[0]:>9.2f}x{ratios[1]:>9.2f}x{ratios[2]:>10.2f}x"
     misses = [n for n, x in zip(("p50", "p99", "msg/s"), ratios) if x > goal]
     verdict = "within goal" if not misses else "over goal: " + ", ".join(misses)
     print(f"  {'ratio (>1 = slower)':<22}{cells}  {verdict}", flush=True)
 
 
 async def bench(kafka_url: str, pulsar_url: str, plan: Plan) -> None:
-    pulsar_settings = BusSettings(pulsar=PulsarOptions(consumer_id_spread=8))
+    pulsar_settings = BusSettings(pulsar=PulsarOptions(consumer_id_spread=8))  # Pulsar Lite workaround
     bootstrap = kafka_url.removeprefix("kafka://")
-    contests = [
-        ("memory", "direct await", lambda: bus_setup("memory://", BusSettings()), direct_setup),
-        ("kafka", "raw aiokafka", lambda: bus_setup(kafka_url, BusSettings()), lambda: raw_kafka_setup(bootstrap)),
-        ("pulsar", "raw pulsar-client", lambda: bus_setup(pulsar_url, pulsar_settings),
-         lambda: raw_pulsar_setup(pulsar_url)),
+    contests: list[tuple[str, str, SetupFactory, SetupFactory]] = [
+        ("memory", "direct await", bus_setup("memory://", BusSettings()), direct_setup),
+        ("kafka", "raw aiokafka", bus_setup(kafka_url, BusSettings()), raw_kafka_setup(bootstrap)),
+        ("pulsar", "raw pulsar-client", bus_setup(pulsar_url, pulsar_settings), raw_pulsar_setup(pulsar_url)),
     ]
     for backend, baseline_name, ours, baseline in contests:
-        base = await run(baseline(), plan)
-        mine = await run(ours(), plan)
-        table(backend, baseline_name, mine, base)
+        base = await run(baseline, plan)
+        table(backend, baseline_name, await run(ours, plan), base)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer rounds (about a minute in all)")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds (under a minute in all)")
     plan = QUICK if parser.parse_args().quick else FULL
     print(f"cpu_count={os.cpu_count()}  python {sys.version.split()[0]}  mode={'quick' if plan is QUICK else 'full'}")
     print(f"latency: up to {plan.lat_rounds} sequential round trips (at most {plan.lat_cap_s:g}s); "
           f"throughput: {plan.total} round trips, {CONCURRENCY} in flight; {len(BODY)} B bodies")
-    print("goals: memory within 1.5x of direct await; Kafka and Pulsar within 2x of their raw clients")
-    print("ratio = ours/baseline for latency, baseline/ours for throughput (>1 means ours is slower)")
+    print("goals: memory within 1.5x of direct await, Kafka and Pulsar within 2x of their raw clients;\n"
+          "ratio = ours/baseline for latency, baseline/ours for throughput (>1 means ours is slower)")
     workdir = brokers.make_workdir()
     started: list[brokers.BrokerProcess] = []
     try:
@@ -381,6 +305,9 @@ def main() -> int:
             started.append(factory(workdir))
             started[-1].start()
         asyncio.run(bench(started[0].url, started[1].url, plan))
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
     finally:
         for broker in reversed(started):
             broker.stop()

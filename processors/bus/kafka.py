@@ -115,16 +115,19 @@ class KafkaSubscription(Subscription):
         self._consumer.subscribe(
             [self.topic, retry_topic(self.topic, self.group)], listener=_Rebalance(self)
         )
-        await self._consumer.start()
-        # Joining a group takes a rebalance; a subscription that returns
-        # before it owns partitions would make "publish then receive" racy.
         try:
+            await asyncio.wait_for(self._consumer.start(), timeout)
+            # Joining a group takes a rebalance; a subscription that returns
+            # before it owns partitions would make "publish then receive" racy.
             await asyncio.wait_for(self._assigned.wait(), timeout)
         except asyncio.TimeoutError:
             await self._consumer.stop()
             raise BusUnavailable(
                 f"kafka group {self.group!r} got no partitions of {self.topic!r} within {timeout}s"
             ) from None
+        except BaseException:  # cancelled while joining: leave the group, then propagate
+            await asyncio.shield(self._consumer.stop())
+            raise
         self._committer = asyncio.ensure_future(self._commit_periodically())
 
     async def receive(self) -> Delivery:

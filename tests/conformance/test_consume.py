@@ -18,8 +18,8 @@ def start(bus, sub, handler, **kwargs):
 
 async def test_failing_message_is_dead_lettered_after_max_attempts_and_consumer_keeps_serving(open_bus, topic):
     bus = await open_bus()
-    dlq = await bus.subscribe(dead_letter_topic(topic), "inspect")
-    sub = await bus.subscribe(topic, "workers")
+    dlq = await bus.subscribe(dead_letter_topic(topic), f"inspect-{topic}")
+    sub = await bus.subscribe(topic, f"workers-{topic}")
     handled, seen_attempts = asyncio.Queue(), []
 
     async def handler(d):
@@ -41,15 +41,15 @@ async def test_failing_message_is_dead_lettered_after_max_attempts_and_consumer_
     assert dead.headers[H_ATTEMPTS] == "3"
     assert "boom" in dead.headers[H_REASON]
     assert dead.headers[H_ERROR] == "RuntimeError"
-    assert dead.headers[H_ORIGIN] == topic and dead.headers[H_GROUP] == "workers"
+    assert dead.headers[H_ORIGIN] == topic and dead.headers[H_GROUP] == f"workers-{topic}"
     assert seen_attempts == [1, 2, 3]
     assert stats.dead_lettered == 1 and stats.nacked == 2
 
 
 async def test_undecodable_message_is_dead_lettered_at_once(open_bus, topic):
     bus = await open_bus()
-    dlq = await bus.subscribe(dead_letter_topic(topic), "inspect")
-    sub = await bus.subscribe(topic, "workers")
+    dlq = await bus.subscribe(dead_letter_topic(topic), f"inspect-{topic}")
+    sub = await bus.subscribe(topic, f"workers-{topic}")
     calls = []
 
     async def handler(d):
@@ -71,8 +71,8 @@ async def test_undecodable_message_is_dead_lettered_at_once(open_bus, topic):
 async def test_oversized_message_is_dead_lettered_without_running_the_handler(open_bus, topic):
     big_publisher = await open_bus(max_message_bytes=100_000)
     bus = await open_bus(max_message_bytes=1000)
-    dlq = await bus.subscribe(dead_letter_topic(topic), "inspect")
-    sub = await bus.subscribe(topic, "workers")
+    dlq = await bus.subscribe(dead_letter_topic(topic), f"inspect-{topic}")
+    sub = await bus.subscribe(topic, f"workers-{topic}")
     calls = []
 
     async def handler(d):
@@ -93,7 +93,7 @@ async def test_oversized_message_is_dead_lettered_without_running_the_handler(op
 
 async def test_flaky_handler_succeeds_on_retry(open_bus, topic):
     bus = await open_bus()
-    sub = await bus.subscribe(topic, "workers")
+    sub = await bus.subscribe(topic, f"workers-{topic}")
     done = asyncio.Queue()
 
     async def handler(d):
@@ -111,7 +111,7 @@ async def test_flaky_handler_succeeds_on_retry(open_bus, topic):
 
 async def test_concurrency_limit_is_honoured(open_bus, topic):
     bus = await open_bus()
-    sub = await bus.subscribe(topic, "workers")
+    sub = await bus.subscribe(topic, f"workers-{topic}")
     running = peak = 0
     finished = asyncio.Queue()
     gate = asyncio.Event()
@@ -139,7 +139,7 @@ async def test_concurrency_limit_is_honoured(open_bus, topic):
 
 async def test_consumer_cancelled_mid_handler_gives_the_message_back(open_bus, topic):
     bus = await open_bus()
-    sub = await bus.subscribe(topic, "workers")
+    sub = await bus.subscribe(topic, f"workers-{topic}")
     entered = asyncio.Event()
 
     async def stuck(d):
@@ -152,7 +152,7 @@ async def test_consumer_cancelled_mid_handler_gives_the_message_back(open_bus, t
     task.cancel()  # killed, not stopped: no ack
     await asyncio.gather(task, return_exceptions=True)
     await sub.close()
-    survivor = await bus.subscribe(topic, "workers")
+    survivor = await bus.subscribe(topic, f"workers-{topic}")
     d = await receive(survivor)
     assert d.body == b"in-flight"
     await d.ack()
@@ -160,7 +160,7 @@ async def test_consumer_cancelled_mid_handler_gives_the_message_back(open_bus, t
 
 async def test_stop_lets_handlers_in_flight_finish_and_ack(open_bus, topic):
     bus = await open_bus()
-    sub = await bus.subscribe(topic, "workers")
+    sub = await bus.subscribe(topic, f"workers-{topic}")
     entered, release = asyncio.Event(), asyncio.Event()
 
     async def slow(d):
@@ -175,6 +175,6 @@ async def test_stop_lets_handlers_in_flight_finish_and_ack(open_bus, topic):
     stats = await task
     assert stats.acked == 1
     await sub.close()
-    again = await bus.subscribe(topic, "workers")
+    again = await bus.subscribe(topic, f"workers-{topic}")
     await bus.publish(topic, b"sentinel")
     assert await receive_until(again, b"sentinel") == []

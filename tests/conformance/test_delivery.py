@@ -30,7 +30,7 @@ async def receive_until(sub, body: bytes, *, ack: bool = True):
 
 async def test_publish_then_receive_keeps_body_headers_and_key(open_bus, topic):
     bus = await open_bus()
-    sub = await bus.subscribe(topic, "g")
+    sub = await bus.subscribe(topic, f"g-{topic}")
     await bus.publish(topic, b"\x00\xffpayload", {"request-id": "r-1", "reply-to": "x"}, key="k1")
     d = await receive(sub)
     assert d.body == b"\x00\xffpayload"
@@ -44,7 +44,7 @@ async def test_publish_then_receive_keeps_body_headers_and_key(open_bus, topic):
 async def test_new_group_starts_from_oldest_message(open_bus, topic):
     bus = await open_bus()
     await bus.publish(topic, b"before-anyone-subscribed")
-    sub = await bus.subscribe(topic, "late-group")
+    sub = await bus.subscribe(topic, f"late-{topic}")
     d = await receive(sub)
     assert d.body == b"before-anyone-subscribed"
     await d.ack()
@@ -52,19 +52,19 @@ async def test_new_group_starts_from_oldest_message(open_bus, topic):
 
 async def test_acked_message_is_not_delivered_again(open_bus, topic):
     bus = await open_bus()
-    sub = await bus.subscribe(topic, "g")
+    sub = await bus.subscribe(topic, f"g-{topic}")
     await bus.publish(topic, b"one")
     d = await receive(sub)
     await d.ack()
     await sub.close()
-    sub = await bus.subscribe(topic, "g")
+    sub = await bus.subscribe(topic, f"g-{topic}")
     await bus.publish(topic, b"sentinel")
     assert await receive_until(sub, b"sentinel") == []
 
 
 async def test_nacked_message_comes_back_with_attempt_counted(open_bus, topic):
     bus = await open_bus()
-    sub = await bus.subscribe(topic, "g")
+    sub = await bus.subscribe(topic, f"g-{topic}")
     await bus.publish(topic, b"retry-me", {"h": "v"}, key="k")
     first = await receive(sub)
     assert first.attempt == 1
@@ -80,12 +80,12 @@ async def test_nacked_message_comes_back_with_attempt_counted(open_bus, topic):
 
 async def test_unacked_message_goes_to_next_member_when_consumer_dies(open_bus, topic):
     bus = await open_bus()
-    dying = await bus.subscribe(topic, "g")
+    dying = await bus.subscribe(topic, f"g-{topic}")
     await bus.publish(topic, b"in-flight")
     d = await receive(dying)
     assert d.body == b"in-flight"
     await dying.close()  # gone without ack
-    survivor = await bus.subscribe(topic, "g")
+    survivor = await bus.subscribe(topic, f"g-{topic}")
     again = await receive(survivor)
     assert again.body == b"in-flight"
     await again.ack()
@@ -98,7 +98,7 @@ async def test_only_the_unfinished_message_is_owed_after_out_of_order_acks(open_
     oldest unfinished message in its partition, whatever finished after it.
     """
     bus = await open_bus()
-    sub = await bus.subscribe(topic, "g")
+    sub = await bus.subscribe(topic, f"g-{topic}")
     for i in range(10):
         await bus.publish(topic, f"m{i}".encode(), key="one-partition")
     deliveries = [await receive(sub) for _ in range(10)]
@@ -106,7 +106,7 @@ async def test_only_the_unfinished_message_is_owed_after_out_of_order_acks(open_
     for d in reversed(deliveries[1:]):
         await d.ack()
     await sub.close()  # dies while m0 is still in its handler
-    sub = await bus.subscribe(topic, "g")
+    sub = await bus.subscribe(topic, f"g-{topic}")
     await bus.publish(topic, b"sentinel", key="one-partition")
     redelivered = await receive_until(sub, b"sentinel")
     assert slow.body in redelivered
@@ -116,8 +116,8 @@ async def test_only_the_unfinished_message_is_owed_after_out_of_order_acks(open_
 
 async def test_group_members_split_the_topic(open_bus, topic):
     bus_a, bus_b = await open_bus(), await open_bus()
-    a = await bus_a.subscribe(topic, "workers")
-    b = await bus_b.subscribe(topic, "workers")
+    a = await bus_a.subscribe(topic, f"workers-{topic}")
+    b = await bus_b.subscribe(topic, f"workers-{topic}")
     sent = {f"m{i}".encode() for i in range(40)}
     for i, body in enumerate(sorted(sent)):
         await bus_a.publish(topic, body, key=f"k{i}")
@@ -145,8 +145,8 @@ async def test_group_members_split_the_topic(open_bus, topic):
 
 async def test_two_groups_each_see_every_message(open_bus, topic):
     bus = await open_bus()
-    one = await bus.subscribe(topic, "group-one")
-    two = await bus.subscribe(topic, "group-two")
+    one = await bus.subscribe(topic, f"one-{topic}")
+    two = await bus.subscribe(topic, f"two-{topic}")
     bodies = [f"m{i}".encode() for i in range(5)]
     for body in bodies:
         await bus.publish(topic, body, key="k")
@@ -161,8 +161,8 @@ async def test_two_groups_each_see_every_message(open_bus, topic):
 
 async def test_a_nack_in_one_group_is_not_seen_by_another(open_bus, topic):
     bus = await open_bus()
-    failing = await bus.subscribe(topic, "failing")
-    other = await bus.subscribe(topic, "other")
+    failing = await bus.subscribe(topic, f"failing-{topic}")
+    other = await bus.subscribe(topic, f"other-{topic}")
     await bus.publish(topic, b"x")
     d = await receive(failing)
     await d.nack()
@@ -173,7 +173,7 @@ async def test_a_nack_in_one_group_is_not_seen_by_another(open_bus, topic):
 
 async def test_messages_with_one_key_arrive_in_order(open_bus, topic):
     bus = await open_bus()
-    sub = await bus.subscribe(topic, "g")
+    sub = await bus.subscribe(topic, f"g-{topic}")
     keys = ["alpha", "beta", "gamma"]
     for i in range(20):
         for k in keys:

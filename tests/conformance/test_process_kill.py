@@ -24,7 +24,7 @@ from processors.bus import connect
 
 async def main(url, topic):
     bus = await connect(url)
-    sub = await bus.subscribe(topic, "workers")
+    sub = await bus.subscribe(topic, f"workers-{topic}")
     print("SUBSCRIBED", flush=True)
     d = await sub.receive()
     print("GOT", d.body.decode(), flush=True)
@@ -35,7 +35,11 @@ asyncio.run(main(sys.argv[1], sys.argv[2]))
 
 
 async def _line(proc, timeout=60.0) -> str:
-    line = await asyncio.wait_for(proc.stdout.readline(), timeout)
+    try:
+        line = await asyncio.wait_for(proc.stdout.readline(), timeout)
+    except asyncio.TimeoutError:
+        proc.kill()
+        raise AssertionError(f"child said nothing in {timeout}s: {(await proc.stderr.read()).decode()[-3000:]}") from None
     if not line:
         raise AssertionError(f"child exited early: {(await proc.stderr.read()).decode()[-2000:]}")
     return line.decode().strip()
@@ -54,7 +58,7 @@ async def test_killed_consumer_process_message_goes_to_survivor(which, request, 
         assert await _line(proc) == "SUBSCRIBED"
         await bus.publish(topic, b"held-by-the-child")
         assert await _line(proc) == "GOT held-by-the-child"
-        survivor = await bus.subscribe(topic, "workers")
+        survivor = await bus.subscribe(topic, f"workers-{topic}")
         proc.send_signal(signal.SIGKILL)
         await proc.wait()
         d = await receive(survivor, timeout=60)

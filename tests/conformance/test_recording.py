@@ -40,7 +40,7 @@ async def test_record_then_replay_reproduces_messages_in_order(open_bus, topic, 
         assert per_topic[t] == [b for n, b, _, _ in MESSAGES if n == name]  # order kept per topic
 
     rename = {t: f"{t}-replayed" for t in topics.values()}
-    subs = {t: await bus.subscribe(new, "check") for t, new in rename.items()}
+    subs = {t: await bus.subscribe(new, f"check-{topic}") for t, new in rename.items()}
     assert await replay(bus, path, rename=rename) == len(MESSAGES)
     for r in recorded:
         d = await receive(subs[r.topic])
@@ -94,7 +94,7 @@ async def test_record_and_replay_commands_against_a_real_broker(which, request, 
         code, _, err = await _run("record", topic, "-o", str(path), "--bus", url, "--limit", "3", env=env)
         assert code == 0, err
         assert [r.body for r in read_recording(path)] == [b"m0", b"m1", b"m2"]
-        sub = await bus.subscribe(f"{topic}-copy", "check")
+        sub = await bus.subscribe(f"{topic}-copy", f"check-{topic}")
         code, _, err = await _run("replay", str(path), "--bus", url, "--rename", f"{topic}={topic}-copy", env=env)
         assert code == 0, err
         assert "replayed 3" in err
