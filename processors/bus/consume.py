@@ -135,26 +135,28 @@ async def consume(
         finally:
             slots.release()
 
-    stopping = asyncio.ensure_future(stop.wait())
-    receiving: asyncio.Future[Delivery] | None = None
-    try:
-        while not stop.is_set():
+    async def pump() -> None:
+        # One long-lived receive loop: no task or wait() per message. It is
+        # cancelled only while awaiting a slot or an incoming message, never
+        # between receiving a delivery and handing it to a handler.
+        while True:
             await slots.acquire()
-            receiving = asyncio.ensure_future(subscription.receive())
-            done, _ = await asyncio.wait({receiving, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            if receiving not in done:
-                slots.release()
-                break
             try:
-                d = receiving.result()
-            except SubscriptionClosed:
+                d = await subscription.receive()
+            except BaseException:
                 slots.release()
-                break
-            receiving = None
+                raise
             stats.received += 1
             task = asyncio.ensure_future(handle(d))
             running.add(task)
             task.add_done_callback(running.discard)
+
+    receiver = asyncio.ensure_future(pump())
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({receiver, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if receiver.done() and not isinstance(receiver.exception(), SubscriptionClosed):
+            receiver.result()  # a transport failure: let the caller see it
     except asyncio.CancelledError:
         # Killed rather than stopped: abandon handlers now; their messages are nacked.
         for task in running:
@@ -162,11 +164,10 @@ async def consume(
         raise
     finally:
         stopping.cancel()
-        if receiving is not None and not receiving.done():
-            receiving.cancel()
-            with contextlib.suppress(asyncio.CancelledError, SubscriptionClosed):
-                # A message that arrived while we were stopping goes back.
-                await (await receiving).nack()
+        if not receiver.done():
+            receiver.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await receiver
         if running:
             _, late = await asyncio.wait(set(running), timeout=drain_timeout)
             for task in late:

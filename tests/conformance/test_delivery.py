@@ -202,3 +202,45 @@ async def test_publish_refuses_oversized_body(open_bus, topic):
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+async def test_each_key_stays_in_order_on_one_member_of_a_group(backend, open_bus, topic):
+    """Per-key ordering across members. On Pulsar this needs a KeyShared subscription."""
+    from config.bus import PulsarOptions
+
+    options = {"pulsar": PulsarOptions(subscription_type="KeyShared", consumer_id_spread=8)} if backend == "pulsar" else {}
+    bus_a, bus_b = await open_bus(**options), await open_bus(**options)
+    members = {"a": await bus_a.subscribe(topic, f"g-{topic}"), "b": await bus_b.subscribe(topic, f"g-{topic}")}
+    keys = [f"key-{i}" for i in range(8)]
+    for i in range(10):
+        for k in keys:
+            await bus_a.publish(topic, f"{k}:{i}".encode(), key=k)
+    seen: dict[str, list[tuple[str, int]]] = {"a": [], "b": []}
+    total = len(keys) * 10
+    done = asyncio.Event()
+
+    async def drain(name):
+        while True:
+            d = await members[name].receive()
+            k, i = d.body.decode().split(":")
+            seen[name].append((k, int(i)))
+            await d.ack()
+            if len(seen["a"]) + len(seen["b"]) >= total:
+                done.set()
+
+    tasks = [asyncio.ensure_future(drain(n)) for n in members]
+    try:
+        await asyncio.wait_for(done.wait(), RECEIVE_TIMEOUT)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    owners = {}
+    for name, items in seen.items():
+        for k in keys:
+            numbers = [i for key, i in items if key == k]
+            if numbers:
+                assert numbers == sorted(numbers), f"{k} out of order on member {name}: {numbers}"
+                owners.setdefault(k, []).append(name)
+    assert all(len(v) == 1 for v in owners.values()), f"a key was split between members: {owners}"
+    assert sum(len(v) for v in seen.values()) == total
