@@ -2,13 +2,11 @@
 
 Broker-specific security options are passed through untouched to the client
 library, so an operator can use whatever their cluster requires without a
-code change (``RAGBUS_BUS_KAFKA_SASL_MECHANISM=PLAIN`` and friends).
+code change (``RAGBUS_BUS__KAFKA__SASL_MECHANISM=PLAIN`` and friends; see
+config/settings.py for how files and environment variables are layered).
 """
 
 from __future__ import annotations
-
-import os
-from collections.abc import Mapping
 
 import msgspec
 
@@ -74,34 +72,3 @@ class BusSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     memory_retention: int = 100_000
     kafka: KafkaOptions = msgspec.field(default_factory=KafkaOptions)
     pulsar: PulsarOptions = msgspec.field(default_factory=PulsarOptions)
-
-
-ENV_PREFIX = "RAGBUS_BUS_"
-
-
-def bus_settings_from_env(environ: Mapping[str, str] | None = None, **overrides: object) -> BusSettings:
-    """Build settings from defaults, then ``RAGBUS_BUS_*`` variables, then overrides.
-
-    ``RAGBUS_BUS_URL=kafka://h:9092`` sets ``url``;
-    ``RAGBUS_BUS_KAFKA_SASL_MECHANISM=PLAIN`` sets ``kafka.sasl_mechanism``.
-    """
-    env = os.environ if environ is None else environ
-    raw: dict[str, object] = {}
-    nested: dict[str, dict[str, object]] = {"kafka": {}, "pulsar": {}}
-    for name, value in env.items():
-        if not name.startswith(ENV_PREFIX):
-            continue
-        field = name[len(ENV_PREFIX):].lower()
-        section, _, rest = field.partition("_")
-        if section in nested and rest:
-            nested[section][rest] = value
-        else:
-            raw[field] = value
-    for section, values in nested.items():
-        if values:
-            raw[section] = values
-    raw.update({k: v for k, v in overrides.items() if v is not None})
-    try:
-        return msgspec.convert(raw, BusSettings, strict=False)
-    except msgspec.ValidationError as exc:
-        raise ValueError(f"invalid bus settings: {exc}") from None

@@ -7,7 +7,7 @@ import asyncio
 import logging
 import sys
 
-from config.bus import bus_settings_from_env
+from config.settings import bus_settings
 
 from .bus import BusError, connect
 from .recording import record, replay
@@ -47,6 +47,23 @@ async def _check(args: argparse.Namespace) -> int:
     return await run_selfcheck(args.bus)
 
 
+async def _worker(args: argparse.Namespace) -> int:
+    from config.settings import load_settings
+
+    from .worker import run_workers
+
+    settings = load_settings(args.config)
+    names = sorted(settings.processors) if args.all else args.names
+    if not names:
+        raise SystemExit("ragbus worker: name a processor or pass --all")
+    print(f"serving {', '.join(names)} on {args.bus or settings.bus.url} (Ctrl-C or SIGTERM to stop)", file=sys.stderr)
+    results = await run_workers(settings, names, bus_url=args.bus)
+    for name, stats in results.items():
+        print(f"{name}: received {stats.received}, acked {stats.acked}, nacked {stats.nacked}, "
+              f"dead-lettered {stats.dead_lettered}", file=sys.stderr)
+    return 0
+
+
 def _brokers(args: argparse.Namespace) -> int:
     from .testing.serve import serve_brokers
 
@@ -57,11 +74,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ragbus", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sub = parser.add_subparsers(dest="command")
-    default_bus = "bus URL (default: RAGBUS_BUS_URL or memory://)"
+    default_bus = "bus URL (default: RAGBUS_BUS__URL or memory://)"
 
     p = sub.add_parser("check", help="prove delivery, retry and dead-lettering work on a bus")
     p.add_argument("--bus", help=default_bus)
     p.set_defaults(run=_check)
+
+    p = sub.add_parser("worker", help="run processors until SIGTERM/Ctrl-C")
+    p.add_argument("names", nargs="*", help="processors to run (see [processors] in the settings)")
+    p.add_argument("--all", action="store_true", help="run every configured processor in this process")
+    p.add_argument("--bus", help=default_bus)
+    p.add_argument("--config", help="settings file laid over config/defaults.toml (default: RAGBUS_CONFIG)")
+    p.set_defaults(run=_worker)
 
     p = sub.add_parser("record", help="record messages published on topics to a JSON Lines file")
     p.add_argument("topics", nargs="+")
@@ -91,11 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "run", None):
         args = parser.parse_args(["check", *(argv or [])])
     try:
-        bus_settings_from_env()  # fail early on bad RAGBUS_BUS_* variables
+        bus_settings()  # fail early on bad RAGBUS_BUS_* variables
         if getattr(args, "sync", False):
             return args.run(args)
         return asyncio.run(args.run(args))
-    except (BusError, ValueError, OSError) as exc:
+    except (BusError, ValueError, OSError) as exc:  # SettingsError is a ValueError
         print(f"ragbus: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

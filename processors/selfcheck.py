@@ -12,14 +12,14 @@ import asyncio
 import time
 import uuid
 
-from config.bus import bus_settings_from_env
+from config.settings import bus_settings
 
 from .bus import Undecodable, connect, consume, dead_letter_topic
 from .bus.consume import H_ATTEMPTS, H_REASON
 
 
 async def run_selfcheck(url: str | None, *, out=print) -> int:
-    settings = bus_settings_from_env()
+    settings = bus_settings()
     topic = f"ragbus-check-{uuid.uuid4().hex[:8]}"
     good = [f"good-{i}".encode() for i in range(5)]
     expected_dlq = {b"poison": str(settings.max_attempts), b"garbage": "1"}

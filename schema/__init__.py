@@ -1,0 +1,56 @@
+"""Every message on the bus, as msgspec Structs, and the topics they travel on."""
+
+from .codec import CONTENT_TYPE, DecodeError, decode, encode, to_json
+from .common import ChunkMatch, Error, Fact, RejectedFact
+from .graph import KgQueryRequest, KgQueryResponse
+from .ingest import Chunk, DeleteDocument, Document, EmbeddedChunks, IngestResult, LoadTriples
+from .prompt import PromptRequest, PromptResult
+from .rag import DocumentRagRequest, DocumentRagResponse
+from .retrieval import (
+    DEFAULT_COLLECTION,
+    DocEmbeddingsRequest,
+    DocEmbeddingsResponse,
+    EmbedRequest,
+    EmbedResponse,
+    FetchChunkRequest,
+    FetchChunkResponse,
+    KeywordQueryRequest,
+    KeywordQueryResponse,
+)
+from .topics import REPLY_PREFIX, SCHEMAS, TopicSchema
+
+__all__ = [
+    "CONTENT_TYPE",
+    "DEFAULT_COLLECTION",
+    "REPLY_PREFIX",
+    "SCHEMAS",
+    "Chunk",
+    "ChunkMatch",
+    "DecodeError",
+    "DeleteDocument",
+    "DocEmbeddingsRequest",
+    "DocEmbeddingsResponse",
+    "Document",
+    "DocumentRagRequest",
+    "DocumentRagResponse",
+    "EmbedRequest",
+    "EmbedResponse",
+    "EmbeddedChunks",
+    "Error",
+    "Fact",
+    "FetchChunkRequest",
+    "FetchChunkResponse",
+    "IngestResult",
+    "KeywordQueryRequest",
+    "KeywordQueryResponse",
+    "KgQueryRequest",
+    "KgQueryResponse",
+    "LoadTriples",
+    "PromptRequest",
+    "PromptResult",
+    "RejectedFact",
+    "TopicSchema",
+    "decode",
+    "encode",
+    "to_json",
+]

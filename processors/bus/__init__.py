@@ -11,7 +11,8 @@ dead-letter rules every processor shares.
 
 from __future__ import annotations
 
-from config.bus import BusSettings, bus_settings_from_env
+from config.bus import BusSettings
+from config.settings import bus_settings
 
 from .base import (
     Bus,
@@ -53,7 +54,7 @@ async def connect(url: str | None = None, settings: BusSettings | None = None) -
     Raises ``BusConfigError`` for a bad URL and ``BusUnavailable`` when the
     broker does not answer within ``settings.connect_timeout_s``.
     """
-    settings = settings or bus_settings_from_env()
+    settings = settings or bus_settings()
     url = url or settings.url
     address = parse_bus_url(url)
     if address.scheme == "memory":

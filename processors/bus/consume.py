@@ -65,6 +65,7 @@ async def consume(
     stop: asyncio.Event | None = None,
     drain_timeout: float = 10.0,
     stats: ConsumeStats | None = None,
+    on_dead_letter: Callable[[Delivery, str], None] | None = None,
 ) -> ConsumeStats:
     """Handle deliveries until ``stop`` is set or the subscription closes.
 
@@ -72,7 +73,8 @@ async def consume(
     even received until a slot is free, so a slow handler applies
     back-pressure instead of piling messages up in memory. On stop, handlers
     in flight get ``drain_timeout`` seconds to finish; the rest are cancelled
-    and their messages nacked.
+    and their messages nacked. ``on_dead_letter(delivery, error_type)`` is
+    called for each message dead-lettered (for metrics).
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
@@ -105,6 +107,8 @@ async def consume(
         log.warning("dead-lettered a message of %s after %d attempt(s): %s", d.topic, d.attempt, reason)
         await d.ack()
         stats.dead_lettered += 1
+        if on_dead_letter is not None:
+            on_dead_letter(d, error)
 
     async def handle(d: Delivery) -> None:
         try:

@@ -17,7 +17,7 @@ def serve_brokers(which: list[str]) -> int:
             broker = factory(workdir).start()
             started.append(broker)
             print(f"{broker.name}: {broker.url}  (log: {broker.log_path})", flush=True)
-        print("Ctrl-C to stop. Example: RAGBUS_BUS_URL=" + started[0].url + " ragbus check", flush=True)
+        print("Ctrl-C to stop. Example: RAGBUS_BUS__URL=" + started[0].url + " ragbus check", flush=True)
         done = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: done.set())
         try:

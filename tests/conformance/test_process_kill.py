@@ -48,7 +48,7 @@ async def _line(proc, timeout=60.0) -> str:
 @pytest.mark.parametrize("which", ["kafka", "pulsar"])
 async def test_killed_consumer_process_message_goes_to_survivor(which, request, topic):
     url = request.getfixturevalue(f"{which}_broker").url
-    env = dict(os.environ, RAGBUS_BUS_PULSAR_CONSUMER_ID_SPREAD="8", RAGBUS_BUS_CONNECT_TIMEOUT_S="5")
+    env = dict(os.environ, RAGBUS_BUS__PULSAR__CONSUMER_ID_SPREAD="8", RAGBUS_BUS__CONNECT_TIMEOUT_S="5")
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c", CHILD, url, topic,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,

@@ -85,7 +85,7 @@ async def test_record_and_replay_commands_against_a_real_broker(which, request, 
     from ..conftest import settings_for_tests
 
     url = request.getfixturevalue(f"{which}_broker").url
-    env = dict(os.environ, RAGBUS_BUS_PULSAR_CONSUMER_ID_SPREAD="8")
+    env = dict(os.environ, RAGBUS_BUS__PULSAR__CONSUMER_ID_SPREAD="8")
     bus = await connect(url, settings_for_tests())
     try:
         for i in range(3):

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from config.bus import BusSettings, bus_settings_from_env
+from config.bus import BusSettings
+from config.settings import bus_settings
 from processors.bus import BusConfigError, BusUnavailable, connect, parse_bus_url
 
 
@@ -70,14 +71,14 @@ async def test_unreachable_broker_fails_fast_with_a_clear_error(scheme):
 
 def test_settings_from_environment_reach_nested_broker_options():
     env = {
-        "RAGBUS_BUS_URL": "kafka://k:9092",
-        "RAGBUS_BUS_MAX_ATTEMPTS": "7",
-        "RAGBUS_BUS_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
-        "RAGBUS_BUS_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
-        "RAGBUS_BUS_PULSAR_AUTH_TOKEN": "secret",
+        "RAGBUS_BUS__URL": "kafka://k:9092",
+        "RAGBUS_BUS__MAX_ATTEMPTS": "7",
+        "RAGBUS_BUS__KAFKA__SASL_MECHANISM": "SCRAM-SHA-512",
+        "RAGBUS_BUS__KAFKA__SECURITY_PROTOCOL": "SASL_SSL",
+        "RAGBUS_BUS__PULSAR__AUTH_TOKEN": "secret",
         "UNRELATED": "x",
     }
-    s = bus_settings_from_env(env)
+    s = bus_settings(env)
     assert s.url == "kafka://k:9092" and s.max_attempts == 7
     assert s.kafka.sasl_mechanism == "SCRAM-SHA-512" and s.kafka.security_protocol == "SASL_SSL"
     assert s.pulsar.auth_token == "secret"
@@ -85,32 +86,32 @@ def test_settings_from_environment_reach_nested_broker_options():
 
 
 def test_overrides_beat_environment():
-    s = bus_settings_from_env({"RAGBUS_BUS_URL": "kafka://k:1"}, url="memory://x")
+    s = bus_settings({"RAGBUS_BUS__URL": "kafka://k:1"}, url="memory://x")
     assert s.url == "memory://x"
 
 
 @pytest.mark.parametrize(
     ("env", "says"),
     [
-        ({"RAGBUS_BUS_MAX_ATTEMPTS": "many"}, "max_attempts"),
-        ({"RAGBUS_BUS_NO_SUCH_THING": "1"}, "no_such_thing"),
-        ({"RAGBUS_BUS_KAFKA_SASL_MECHANSIM": "PLAIN"}, "sasl_mechansim"),
+        ({"RAGBUS_BUS__MAX_ATTEMPTS": "many"}, "max_attempts"),
+        ({"RAGBUS_BUS__NO_SUCH_THING": "1"}, "no_such_thing"),
+        ({"RAGBUS_BUS__KAFKA__SASL_MECHANSIM": "PLAIN"}, "sasl_mechansim"),
     ],
 )
 def test_bad_settings_are_named(env, says):
     with pytest.raises(ValueError, match=says):
-        bus_settings_from_env(env)
+        bus_settings(env)
 
 
 async def test_kafka_security_options_reach_the_client():
     from processors.bus.kafka import KafkaBus
 
-    settings = bus_settings_from_env(
+    settings = bus_settings(
         {
-            "RAGBUS_BUS_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
-            "RAGBUS_BUS_KAFKA_SASL_MECHANISM": "SCRAM-SHA-256",
-            "RAGBUS_BUS_KAFKA_SASL_PLAIN_USERNAME": "u",
-            "RAGBUS_BUS_KAFKA_SASL_PLAIN_PASSWORD": "p",
+            "RAGBUS_BUS__KAFKA__SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+            "RAGBUS_BUS__KAFKA__SASL_MECHANISM": "SCRAM-SHA-256",
+            "RAGBUS_BUS__KAFKA__SASL_PLAIN_USERNAME": "u",
+            "RAGBUS_BUS__KAFKA__SASL_PLAIN_PASSWORD": "p",
         }
     )
     bus = KafkaBus("kafka://h:1", parse_bus_url("kafka://h:1"), settings)

@@ -1,0 +1,130 @@
+"""Loading settings: packaged defaults, then a user TOML file, then environment variables.
+
+Each processor gets one typed settings object (its class's ``Settings``),
+built from its ``[processors.NAME]`` section; an unknown or mistyped key is
+an error naming the key, not a silent default.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+
+from .bus import BusSettings
+
+ENV_PREFIX = "RAGBUS_"
+DEFAULTS = Path(__file__).with_name("defaults.toml")
+
+S = TypeVar("S", bound=msgspec.Struct)
+
+
+class SettingsError(ValueError):
+    pass
+
+
+class ProcessorSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """What every processor has; a processor's own Settings subclass adds its fields."""
+
+    topic: str = ""  # default: the section name
+    group: str = ""  # default: the section name
+    # How many requests one replica handles at once.
+    concurrency: int = 16
+    # A handler running longer than this (or past the request's deadline) gets an error response.
+    handler_timeout_s: float = 30.0
+    # Failures (transport, not business errors) before a request is dead-lettered.
+    max_attempts: int = 3
+    # Requests above this size are dead-lettered unread.
+    max_message_bytes: int = 1_000_000
+    # SIGTERM: how long requests in flight may take to finish before they are nacked.
+    drain_timeout_s: float = 10.0
+
+
+class ClientSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    request_timeout_s: float = 30.0
+
+
+class MetricsSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    port: int = 0
+    host: str = "127.0.0.1"
+
+
+class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    bus: BusSettings
+    client: ClientSettings
+    metrics: MetricsSettings
+    # Raw sections; ``processor_settings`` types them with the processor's own class.
+    processors: dict[str, dict[str, Any]]
+
+
+def _merge(base: dict, over: Mapping) -> dict:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _env_overrides(environ: Mapping[str, str], known_processors: set[str]) -> dict:
+    tree: dict = {}
+    by_env_name = {p.upper().replace("-", "_"): p for p in known_processors}
+    for name, value in environ.items():
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        path = [p.lower() for p in name[len(ENV_PREFIX):].split("__")]
+        if path[0] == "processors" and len(path) > 1:
+            path[1] = by_env_name.get(path[1].upper(), path[1].replace("_", "-"))
+        node = tree
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
+    return tree
+
+
+def load_settings(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    environ = os.environ if environ is None else environ
+    raw = tomllib.loads(DEFAULTS.read_text())
+    path = path or environ.get("RAGBUS_CONFIG")
+    if path:
+        try:
+            user = tomllib.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise SettingsError(f"config file {path} does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise SettingsError(f"config file {path}: {exc}") from None
+        raw = _merge(raw, user)
+    raw = _merge(raw, _env_overrides(environ, set(raw.get("processors", {}))))
+    try:
+        return msgspec.convert(raw, Settings, strict=False)
+    except msgspec.ValidationError as exc:
+        raise SettingsError(f"invalid settings: {exc}") from None
+
+
+def processor_settings(settings: Settings, name: str, settings_type: type[S]) -> S:
+    """The typed settings of processor ``name`` (its section minus ``class``)."""
+    section = dict(settings.processors.get(name, {}))
+    section.pop("class", None)
+    section.setdefault("topic", name)
+    section.setdefault("group", name)
+    try:
+        return msgspec.convert(section, settings_type, strict=False)
+    except msgspec.ValidationError as exc:
+        raise SettingsError(f"invalid settings for processor {name!r}: {exc}") from None
+
+
+def bus_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> BusSettings:
+    """The bus settings from files and environment, with ``overrides`` (None = keep) on top."""
+    base = load_settings(environ=environ).bus
+    changes = {k: v for k, v in overrides.items() if v is not None}
+    if not changes:
+        return base
+    try:
+        return msgspec.convert(_merge(msgspec.to_builtins(base), changes), BusSettings, strict=False)
+    except msgspec.ValidationError as exc:
+        raise SettingsError(f"invalid bus settings: {exc}") from None

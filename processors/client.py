@@ -1,0 +1,171 @@
+"""The request client: publish a request, await its response, correlated by request id.
+
+Each client owns a private reply topic (``REPLY_PREFIX`` + a fresh id) that
+it alone consumes, so a response reaches only the instance that asked, never
+every replica of the caller. One reader task resolves the waiting futures;
+thousands of calls may be in flight. A call that times out raises
+``RequestTimeout``; a response that arrives after that, or a second response
+to one request, is dropped and counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TypeVar
+
+import msgspec
+
+from schema import REPLY_PREFIX, DecodeError, decode, encode
+
+from . import metrics
+from .bus import Bus, SubscriptionClosed
+from .envelope import REQUEST_ID, new_request_id, request_headers
+
+log = logging.getLogger(__name__)
+
+Resp = TypeVar("Resp", bound=msgspec.Struct)
+
+# How many finished request ids are remembered to tell late and duplicate responses apart.
+_REMEMBERED = 100_000
+
+
+class RequestTimeout(TimeoutError):
+    def __init__(self, topic: str, request_id: str, timeout: float) -> None:
+        super().__init__(f"no response on {topic!r} to request {request_id} within {timeout:g}s")
+        self.topic = topic
+        self.request_id = request_id
+        self.timeout = timeout
+
+
+class ClientClosed(RuntimeError):
+    pass
+
+
+@dataclass(slots=True)
+class ClientStats:
+    sent: int = 0
+    answered: int = 0
+    timeouts: int = 0
+    late: int = 0
+    duplicates: int = 0
+    undecodable: int = 0
+
+
+class RequestClient:
+    def __init__(self, bus: Bus, *, name: str = "client", timeout_s: float = 30.0) -> None:
+        self.bus = bus
+        self.timeout_s = timeout_s
+        self.reply_topic = f"{REPLY_PREFIX}{name}.{uuid.uuid4().hex[:16]}"
+        self.stats = ClientStats()
+        self._pending: dict[str, tuple[asyncio.Future, type]] = {}
+        # request id -> True if it was answered, False if its call timed out.
+        self._finished: OrderedDict[str, bool] = OrderedDict()
+        self._reader: asyncio.Task[None] | None = None
+        self._subscription = None
+
+    async def start(self) -> RequestClient:
+        self._subscription = await self.bus.subscribe(self.reply_topic, self.reply_topic)
+        self._reader = asyncio.ensure_future(self._read_replies())
+        return self
+
+    async def __aenter__(self) -> RequestClient:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    async def request(
+        self,
+        topic: str,
+        message: msgspec.Struct,
+        response_type: type[Resp],
+        *,
+        timeout: float | None = None,
+        traceparent: str | None = None,
+    ) -> Resp:
+        """Send ``message`` to ``topic`` and return the decoded response."""
+        if self._reader is None or self._reader.done():
+            raise ClientClosed("request client is not started (or its reply reader stopped)")
+        timeout = self.timeout_s if timeout is None else timeout
+        request_id = new_request_id()
+        future = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = (future, response_type)
+        headers = request_headers(
+            request_id=request_id, reply_to=self.reply_topic, timeout_s=timeout, traceparent=traceparent
+        )
+        started = time.perf_counter()
+        try:
+            await self.bus.publish(topic, encode(message), headers)
+            self.stats.sent += 1
+            metrics.client_requests.labels(topic).inc()
+            async with asyncio.timeout(timeout):
+                response = await future
+        except TimeoutError:
+            self.stats.timeouts += 1
+            metrics.client_timeouts.labels(topic).inc()
+            self._remember(request_id, answered=False)
+            raise RequestTimeout(topic, request_id, timeout) from None
+        finally:
+            self._pending.pop(request_id, None)
+        metrics.client_latency.labels(topic).observe(time.perf_counter() - started)
+        return response
+
+    def _remember(self, request_id: str, *, answered: bool) -> None:
+        self._finished[request_id] = answered
+        if len(self._finished) > _REMEMBERED:
+            self._finished.popitem(last=False)
+
+    async def _read_replies(self) -> None:
+        sub = self._subscription
+        while True:
+            try:
+                d = await sub.receive()
+            except SubscriptionClosed:
+                return
+            await d.ack()  # a reply is consumed once, whatever happens to it
+            request_id = d.headers.get(REQUEST_ID, "")
+            waiting = self._pending.pop(request_id, None)
+            if waiting is None:
+                self._count_unexpected(request_id)
+                continue
+            future, response_type = waiting
+            if future.done():  # its call was cancelled
+                continue
+            try:
+                future.set_result(decode(d.body, response_type))
+            except DecodeError as exc:
+                self.stats.undecodable += 1
+                future.set_exception(exc)
+            self.stats.answered += 1
+            self._remember(request_id, answered=True)
+
+    def _count_unexpected(self, request_id: str) -> None:
+        if self._finished.get(request_id):
+            self.stats.duplicates += 1
+            metrics.client_duplicates.inc()
+        else:
+            self.stats.late += 1
+            metrics.client_late.inc()
+        log.debug("dropped response to %s (late or duplicate)", request_id)
+
+    async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        if self._subscription is not None:
+            await self._subscription.close()
+        for future, _ in self._pending.values():
+            if not future.done():
+                future.set_exception(ClientClosed("request client closed while waiting"))
+        self._pending.clear()

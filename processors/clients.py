@@ -1,0 +1,130 @@
+"""Typed clients: one small class per request topic, on top of ``RequestClient``.
+
+They return plain values and raise ``RemoteError`` when the processor
+answered with an error, so callers (the orchestrator first) never look at
+envelopes or response Structs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from schema import (
+    DEFAULT_COLLECTION,
+    ChunkMatch,
+    DocEmbeddingsRequest,
+    DocEmbeddingsResponse,
+    EmbedRequest,
+    EmbedResponse,
+    Error,
+    FetchChunkRequest,
+    FetchChunkResponse,
+    KeywordQueryRequest,
+    KeywordQueryResponse,
+    KgQueryRequest,
+    KgQueryResponse,
+    PromptRequest,
+    PromptResult,
+)
+from schema import topics as t
+
+from .client import RequestClient
+
+
+class RemoteError(Exception):
+    """The processor answered, with an error."""
+
+    def __init__(self, topic: str, error: Error) -> None:
+        super().__init__(f"{topic}: {error.type}: {error.message}")
+        self.topic = topic
+        self.error = error
+
+
+def _check(topic: str, response):
+    if response.error is not None:
+        raise RemoteError(topic, response.error)
+    return response
+
+
+class _Typed:
+    topic: str
+
+    def __init__(self, client: RequestClient, *, topic: str | None = None, timeout: float | None = None) -> None:
+        self.client = client
+        self.topic = topic or self.topic
+        self.timeout = timeout
+
+
+class EmbedClient(_Typed):
+    topic = t.EMBED
+
+    async def embed(self, texts: Iterable[str]) -> list[list[float]]:
+        r = await self.client.request(self.topic, EmbedRequest(texts=list(texts)), EmbedResponse, timeout=self.timeout)
+        return _check(self.topic, r).vectors
+
+
+class DocEmbeddingsClient(_Typed):
+    topic = t.DOC_EMBEDDINGS_QUERY
+
+    async def query(
+        self, vectors: Sequence[Sequence[float]], limit: int = 10, collection: str = DEFAULT_COLLECTION
+    ) -> list[ChunkMatch]:
+        request = DocEmbeddingsRequest(vectors=[list(v) for v in vectors], limit=limit, collection=collection)
+        r = await self.client.request(self.topic, request, DocEmbeddingsResponse, timeout=self.timeout)
+        return _check(self.topic, r).matches
+
+
+class FetchChunkClient(_Typed):
+    topic = t.FETCH_CHUNK
+
+    async def fetch(self, chunk_ids: Sequence[str], collection: str = DEFAULT_COLLECTION) -> list[ChunkMatch]:
+        request = FetchChunkRequest(chunk_ids=list(chunk_ids), collection=collection)
+        r = await self.client.request(self.topic, request, FetchChunkResponse, timeout=self.timeout)
+        return _check(self.topic, r).chunks
+
+    async def __call__(self, chunk_id: str, collection: str = DEFAULT_COLLECTION) -> str:
+        """The text of one chunk: the ``fetch_chunk`` callable the orchestrator takes."""
+        chunks = await self.fetch([chunk_id], collection)
+        if not chunks or chunks[0].text is None:
+            raise RemoteError(self.topic, Error("NotFound", f"chunk {chunk_id!r} not found"))
+        return chunks[0].text
+
+
+class KeywordClient(_Typed):
+    topic = t.KEYWORD_QUERY
+
+    async def query(self, *, query: str, limit: int = 10, collection: str = DEFAULT_COLLECTION) -> list[ChunkMatch]:
+        request = KeywordQueryRequest(query=query, limit=limit, collection=collection)
+        r = await self.client.request(self.topic, request, KeywordQueryResponse, timeout=self.timeout)
+        return _check(self.topic, r).matches
+
+
+class KgClient(_Typed):
+    topic = t.KG_QUERY
+
+    async def query(self, question: str, *, at_time: str | None = None, limit: int = 8) -> KgQueryResponse:
+        request = KgQueryRequest(question=question, at_time=at_time, limit=limit)
+        r = await self.client.request(self.topic, request, KgQueryResponse, timeout=self.timeout)
+        return _check(self.topic, r)
+
+
+class PromptClient(_Typed):
+    topic = t.PROMPT
+
+    async def prompt(self, template_id: str, variables: dict[str, str | list[str]] | None = None) -> PromptResult:
+        request = PromptRequest(template_id=template_id, variables=dict(variables or {}))
+        r = await self.client.request(self.topic, request, PromptResult, timeout=self.timeout)
+        return _check(self.topic, r)
+
+    async def document_prompt(
+        self,
+        *,
+        query: str,
+        documents: Sequence[str],
+        facts: Sequence[str] = (),
+        at_time: str | None = None,
+    ) -> PromptResult:
+        variables: dict[str, str | list[str]] = {"query": query, "documents": list(documents), "facts": list(facts)}
+        if at_time is not None:
+            variables["at_time"] = at_time
+        return await self.prompt("document-prompt", variables)

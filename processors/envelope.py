@@ -1,0 +1,133 @@
+"""The envelope: what every request and response carries in its headers.
+
+- ``request-id``: chosen by the caller, echoed on the response.
+- ``reply-to``: the caller's private reply topic (must start with ``REPLY_PREFIX``).
+- ``attempt``: the caller's own retry count of this request (1 = first try).
+- ``deadline``: absolute, milliseconds since the Unix epoch; past it nobody waits
+  for the answer, so a processor drops the request instead of working on it.
+- ``traceparent``: W3C trace context; a processor continues the caller's trace.
+- ``content-type``: how the body is encoded.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from schema import CONTENT_TYPE
+
+REQUEST_ID = "request-id"
+REPLY_TO = "reply-to"
+ATTEMPT = "attempt"
+DEADLINE = "deadline"
+TRACEPARENT = "traceparent"
+CONTENT_TYPE_HEADER = "content-type"
+
+_TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
+
+
+class EnvelopeError(ValueError):
+    """A header that is present but malformed."""
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def new_traceparent(trace_id: str | None = None) -> str:
+    """A traceparent for a new span, in ``trace_id`` or a fresh trace."""
+    return f"00-{trace_id or secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
+
+
+def child_traceparent(parent: str | None) -> str:
+    """Continue the caller's trace with a new span, or start one if the header is absent or bad."""
+    m = _TRACEPARENT.match(parent or "")
+    if m is None or m.group(1) == "0" * 32:
+        return new_traceparent()
+    return f"00-{m.group(1)}-{secrets.token_hex(8)}-{m.group(3)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    request_id: str
+    reply_to: str | None
+    attempt: int
+    deadline_ms: int | None
+    traceparent: str
+
+    def remaining_s(self, now: int | None = None) -> float | None:
+        """Seconds left before the deadline (negative once past), or None for no deadline."""
+        if self.deadline_ms is None:
+            return None
+        return (self.deadline_ms - (now_ms() if now is None else now)) / 1000
+
+    def expired(self, now: int | None = None) -> bool:
+        left = self.remaining_s(now)
+        return left is not None and left <= 0
+
+
+def request_headers(
+    *,
+    request_id: str,
+    reply_to: str | None,
+    timeout_s: float | None,
+    attempt: int = 1,
+    traceparent: str | None = None,
+) -> dict[str, str]:
+    headers = {
+        REQUEST_ID: request_id,
+        ATTEMPT: str(attempt),
+        TRACEPARENT: traceparent or new_traceparent(),
+        CONTENT_TYPE_HEADER: CONTENT_TYPE,
+    }
+    if reply_to is not None:
+        headers[REPLY_TO] = reply_to
+    if timeout_s is not None:
+        headers[DEADLINE] = str(now_ms() + int(timeout_s * 1000))
+    return headers
+
+
+def response_headers(envelope: Envelope) -> dict[str, str]:
+    return {
+        REQUEST_ID: envelope.request_id,
+        TRACEPARENT: child_traceparent(envelope.traceparent),
+        CONTENT_TYPE_HEADER: CONTENT_TYPE,
+    }
+
+
+def parse_envelope(headers: Mapping[str, str]) -> Envelope:
+    """Read the envelope of a received request; raises ``EnvelopeError`` on malformed values.
+
+    A missing ``request-id`` is tolerated (fire-and-forget publishers need
+    none) and replaced by a fresh id for logging; a missing deadline means
+    no deadline.
+    """
+    request_id = headers.get(REQUEST_ID) or new_request_id()
+    if len(request_id) > 200:
+        raise EnvelopeError("request-id longer than 200 characters")
+    try:
+        attempt = int(headers.get(ATTEMPT, "1"))
+    except ValueError:
+        raise EnvelopeError(f"attempt header is not an integer: {headers.get(ATTEMPT)!r}") from None
+    raw_deadline = headers.get(DEADLINE)
+    deadline = None
+    if raw_deadline is not None:
+        try:
+            deadline = int(raw_deadline)
+        except ValueError:
+            raise EnvelopeError(f"deadline header is not epoch milliseconds: {raw_deadline!r}") from None
+    return Envelope(
+        request_id=request_id,
+        reply_to=headers.get(REPLY_TO) or None,
+        attempt=attempt,
+        deadline_ms=deadline,
+        traceparent=headers.get(TRACEPARENT) or new_traceparent(),
+    )

@@ -1,0 +1,171 @@
+"""The processor base class: all the transport work, so a processor file holds only its logic.
+
+A concrete processor names its request and response Structs and implements
+``handle``; everything else happens here, identically for every processor:
+
+- join the request topic's consumer group and run handlers through
+  ``consume`` (bounded concurrency, retries, dead letters);
+- read the envelope; drop (and count) a request whose deadline has passed;
+  refuse a ``reply-to`` outside ``REPLY_PREFIX``;
+- decode and validate the body: an invalid request gets an error response
+  when it has a ``reply-to``, else it is dead-lettered;
+- run ``handle`` within the handler time limit and the request's deadline; a
+  raised exception or a timeout becomes an error response (a business
+  failure is an answer, not a crash loop);
+- publish the response to ``reply-to`` with the same ``request-id``, and
+  only then ack; if publishing fails the request is nacked and retried.
+
+Nothing per request is stored on the processor object: what a handler needs
+to know about its request arrives in ``RequestContext``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, TypeVar
+
+import msgspec
+
+from config.settings import ProcessorSettings
+from schema import REPLY_PREFIX, DecodeError, Error, decode, encode
+
+from . import metrics
+from .bus import Bus, Delivery, Undecodable, consume
+from .bus.consume import ConsumeStats
+from .envelope import Envelope, EnvelopeError, parse_envelope, response_headers
+
+log = logging.getLogger(__name__)
+
+Req = TypeVar("Req", bound=msgspec.Struct)
+Resp = TypeVar("Resp", bound=msgspec.Struct)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """What a handler may know about the request it is handling."""
+
+    envelope: Envelope
+    topic: str
+    delivery_attempt: int  # how often the bus has delivered this message (1 = first)
+
+    @property
+    def request_id(self) -> str:
+        return self.envelope.request_id
+
+    def remaining_s(self) -> float | None:
+        return self.envelope.remaining_s()
+
+
+_ZERO = {str: "", int: 0, float: 0.0, bool: False, list: [], dict: {}}
+
+
+def error_response(response_type: type[Resp], error: Error) -> Resp:
+    """A response carrying only ``error``; required fields get empty values."""
+    values: dict[str, Any] = {"error": error}
+    for field in msgspec.structs.fields(response_type):
+        if field.required and field.name != "error":
+            origin = getattr(field.type, "__origin__", field.type)
+            values[field.name] = _ZERO.get(origin, None)
+    if "response_type" in values:  # PromptResult and kin say what their text is
+        values["response_type"] = "error"
+    return response_type(**values)
+
+
+class Processor(Generic[Req, Resp]):
+    """Subclass with ``request_type``, ``response_type`` (None: no reply) and ``handle``."""
+
+    request_type: ClassVar[type[msgspec.Struct]]
+    response_type: ClassVar[type[msgspec.Struct] | None]
+    Settings: ClassVar[type[ProcessorSettings]] = ProcessorSettings
+
+    def __init__(self, name: str, settings: ProcessorSettings) -> None:
+        self.name = name
+        self.settings = settings
+
+    async def start(self) -> None:
+        """Load models, open stores: called once before the first request."""
+
+    async def close(self) -> None:
+        """Release what ``start`` acquired: called once after the last request."""
+
+    async def handle(self, request: Req, context: RequestContext) -> Resp | None:
+        raise NotImplementedError
+
+    async def run(self, bus: Bus, stop: asyncio.Event) -> ConsumeStats:
+        """Serve the request topic until ``stop`` is set, then drain and leave the group."""
+        s = self.settings
+        await self.start()
+        try:
+            subscription = await bus.subscribe(s.topic, s.group)
+            try:
+                return await consume(
+                    bus,
+                    subscription,
+                    lambda d: self._on_delivery(bus, d),
+                    concurrency=s.concurrency,
+                    max_attempts=s.max_attempts,
+                    stop=stop,
+                    drain_timeout=s.drain_timeout_s,
+                    on_dead_letter=lambda d, error: metrics.dead_lettered.labels(self.name, error).inc(),
+                )
+            finally:
+                await subscription.close()
+        finally:
+            await self.close()
+
+    async def _on_delivery(self, bus: Bus, d: Delivery) -> None:
+        started = time.perf_counter()
+        metrics.requests.labels(self.name).inc()
+        try:
+            envelope = parse_envelope(d.headers)
+        except EnvelopeError as exc:
+            raise Undecodable(f"bad envelope: {exc}") from None
+        if envelope.reply_to is not None and not envelope.reply_to.startswith(REPLY_PREFIX):
+            raise Undecodable(f"reply-to {envelope.reply_to[:200]!r} is outside {REPLY_PREFIX!r}")
+        if envelope.expired():
+            metrics.expired.labels(self.name).inc()
+            log.info("%s: dropped request %s, deadline passed", self.name, envelope.request_id)
+            return
+        try:
+            request = decode(d.body, self.request_type)
+        except DecodeError as exc:
+            if envelope.reply_to is None or self.response_type is None:
+                raise Undecodable(str(exc)) from None
+            await self._reply(bus, envelope, self._error("ValidationError", str(exc)))
+            return
+        context = RequestContext(envelope=envelope, topic=d.topic, delivery_attempt=d.attempt)
+        response = await self._run_handler(request, context)
+        if response is not None and envelope.reply_to is not None:
+            await self._reply(bus, envelope, response)
+        metrics.latency.labels(self.name).observe(time.perf_counter() - started)
+
+    async def _run_handler(self, request: Req, context: RequestContext) -> Resp | None:
+        limit = self.settings.handler_timeout_s
+        left = context.remaining_s()
+        if left is not None:
+            limit = min(limit, left)
+        try:
+            async with asyncio.timeout(limit):
+                return await self.handle(request, context)
+        except TimeoutError:
+            metrics.timeouts.labels(self.name).inc()
+            if self.response_type is None:
+                raise
+            return self._error("Timeout", f"{self.name} did not finish within {limit:.3f}s")
+        except Exception as exc:
+            if self.response_type is None:
+                raise  # no one to tell: retry, then dead-letter
+            log.exception("%s: handler failed on request %s", self.name, context.request_id)
+            return self._error(type(exc).__name__, str(exc) or type(exc).__name__)
+
+    def _error(self, error_type: str, message: str) -> Resp:
+        metrics.errors.labels(self.name, error_type).inc()
+        assert self.response_type is not None
+        return error_response(self.response_type, Error(error_type, message[:2000]))
+
+    async def _reply(self, bus: Bus, envelope: Envelope, response: msgspec.Struct) -> None:
+        assert envelope.reply_to is not None
+        await bus.publish(envelope.reply_to, encode(response), response_headers(envelope))

@@ -1,0 +1,89 @@
+"""Run processors as workers: one, several, or every configured one, in this process.
+
+Which processors exist, and their wiring, come from ``[processors.NAME]``
+sections of the settings (``class = "module:Class"`` plus that class's
+Settings fields). SIGTERM and SIGINT stop taking work; requests in flight get
+``drain_timeout_s`` to finish, the rest are nacked, then the group is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import signal
+
+from config.settings import Settings, SettingsError, processor_settings
+
+from . import metrics
+from .bus import connect
+from .bus.consume import ConsumeStats
+from .processor import Processor
+
+log = logging.getLogger(__name__)
+
+
+def processor_class(path: str) -> type[Processor]:
+    module_name, sep, class_name = path.partition(":")
+    if not sep:
+        raise SettingsError(f"processor class {path!r} must look like 'package.module:ClassName'")
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
+        raise SettingsError(f"cannot load processor class {path!r}: {exc}") from None
+    if not (isinstance(cls, type) and issubclass(cls, Processor)):
+        raise SettingsError(f"{path!r} is not a Processor subclass")
+    return cls
+
+
+def build_processor(settings: Settings, name: str) -> Processor:
+    section = settings.processors.get(name)
+    if section is None:
+        known = ", ".join(sorted(settings.processors)) or "none"
+        raise SettingsError(f"unknown processor {name!r}; configured: {known}")
+    if "class" not in section:
+        raise SettingsError(f"[processors.{name}] has no 'class'")
+    cls = processor_class(section["class"])
+    return cls(name, processor_settings(settings, name, cls.Settings))
+
+
+async def run_workers(
+    settings: Settings,
+    names: list[str],
+    *,
+    bus_url: str | None = None,
+    stop: asyncio.Event | None = None,
+    handle_signals: bool = True,
+) -> dict[str, ConsumeStats]:
+    """Serve ``names`` on one bus connection until ``stop`` (or SIGTERM/SIGINT)."""
+    if not names:
+        raise SettingsError("no processors to run")
+    processors = [build_processor(settings, n) for n in names]
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGTERM, signal.SIGINT) if handle_signals else ()
+    for sig in signals:
+        loop.add_signal_handler(sig, stop.set)
+    server = None
+    if settings.metrics.port:
+        server = metrics.serve_metrics(settings.metrics.port, settings.metrics.host)
+        log.warning("metrics on http://%s:%d/metrics", settings.metrics.host, settings.metrics.port)
+    bus = await connect(bus_url, settings.bus)
+    try:
+        tasks = [asyncio.ensure_future(p.run(bus, stop)) for p in processors]
+        # One processor failing (say, its store cannot open) stops the others cleanly.
+        for task in tasks:
+            task.add_done_callback(lambda t: t.cancelled() or t.exception() is None or stop.set())
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        failures = [r for r in results if isinstance(r, BaseException)]
+        if failures:
+            raise failures[0]
+        return {p.name: r for p, r in zip(processors, results)}
+    finally:
+        await bus.close()
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+        if server is not None:
+            with contextlib.suppress(Exception):
+                server.shutdown()

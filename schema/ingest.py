@@ -1,0 +1,47 @@
+"""Messages of the ingestion topics: documents in, chunks out to the stores, triples to the graph."""
+
+from __future__ import annotations
+
+import msgspec
+
+from .common import Error, Fact
+from .retrieval import DEFAULT_COLLECTION
+
+
+class Document(msgspec.Struct, kw_only=True):
+    document_id: str
+    text: str
+    title: str = ""
+    collection: str = DEFAULT_COLLECTION
+    source: str = ""
+
+
+class DeleteDocument(msgspec.Struct, kw_only=True):
+    document_id: str
+    collection: str = DEFAULT_COLLECTION
+
+
+class Chunk(msgspec.Struct, kw_only=True):
+    chunk_id: str  # stable: the same document text gives the same ids
+    document_id: str
+    text: str
+    position: int
+    title: str = ""
+    collection: str = DEFAULT_COLLECTION
+
+
+class EmbeddedChunks(msgspec.Struct, kw_only=True):
+    chunks: list[Chunk]
+    vectors: list[list[float]]
+
+
+class LoadTriples(msgspec.Struct, kw_only=True):
+    facts: list[Fact]
+    entity_types: dict[str, str] = {}
+
+
+class IngestResult(msgspec.Struct, kw_only=True):
+    """Reply to an ingestion request: how many items the store now holds for it."""
+
+    count: int = 0
+    error: Error | None = None

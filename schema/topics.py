@@ -1,0 +1,61 @@
+"""Every topic name, and which Structs travel on it. The one place they are written down.
+
+A request topic's responses go to the ``reply-to`` topic its caller names;
+``*.dlq`` topics receive what could not be handled (see processors/bus/consume.py).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import msgspec
+
+from .graph import KgQueryRequest, KgQueryResponse
+from .ingest import DeleteDocument, Document, EmbeddedChunks, IngestResult, LoadTriples
+from .prompt import PromptRequest, PromptResult
+from .rag import DocumentRagRequest, DocumentRagResponse
+from .retrieval import (
+    DocEmbeddingsRequest,
+    DocEmbeddingsResponse,
+    EmbedRequest,
+    EmbedResponse,
+    FetchChunkRequest,
+    FetchChunkResponse,
+    KeywordQueryRequest,
+    KeywordQueryResponse,
+)
+
+EMBED = "embed"
+DOC_EMBEDDINGS_QUERY = "doc-embeddings-query"
+FETCH_CHUNK = "fetch-chunk"
+KEYWORD_QUERY = "keyword-query"
+KG_QUERY = "kg-query"
+PROMPT = "prompt"
+DOCUMENT_RAG = "document-rag"
+DOCUMENT_LOAD = "document-load"
+DOCUMENT_DELETE = "document-delete"
+CHUNK_STORE = "chunk-store"
+TRIPLES_LOAD = "triples-load"
+
+# Reply topics are private to one client; processors publish only under this prefix.
+REPLY_PREFIX = "ragbus.reply."
+
+
+class TopicSchema(NamedTuple):
+    request: type[msgspec.Struct]
+    response: type[msgspec.Struct]
+
+
+SCHEMAS: dict[str, TopicSchema] = {
+    EMBED: TopicSchema(EmbedRequest, EmbedResponse),
+    DOC_EMBEDDINGS_QUERY: TopicSchema(DocEmbeddingsRequest, DocEmbeddingsResponse),
+    FETCH_CHUNK: TopicSchema(FetchChunkRequest, FetchChunkResponse),
+    KEYWORD_QUERY: TopicSchema(KeywordQueryRequest, KeywordQueryResponse),
+    KG_QUERY: TopicSchema(KgQueryRequest, KgQueryResponse),
+    PROMPT: TopicSchema(PromptRequest, PromptResult),
+    DOCUMENT_RAG: TopicSchema(DocumentRagRequest, DocumentRagResponse),
+    DOCUMENT_LOAD: TopicSchema(Document, IngestResult),
+    DOCUMENT_DELETE: TopicSchema(DeleteDocument, IngestResult),
+    CHUNK_STORE: TopicSchema(EmbeddedChunks, IngestResult),
+    TRIPLES_LOAD: TopicSchema(LoadTriples, IngestResult),
+}

@@ -1,0 +1,211 @@
+"""The processor base and the request client, on every backend."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import pytest
+
+from processors import metrics
+from processors.bus import dead_letter_topic
+from processors.bus.consume import H_REASON
+from processors.client import RequestClient, RequestTimeout
+from processors.envelope import DEADLINE, REPLY_TO, REQUEST_ID, now_ms, request_headers
+from processors.processor import error_response
+from schema import REPLY_PREFIX, Error, PromptResult, encode
+
+from ..conformance.test_delivery import receive
+from .echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
+
+
+def echo(topic: str, **settings) -> EchoProcessor:
+    return EchoProcessor("echo", EchoSettings(topic=topic, group=f"echo-{topic}", **settings))
+
+
+@contextlib.asynccontextmanager
+async def serving(bus, processor):
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(processor.run(bus, stop))
+    try:
+        yield task
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 60)
+
+
+@contextlib.asynccontextmanager
+async def client_on(bus, **kwargs):
+    client = await RequestClient(bus, **kwargs).start()
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+def counter(c, *labels) -> float:
+    return c.labels(*labels)._value.get()
+
+
+async def test_request_gets_its_response_with_the_same_request_id(open_bus, topic):
+    bus = await open_bus()
+    async with serving(bus, echo(topic, prefix=">")), client_on(bus) as client:
+        response = await client.request(topic, EchoRequest(text="hello"), EchoResponse, timeout=30)
+    assert response.text == ">hello" and response.error is None
+    assert len(response.request_id) == 32
+    assert client.stats.answered == 1
+
+
+async def test_handler_exception_becomes_an_error_response_and_is_not_retried(open_bus, topic):
+    bus = await open_bus()
+    processor = echo(topic)
+    async with serving(bus, processor) as task, client_on(bus) as client:
+        response = await client.request(topic, EchoRequest(text="x", fail="no such chunk"), EchoResponse, timeout=30)
+        ok = await client.request(topic, EchoRequest(text="still serving"), EchoResponse, timeout=30)
+    stats = task.result()
+    assert response.error == Error("RuntimeError", "no such chunk")
+    assert ok.text == "still serving"
+    assert stats.acked == 2 and stats.nacked == 0 and stats.dead_lettered == 0
+
+
+async def test_invalid_request_gets_a_validation_error_naming_the_field(open_bus, topic):
+    bus = await open_bus()
+    async with serving(bus, echo(topic)), client_on(bus) as client:
+        from schema import EmbedRequest
+
+        # An EmbedRequest has no "text": the echo processor must say so, not crash.
+        response = await client.request(topic, EmbedRequest(texts=["a"]), EchoResponse, timeout=30)
+    assert response.error is not None and response.error.type == "ValidationError"
+    assert "text" in response.error.message
+
+
+async def test_unknown_fields_are_ignored_for_forward_compatibility(open_bus, topic):
+    import msgspec
+
+    class EchoRequestV2(msgspec.Struct, kw_only=True):
+        text: str
+        language: str = "en"  # a field this processor does not know yet
+
+    bus = await open_bus()
+    async with serving(bus, echo(topic)), client_on(bus) as client:
+        response = await client.request(topic, EchoRequestV2(text="hi", language="de"), EchoResponse, timeout=30)
+    assert response.text == "hi" and response.error is None
+
+
+async def test_undecodable_request_without_reply_to_is_dead_lettered_and_worker_keeps_serving(open_bus, topic):
+    bus = await open_bus()
+    dlq = await bus.subscribe(dead_letter_topic(topic), f"inspect-{topic}")
+    async with serving(bus, echo(topic)), client_on(bus) as client:
+        await bus.publish(topic, b"\xc1 not msgpack", {REQUEST_ID: "fire-and-forget"})
+        dead = await receive(dlq)
+        ok = await client.request(topic, EchoRequest(text="next"), EchoResponse, timeout=30)
+    assert "invalid EchoRequest" in dead.headers[H_REASON]
+    assert ok.text == "next"
+
+
+async def test_forged_reply_to_outside_the_prefix_is_never_published_to(open_bus, topic):
+    bus = await open_bus()
+    victim = f"{topic}-victim"
+    victim_sub = await bus.subscribe(victim, f"victim-{topic}")
+    dlq = await bus.subscribe(dead_letter_topic(topic), f"inspect-{topic}")
+    async with serving(bus, echo(topic)):
+        headers = request_headers(request_id="forged", reply_to=victim, timeout_s=30)
+        await bus.publish(topic, encode(EchoRequest(text="x")), headers)
+        dead = await receive(dlq)
+    assert "outside" in dead.headers[H_REASON] and REPLY_PREFIX in dead.headers[H_REASON]
+    await bus.publish(victim, b"sentinel")
+    assert (await receive(victim_sub)).body == b"sentinel"  # nothing reached the victim before it
+
+
+async def test_request_past_its_deadline_is_dropped_and_counted(open_bus, topic):
+    bus = await open_bus()
+    before = counter(metrics.expired, "echo")
+    async with serving(bus, echo(topic)), client_on(bus) as client:
+        headers = request_headers(request_id="too-late", reply_to=client.reply_topic, timeout_s=30)
+        headers[DEADLINE] = str(now_ms() - 1000)
+        await bus.publish(topic, encode(EchoRequest(text="stale")), headers)
+        fresh = await client.request(topic, EchoRequest(text="fresh"), EchoResponse, timeout=30)
+    assert fresh.text == "fresh"
+    assert counter(metrics.expired, "echo") == before + 1
+    assert client.stats.late == 0  # no response was sent for the stale one
+
+
+async def test_handler_over_its_time_limit_gets_a_timeout_error(open_bus, topic):
+    bus = await open_bus()
+    async with serving(bus, echo(topic, handler_timeout_s=0.2)), client_on(bus) as client:
+        response = await client.request(topic, EchoRequest(text="x", delay_s=5), EchoResponse, timeout=30)
+    assert response.error is not None and response.error.type == "Timeout"
+
+
+async def test_call_timeout_raises_and_the_late_response_is_dropped_and_counted(open_bus, topic):
+    bus = await open_bus()
+    async with serving(bus, echo(topic)), client_on(bus) as client:
+        with pytest.raises(RequestTimeout, match=topic):
+            await client.request(topic, EchoRequest(text="slow", delay_s=0.5), EchoResponse, timeout=0.3)
+        # The deadline in the envelope was 0.3 s; the handler was already running and answers late.
+        deadline = asyncio.get_running_loop().time() + 30
+        while client.stats.late == 0 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
+        assert client.stats.late == 1
+        ok = await client.request(topic, EchoRequest(text="after"), EchoResponse, timeout=30)
+    assert ok.text == "after" and client.in_flight == 0
+
+
+async def test_duplicate_response_is_dropped_and_counted(open_bus, topic):
+    bus = await open_bus()
+    async with client_on(bus) as client:
+        call = asyncio.ensure_future(client.request(topic, EchoRequest(text="x"), EchoResponse, timeout=30))
+        d = await receive(await bus.subscribe(topic, f"manual-{topic}"))
+        reply = encode(EchoResponse(text="once"))
+        await bus.publish(d.headers[REPLY_TO], reply, {REQUEST_ID: d.headers[REQUEST_ID]})
+        await bus.publish(d.headers[REPLY_TO], reply, {REQUEST_ID: d.headers[REQUEST_ID]})
+        assert (await call).text == "once"
+        while client.stats.duplicates == 0:
+            await asyncio.sleep(0.01)
+    assert client.stats.duplicates == 1 and client.stats.late == 0
+
+
+async def test_processor_concurrency_setting_is_honoured(topic):
+    from processors.bus import connect
+
+    bus = await connect(f"memory://{topic}")
+    processor = echo(topic, concurrency=3)
+    running = peak = 0
+    original = processor.handle
+
+    async def counting(request, context):
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        try:
+            return await original(request, context)
+        finally:
+            running -= 1
+
+    processor.handle = counting
+    async with serving(bus, processor), client_on(bus) as client:
+        calls = [client.request(topic, EchoRequest(text=str(i), delay_s=0.05), EchoResponse, timeout=30) for i in range(12)]
+        responses = await asyncio.gather(*calls)
+    await bus.close()
+    assert peak == 3
+    assert sorted(r.text for r in responses) == sorted(str(i) for i in range(12))
+
+
+async def test_thousands_of_requests_in_flight_each_get_their_own_response(topic):
+    from processors.bus import connect
+
+    bus = await connect(f"memory://{topic}")
+    async with serving(bus, echo(topic, concurrency=64)), client_on(bus) as client:
+        texts = [f"q{i}" for i in range(3000)]
+        responses = await asyncio.gather(
+            *(client.request(topic, EchoRequest(text=t), EchoResponse, timeout=60) for t in texts)
+        )
+    await bus.close()
+    assert [r.text for r in responses] == texts
+    assert client.stats.answered == 3000 and client.stats.late == client.stats.duplicates == 0
+
+
+def test_error_response_fills_required_fields():
+    result = error_response(PromptResult, Error("Timeout", "slow"))
+    assert (result.response_type, result.text, result.error) == ("error", "", Error("Timeout", "slow"))
+    assert error_response(EchoResponse, Error("X", "y")).error == Error("X", "y")
