@@ -57,7 +57,9 @@ async def _worker(args: argparse.Namespace) -> int:
     if not names:
         raise SystemExit("ragbus worker: name a processor or pass --all")
     print(f"serving {', '.join(names)} on {args.bus or settings.bus.url} (Ctrl-C or SIGTERM to stop)", file=sys.stderr)
-    results = await run_workers(settings, names, bus_url=args.bus)
+    results = await run_workers(
+        settings, names, bus_url=args.bus, on_ready=lambda: print("ready", file=sys.stderr, flush=True)
+    )
     for name, stats in results.items():
         print(f"{name}: received {stats.received}, acked {stats.acked}, nacked {stats.nacked}, "
               f"dead-lettered {stats.dead_lettered}", file=sys.stderr)

@@ -94,12 +94,17 @@ class Processor(Generic[Req, Resp]):
     async def handle(self, request: Req, context: RequestContext) -> Resp | None:
         raise NotImplementedError
 
-    async def run(self, bus: Bus, stop: asyncio.Event) -> ConsumeStats:
-        """Serve the request topic until ``stop`` is set, then drain and leave the group."""
+    async def run(self, bus: Bus, stop: asyncio.Event, ready: asyncio.Event | None = None) -> ConsumeStats:
+        """Serve the request topic until ``stop`` is set, then drain and leave the group.
+
+        ``ready`` is set once this replica has joined its group.
+        """
         s = self.settings
         await self.start()
         try:
             subscription = await bus.subscribe(s.topic, s.group)
+            if ready is not None:
+                ready.set()
             try:
                 return await consume(
                     bus,

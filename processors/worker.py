@@ -55,6 +55,7 @@ async def run_workers(
     bus_url: str | None = None,
     stop: asyncio.Event | None = None,
     handle_signals: bool = True,
+    on_ready=None,
 ) -> dict[str, ConsumeStats]:
     """Serve ``names`` on one bus connection until ``stop`` (or SIGTERM/SIGINT)."""
     if not names:
@@ -71,10 +72,18 @@ async def run_workers(
         log.warning("metrics on http://%s:%d/metrics", settings.metrics.host, settings.metrics.port)
     bus = await connect(bus_url, settings.bus)
     try:
-        tasks = [asyncio.ensure_future(p.run(bus, stop)) for p in processors]
+        readiness = [asyncio.Event() for _ in processors]
+        tasks = [asyncio.ensure_future(p.run(bus, stop, r)) for p, r in zip(processors, readiness)]
         # One processor failing (say, its store cannot open) stops the others cleanly.
         for task in tasks:
             task.add_done_callback(lambda t: t.cancelled() or t.exception() is None or stop.set())
+        if on_ready is not None:
+            waiting = asyncio.ensure_future(asyncio.gather(*(r.wait() for r in readiness)))
+            await asyncio.wait([waiting, *tasks], return_when=asyncio.FIRST_COMPLETED)
+            if waiting.done():
+                on_ready()
+            else:
+                waiting.cancel()
         results = await asyncio.gather(*tasks, return_exceptions=True)
         failures = [r for r in results if isinstance(r, BaseException)]
         if failures:

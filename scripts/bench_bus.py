@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Benchmark the bus's request/response path against what each backend is built on.
+"""Benchmark the bus's request/response path against what each backend is built on,
+and the processor runtime against the bare bus.
 
     python scripts/bench_bus.py [--quick]
 
@@ -18,7 +19,17 @@ server function (reply through a future resolved by a separate task, no bus);
 Kafka vs raw aiokafka (group consumers, fetch_max_wait_ms=5, no commits,
 4-partition topics like ours); Pulsar vs raw pulsar.asyncio (unbatched
 producers, Shared consumers, one client for both sides, as our buses share one
-per process). Every setup gets fresh topics and warm-up rounds first.
+per process).
+
+Beside each backend's bus round trip it measures the processor path, what a
+real caller gets: ``RequestClient.request`` sends a typed request Struct (a
+128-character text) to a ``Processor`` subclass, 64 handlers at once, whose
+handler answers with a response Struct holding the same text, which the client
+decodes. Same buses, same methodology, so "processor / bus" is what the runtime
+costs on top of the transport: envelope headers, msgspec encode/decode, the
+consume loop, per-request futures and timeouts, metrics. It has no goal; it is
+there so runtime overhead shows apart from transport overhead. Every setup
+gets fresh topics and warm-up rounds first.
 """
 
 from __future__ import annotations
@@ -35,18 +46,23 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, NamedTuple
 
+import msgspec
 import pulsar
 import pulsar.asyncio as pulsar_async
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from config.bus import BusSettings, PulsarOptions
-from processors.bus import connect
+from config.settings import ProcessorSettings
+from processors.bus import Bus, connect
 from processors.bus.memory import drop_memory_broker
+from processors.client import RequestClient
+from processors.processor import Processor, RequestContext
 from processors.testing import brokers
+from schema import Error
 
 Ack = Callable[[], Awaitable[None]]
 Received = tuple[dict[str, str], bytes, Ack]
@@ -56,6 +72,10 @@ Ends = tuple[Receive, Publish]  # a side's ends; a setup gets (request topic, re
 # yields the client's ends and the server's (None: no server task, as in the direct-await baseline).
 SetupFactory = Callable[[str, str], contextlib.AbstractAsyncContextManager[tuple[Ends, Ends | None]]]
 Call = Callable[[], Awaitable[object]]
+# A setup gets a fresh tag for its topic names and yields the call to measure and
+# the coroutines (reply reader, server) that must run beside it.
+Helpers = list[Coroutine[Any, Any, object]]
+Setup = Callable[[str], contextlib.AbstractAsyncContextManager[tuple[Call, Helpers]]]
 
 CONCURRENCY = 64
 BODY = b"x" * 128
@@ -141,40 +161,51 @@ async def measure(call: Call, plan: Plan) -> Result:
     return Result(cuts[49] * 1000, cuts[98] * 1000, rate, len(samples))
 
 
-async def run(factory: SetupFactory, plan: Plan) -> Result:
-    """Measure one setup on fresh topics; the client's reply reader and the echo server run beside it."""
-    tag = uuid.uuid4().hex[:10]
-    requests, reply_to = f"bench-req-{tag}", f"bench-rep-{tag}"
-    async with factory(requests, reply_to) as ((replies, publish), server):
-        pending: dict[str, asyncio.Future[bytes]] = {}
-        ids = itertools.count()
-
-        async def read_replies() -> None:
-            while True:
-                headers, body, ack = await replies()
-                future = pending.pop(headers.get("request-id", ""), None)
-                if future is not None and not future.done():
-                    future.set_result(body)
-                await ack()
-
-        async def call() -> bytes:
-            rid = str(next(ids))
-            pending[rid] = future = asyncio.get_running_loop().create_future()
-            await publish(requests, BODY, {"request-id": rid, "reply-to": reply_to})
-            return await future
-
-        tasks = [asyncio.create_task(measure(call, plan)), asyncio.create_task(read_replies())]
-        if server is not None:
-            tasks.append(asyncio.create_task(serve(*server)))
+async def run(setup: Setup, plan: Plan) -> Result:
+    """Measure one setup on fresh topics, its helpers running beside the measurement."""
+    async with setup(uuid.uuid4().hex[:10]) as (call, helpers):
+        tasks = [asyncio.create_task(measure(call, plan)), *map(asyncio.create_task, helpers)]
         try:
             done, _ = await asyncio.wait(tasks, timeout=plan.budget_s, return_when=asyncio.FIRST_COMPLETED)
-            for task in sorted(done, key=tasks.index):
-                return task.result()  # the measurement, or a dead helper's error
+            if tasks[0] in done:
+                return tasks[0].result()
+            for task in done:
+                task.result()  # a dead helper's error
+                raise RuntimeError(f"a helper of the measurement stopped early: {task.get_coro()!r}")
             raise TimeoutError(f"measurement did not finish within {plan.budget_s}s")
         finally:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def echo_bench(factory: SetupFactory) -> Setup:
+    """The raw round trip over a setup's ends: the client's reply reader and the echo server run beside it."""
+
+    @contextlib.asynccontextmanager
+    async def setup(tag: str) -> AsyncIterator[tuple[Call, Helpers]]:
+        requests, reply_to = f"bench-req-{tag}", f"bench-rep-{tag}"
+        async with factory(requests, reply_to) as ((replies, publish), server):
+            pending: dict[str, asyncio.Future[bytes]] = {}
+            ids = itertools.count()
+
+            async def read_replies() -> None:
+                while True:
+                    headers, body, ack = await replies()
+                    future = pending.pop(headers.get("request-id", ""), None)
+                    if future is not None and not future.done():
+                        future.set_result(body)
+                    await ack()
+
+            async def call() -> bytes:
+                rid = str(next(ids))
+                pending[rid] = future = asyncio.get_running_loop().create_future()
+                await publish(requests, BODY, {"request-id": rid, "reply-to": reply_to})
+                return await future
+
+            yield call, [read_replies(), *([serve(*server)] if server is not None else [])]
+
+    return setup
 
 
 @contextlib.asynccontextmanager
@@ -187,20 +218,68 @@ async def direct_setup(_requests: str, _reply_to: str) -> AsyncIterator[tuple[En
     yield (replies.get, server), None
 
 
+@contextlib.asynccontextmanager
+async def bus_pair(url: str, settings: BusSettings, name: str) -> AsyncIterator[tuple[Bus, Bus]]:
+    """A server bus and a client bus, each its own connection; on memory:// a private broker ``name``."""
+    bus_url = f"memory://{name}" if url == "memory://" else url
+    try:
+        async with await connect(bus_url, settings) as server, await connect(bus_url, settings) as client:
+            yield server, client
+    finally:
+        drop_memory_broker(name)
+
+
 def bus_setup(url: str, settings: BusSettings) -> SetupFactory:
     unpack = operator.attrgetter("headers", "body", "ack")
 
     @contextlib.asynccontextmanager
     async def setup(requests: str, reply_to: str) -> AsyncIterator[tuple[Ends, Ends]]:
-        bus_url = f"memory://{requests}" if url == "memory://" else url
-        try:
-            async with await connect(bus_url, settings) as server, await connect(bus_url, settings) as client:
-                server_sub = await server.subscribe(requests, "server")
-                client_sub = await client.subscribe(reply_to, "client")
-                yield (receiver(client_sub.receive, unpack), client.publish), (
-                    receiver(server_sub.receive, unpack), server.publish)
-        finally:
-            drop_memory_broker(requests)
+        async with bus_pair(url, settings, requests) as (server, client):
+            server_sub = await server.subscribe(requests, "server")
+            client_sub = await client.subscribe(reply_to, "client")
+            yield (receiver(client_sub.receive, unpack), client.publish), (
+                receiver(server_sub.receive, unpack), server.publish)
+
+    return setup
+
+
+class EchoRequest(msgspec.Struct, kw_only=True):
+    text: str
+
+
+class EchoResponse(msgspec.Struct, kw_only=True):
+    text: str = ""
+    error: Error | None = None  # where the runtime puts a handler's failure
+
+
+class EchoProcessor(Processor[EchoRequest, EchoResponse]):
+    request_type = EchoRequest
+    response_type = EchoResponse
+
+    async def handle(self, request: EchoRequest, context: RequestContext) -> EchoResponse:
+        return EchoResponse(text=request.text)
+
+
+def processor_setup(url: str, settings: BusSettings) -> Setup:
+    """Typed requests through RequestClient to an EchoProcessor, on the same buses as ``bus_setup``."""
+
+    @contextlib.asynccontextmanager
+    async def setup(tag: str) -> AsyncIterator[tuple[Call, Helpers]]:
+        topic = f"bench-proc-{tag}"
+        processor = EchoProcessor("bench-echo", ProcessorSettings(topic=topic, group="server", concurrency=CONCURRENCY))
+        request = EchoRequest(text=BODY.decode())
+        async with bus_pair(url, settings, topic) as (server, client_bus):
+            client = await RequestClient(client_bus, name="bench").start()
+            try:
+                async def call() -> EchoResponse:  # the first calls also wait for the processor to join
+                    response = await client.request(topic, request, EchoResponse, timeout=30)
+                    if response.error is not None:
+                        raise RuntimeError(f"processor answered with an error: {response.error}")
+                    return response
+
+                yield call, [processor.run(server, asyncio.Event())]  # cancelled, not stopped, at the end
+            finally:
+                await client.close()
 
     return setup
 
@@ -263,30 +342,36 @@ def raw_pulsar_setup(url: str) -> SetupFactory:
     return setup
 
 
-def table(backend: str, baseline_name: str, ours: Result, base: Result) -> None:
+def ratios(slow: Result, fast: Result) -> tuple[float, float, float]:
+    return slow.p50_ms / fast.p50_ms, slow.p99_ms / fast.p99_ms, fast.rate / slow.rate
+
+
+def table(backend: str, baseline_name: str, ours: Result, base: Result, proc: Result) -> None:
     goal = GOALS[backend]
-    ratios = (ours.p50_ms / base.p50_ms, ours.p99_ms / base.p99_ms, base.rate / ours.rate)
-    print(f"\n{backend}  (baseline: {baseline_name}; goal: ours within {goal}x)")
+    print(f"\n{backend}  (baseline: {baseline_name}; goal: bus within {goal}x of it)")
     print(f"  {'setup':<22}{'p50 ms':>10}{'p99 ms':>10}{'msg/s':>11}{'n lat':>8}")
-    for name, r in ((f"{backend} bus", ours), (baseline_name, base)):
+    for name, r in ((f"{backend} bus", ours), (baseline_name, base), ("processor path", proc)):
         print(f"  {name:<22}{r.p50_ms:>10.3f}{r.p99_ms:>10.3f}{r.rate:>11,.0f}{r.samples:>8}")
-    cells = f"{ratios[0]:>9.2f}x{ratios[1]:>9.2f}x{ratios[2]:>10.2f}x"
-    misses = [n for n, x in zip(("p50", "p99", "msg/s"), ratios) if x > goal]
+    bus_ratios = ratios(ours, base)
+    misses = [n for n, x in zip(("p50", "p99", "msg/s"), bus_ratios) if x > goal]
     verdict = "within goal" if not misses else "over goal: " + ", ".join(misses)
-    print(f"  {'ratio (>1 = slower)':<22}{cells}  {verdict}", flush=True)
+    for name, xs, note in (("ratio bus/baseline", bus_ratios, verdict),
+                           ("ratio processor/bus", ratios(proc, ours), "runtime overhead")):
+        print(f"  {name:<22}{xs[0]:>9.2f}x{xs[1]:>9.2f}x{xs[2]:>10.2f}x  {note}", flush=True)
 
 
 async def bench(kafka_url: str, pulsar_url: str, plan: Plan) -> None:
     pulsar_settings = BusSettings(pulsar=PulsarOptions(consumer_id_spread=8))  # Pulsar Lite workaround
     bootstrap = kafka_url.removeprefix("kafka://")
-    contests: list[tuple[str, str, SetupFactory, SetupFactory]] = [
-        ("memory", "direct await", bus_setup("memory://", BusSettings()), direct_setup),
-        ("kafka", "raw aiokafka", bus_setup(kafka_url, BusSettings()), raw_kafka_setup(bootstrap)),
-        ("pulsar", "raw pulsar-client", bus_setup(pulsar_url, pulsar_settings), raw_pulsar_setup(pulsar_url)),
+    contests: list[tuple[str, str, str, BusSettings, SetupFactory]] = [
+        ("memory", "direct await", "memory://", BusSettings(), direct_setup),
+        ("kafka", "raw aiokafka", kafka_url, BusSettings(), raw_kafka_setup(bootstrap)),
+        ("pulsar", "raw pulsar-client", pulsar_url, pulsar_settings, raw_pulsar_setup(pulsar_url)),
     ]
-    for backend, baseline_name, ours, baseline in contests:
-        base = await run(baseline, plan)
-        table(backend, baseline_name, await run(ours, plan), base)
+    for backend, baseline_name, url, settings, baseline in contests:
+        base = await run(echo_bench(baseline), plan)
+        ours = await run(echo_bench(bus_setup(url, settings)), plan)
+        table(backend, baseline_name, ours, base, await run(processor_setup(url, settings), plan))
 
 
 def main() -> int:
@@ -295,9 +380,10 @@ def main() -> int:
     plan = QUICK if parser.parse_args().quick else FULL
     print(f"cpu_count={os.cpu_count()}  python {sys.version.split()[0]}  mode={'quick' if plan is QUICK else 'full'}")
     print(f"latency: up to {plan.lat_rounds} sequential round trips (at most {plan.lat_cap_s:g}s); "
-          f"throughput: {plan.total} round trips, {CONCURRENCY} in flight; {len(BODY)} B bodies")
-    print("goals: memory within 1.5x of direct await, Kafka and Pulsar within 2x of their raw clients;\n"
-          "ratio = ours/baseline for latency, baseline/ours for throughput (>1 means ours is slower)")
+          f"throughput: {plan.total} round trips, {CONCURRENCY} in flight; {len(BODY)} B bodies "
+          f"(processor path: a {len(BODY)}-character text in msgpack Structs)")
+    print("goals: memory bus within 1.5x of direct await, Kafka and Pulsar within 2x of their raw clients;\n"
+          "ratio a/b = a/b for latency, b/a for throughput (>1 means a is slower); processor/bus has no goal")
     workdir = brokers.make_workdir()
     started: list[brokers.BrokerProcess] = []
     try:

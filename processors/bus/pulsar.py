@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import uuid
 from collections.abc import Mapping
 
 import pulsar
@@ -92,7 +93,9 @@ async def _spread_consumer_ids(client: pulsar_async.Client, count: int) -> None:
     if count <= 0:
         return
     topics = [f"non-persistent://public/default/ragbus-id-spread-{i}" for i in range(count)]
-    consumer = await client.subscribe(topics, "ragbus-id-spread")
+    # A name of its own: Pulsar Lite drops the whole connection when two
+    # processes spreading at once collide on one exclusive subscription.
+    consumer = await client.subscribe(topics, f"ragbus-id-spread-{uuid.uuid4().hex}")
     await consumer.close()
 
 
