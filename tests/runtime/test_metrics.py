@@ -1,0 +1,46 @@
+"""Metrics: counters and histograms, served in Prometheus text format by a worker."""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.request
+
+from config.settings import load_settings
+from processors.bus import connect
+from processors.client import RequestClient
+from processors.testing.brokers import free_port
+from processors.worker import run_workers
+
+from .echo import EchoRequest, EchoResponse
+from .workers import write_config
+
+
+async def test_worker_serves_prometheus_metrics_that_count_its_requests(topic, tmp_path):
+    port = free_port()
+    config = write_config(tmp_path / "m.toml", topic, metrics_port=port)
+    settings = load_settings(config, environ={})
+    url = f"memory://{topic}"
+    stop, ready = asyncio.Event(), asyncio.Event()
+    worker = asyncio.ensure_future(
+        run_workers(settings, ["echo"], bus_url=url, stop=stop, handle_signals=False, on_ready=ready.set)
+    )
+    await asyncio.wait_for(ready.wait(), 10)
+    bus = await connect(url)
+    async with RequestClient(bus) as client:
+        for i in range(3):
+            await client.request(topic, EchoRequest(text=str(i)), EchoResponse, timeout=10)
+        await client.request(topic, EchoRequest(text="x", fail="bad"), EchoResponse, timeout=10)
+    body = await asyncio.to_thread(
+        lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    )
+    stop.set()
+    stats = (await worker)["echo"]
+    await bus.close()
+    assert stats.acked == 4
+    lines = dict(line.rsplit(" ", 1) for line in body.splitlines() if line and not line.startswith("#"))
+    assert float(lines['ragbus_requests_total{processor="echo"}']) >= 4
+    assert float(lines['ragbus_errors_total{processor="echo",type="RuntimeError"}']) >= 1
+    assert float(lines['ragbus_request_seconds_count{processor="echo"}']) >= 4
+    assert f'ragbus_client_requests_total{{topic="{topic}"}}' in lines
+    assert "ragbus_client_late_responses_total" in lines
+    assert "ragbus_expired_total" in body and "ragbus_timeouts_total" in body and "ragbus_dead_lettered_total" in body

@@ -1,0 +1,105 @@
+"""Settings files, environment overrides and processor wiring."""
+
+from __future__ import annotations
+
+import pytest
+
+from config.settings import ProcessorSettings, SettingsError, load_settings, processor_settings
+from processors.worker import build_processor
+
+from ..runtime.echo import EchoProcessor, EchoSettings
+
+CONFIG = """
+[bus]
+url = "kafka://broker:9092"
+max_attempts = 5
+
+[processors.echo]
+class = "tests.runtime.echo:EchoProcessor"
+concurrency = 4
+prefix = "> "
+
+[processors.doc-embeddings-query]
+class = "tests.runtime.echo:EchoProcessor"
+"""
+
+
+@pytest.fixture
+def config_file(tmp_path):
+    path = tmp_path / "ragbus.toml"
+    path.write_text(CONFIG)
+    return path
+
+
+def test_defaults_need_no_file():
+    s = load_settings(environ={})
+    assert s.bus.url == "memory://"
+    assert s.client.request_timeout_s == 30.0 and s.metrics.port == 0
+
+
+def test_file_then_environment(config_file):
+    env = {
+        "RAGBUS_BUS__MAX_ATTEMPTS": "9",
+        "RAGBUS_PROCESSORS__ECHO__CONCURRENCY": "12",
+        "RAGBUS_PROCESSORS__DOC_EMBEDDINGS_QUERY__CONCURRENCY": "2",
+    }
+    s = load_settings(config_file, environ=env)
+    assert s.bus.url == "kafka://broker:9092" and s.bus.max_attempts == 9
+    echo = processor_settings(s, "echo", EchoSettings)
+    assert (echo.concurrency, echo.prefix, echo.topic, echo.group) == (12, "> ", "echo", "echo")
+    assert processor_settings(s, "doc-embeddings-query", ProcessorSettings).concurrency == 2
+
+
+def test_config_file_named_by_environment(config_file):
+    assert load_settings(environ={"RAGBUS_CONFIG": str(config_file)}).bus.url == "kafka://broker:9092"
+
+
+def test_build_processor_types_its_settings(config_file):
+    processor = build_processor(load_settings(config_file, environ={}), "echo")
+    assert isinstance(processor, EchoProcessor)
+    assert isinstance(processor.settings, EchoSettings) and processor.settings.prefix == "> "
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ("[processors.echo]\nconcurency = 3\n", "concurency"),
+        ("[processors.echo]\nconcurrency = 'lots'\n", "concurrency"),
+    ],
+)
+def test_bad_processor_settings_name_the_key(tmp_path, extra, says):
+    path = tmp_path / "bad.toml"
+    path.write_text('[processors.echo]\nclass = "tests.runtime.echo:EchoProcessor"\n' + extra.split("\n", 1)[1])
+    with pytest.raises(SettingsError, match=says):
+        build_processor(load_settings(path, environ={}), "echo")
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "says"),
+    [
+        ('[processors.x]\nclass = "no.such.module:X"\n', "x", "cannot load"),
+        ('[processors.x]\nclass = "json"\n', "x", "must look like"),
+        ('[processors.x]\nclass = "json:JSONDecoder"\n', "x", "not a Processor"),
+        ("[processors.x]\nconcurrency = 1\n", "x", "no 'class'"),
+        ("", "nobody", "unknown processor 'nobody'"),
+    ],
+)
+def test_wiring_mistakes_are_named(tmp_path, text, name, says):
+    path = tmp_path / "w.toml"
+    path.write_text(text)
+    with pytest.raises(SettingsError, match=says):
+        build_processor(load_settings(path, environ={}), name)
+
+
+def test_broken_toml_and_missing_file_are_named(tmp_path):
+    path = tmp_path / "broken.toml"
+    path.write_text("[bus\n")
+    with pytest.raises(SettingsError, match="broken.toml"):
+        load_settings(path, environ={})
+    with pytest.raises(SettingsError, match="does not exist"):
+        load_settings(tmp_path / "missing.toml", environ={})
+
+
+def test_unknown_section_is_an_error():
+    with pytest.raises(SettingsError, match="buss"):
+        load_settings(environ={"RAGBUS_BUSS__URL": "kafka://x"})
