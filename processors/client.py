@@ -63,7 +63,7 @@ class RequestClient:
         self.timeout_s = timeout_s
         self.reply_topic = f"{REPLY_PREFIX}{name}.{uuid.uuid4().hex[:16]}"
         self.stats = ClientStats()
-        self._pending: dict[str, tuple[asyncio.Future, type]] = {}
+        self._pending: dict[str, asyncio.Future[bytes]] = {}
         # request id -> True if it was answered, False if its call timed out.
         self._finished: OrderedDict[str, bool] = OrderedDict()
         self._reader: asyncio.Task[None] | None = None
@@ -93,19 +93,34 @@ class RequestClient:
         timeout: float | None = None,
         traceparent: str | None = None,
     ) -> Resp:
-        """Send ``message`` to ``topic`` and return the decoded response."""
+        """Send ``message`` to ``topic`` and return the decoded response.
+
+        Raises ``RequestTimeout``, or ``schema.DecodeError`` if the response is
+        not a valid ``response_type``.
+        """
+        body = await self.request_bytes(topic, encode(message), timeout=timeout, traceparent=traceparent)
+        try:
+            return decode(body, response_type)
+        except DecodeError:
+            self.stats.undecodable += 1
+            raise
+
+    async def request_bytes(
+        self, topic: str, body: bytes, *, timeout: float | None = None, traceparent: str | None = None
+    ) -> bytes:
+        """The same round trip with an already encoded body; returns the response body."""
         if self._reader is None or self._reader.done():
             raise ClientClosed("request client is not started (or its reply reader stopped)")
         timeout = self.timeout_s if timeout is None else timeout
         request_id = new_request_id()
-        future = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = (future, response_type)
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
         headers = request_headers(
             request_id=request_id, reply_to=self.reply_topic, timeout_s=timeout, traceparent=traceparent
         )
         started = time.perf_counter()
         try:
-            await self.bus.publish(topic, encode(message), headers)
+            await self.bus.publish(topic, body, headers)
             self.stats.sent += 1
             metrics.client_requests.labels(topic).inc()
             async with asyncio.timeout(timeout):
@@ -138,14 +153,8 @@ class RequestClient:
             if waiting is None:
                 self._count_unexpected(request_id)
                 continue
-            future, response_type = waiting
-            if future.done():  # its call was cancelled
-                continue
-            try:
-                future.set_result(decode(d.body, response_type))
-            except DecodeError as exc:
-                self.stats.undecodable += 1
-                future.set_exception(exc)
+            if not waiting.done():  # else its call was cancelled
+                waiting.set_result(d.body)
             self.stats.answered += 1
             self._remember(request_id, answered=True)
 
@@ -165,7 +174,7 @@ class RequestClient:
                 await self._reader
         if self._subscription is not None:
             await self._subscription.close()
-        for future, _ in self._pending.values():
+        for future in self._pending.values():
             if not future.done():
                 future.set_exception(ClientClosed("request client closed while waiting"))
         self._pending.clear()
