@@ -67,6 +67,7 @@ class RequestClient:
         # request id -> True if it was answered, False if its call timed out.
         self._finished: OrderedDict[str, bool] = OrderedDict()
         self._reader: asyncio.Task[None] | None = None
+        self._per_topic: dict[str, tuple] = {}  # labelled metric children, by topic
         self._subscription = None
 
     async def start(self) -> RequestClient:
@@ -119,10 +120,15 @@ class RequestClient:
             request_id=request_id, reply_to=self.reply_topic, timeout_s=timeout, traceparent=traceparent
         )
         started = time.perf_counter()
+        counted = self._per_topic.get(topic)
+        if counted is None:
+            counted = self._per_topic[topic] = (
+                metrics.client_requests.labels(topic), metrics.client_latency.labels(topic)
+            )
         try:
             await self.bus.publish(topic, body, headers)
             self.stats.sent += 1
-            metrics.client_requests.labels(topic).inc()
+            counted[0].inc()
             async with asyncio.timeout(timeout):
                 response = await future
         except TimeoutError:
@@ -132,7 +138,7 @@ class RequestClient:
             raise RequestTimeout(topic, request_id, timeout) from None
         finally:
             self._pending.pop(request_id, None)
-        metrics.client_latency.labels(topic).observe(time.perf_counter() - started)
+        counted[1].observe(time.perf_counter() - started)
         return response
 
     def _remember(self, request_id: str, *, answered: bool) -> None:

@@ -11,10 +11,10 @@
 
 from __future__ import annotations
 
+import os
+import random
 import re
-import secrets
 import time
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -35,7 +35,13 @@ class EnvelopeError(ValueError):
 
 
 def new_request_id() -> str:
-    return uuid.uuid4().hex
+    """128 random bits from the OS: unguessable, so a response cannot be forged by guessing."""
+    return os.urandom(16).hex()
+
+
+def _span_id() -> str:
+    # Trace and span ids only need to be unique, not secret: the fast generator will do.
+    return f"{random.getrandbits(64):016x}"
 
 
 def now_ms() -> int:
@@ -44,7 +50,7 @@ def now_ms() -> int:
 
 def new_traceparent(trace_id: str | None = None) -> str:
     """A traceparent for a new span, in ``trace_id`` or a fresh trace."""
-    return f"00-{trace_id or secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
+    return f"00-{trace_id or f'{random.getrandbits(128):032x}'}-{_span_id()}-01"
 
 
 def child_traceparent(parent: str | None) -> str:
@@ -52,7 +58,7 @@ def child_traceparent(parent: str | None) -> str:
     m = _TRACEPARENT.match(parent or "")
     if m is None or m.group(1) == "0" * 32:
         return new_traceparent()
-    return f"00-{m.group(1)}-{secrets.token_hex(8)}-{m.group(3)}"
+    return f"00-{m.group(1)}-{_span_id()}-{m.group(3)}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,6 +84,11 @@ class Processor(Generic[Req, Resp]):
     def __init__(self, name: str, settings: ProcessorSettings) -> None:
         self.name = name
         self.settings = settings
+        # Labelled metric children, looked up once rather than per request.
+        self._requests = metrics.requests.labels(name)
+        self._expired = metrics.expired.labels(name)
+        self._timeouts = metrics.timeouts.labels(name)
+        self._latency = metrics.latency.labels(name)
 
     async def start(self) -> None:
         """Load models, open stores: called once before the first request."""
@@ -123,7 +128,7 @@ class Processor(Generic[Req, Resp]):
 
     async def _on_delivery(self, bus: Bus, d: Delivery) -> None:
         started = time.perf_counter()
-        metrics.requests.labels(self.name).inc()
+        self._requests.inc()
         try:
             envelope = parse_envelope(d.headers)
         except EnvelopeError as exc:
@@ -131,7 +136,7 @@ class Processor(Generic[Req, Resp]):
         if envelope.reply_to is not None and not envelope.reply_to.startswith(REPLY_PREFIX):
             raise Undecodable(f"reply-to {envelope.reply_to[:200]!r} is outside {REPLY_PREFIX!r}")
         if envelope.expired():
-            metrics.expired.labels(self.name).inc()
+            self._expired.inc()
             log.info("%s: dropped request %s, deadline passed", self.name, envelope.request_id)
             return
         try:
@@ -145,7 +150,7 @@ class Processor(Generic[Req, Resp]):
         response = await self._run_handler(request, context)
         if response is not None and envelope.reply_to is not None:
             await self._reply(bus, envelope, response)
-        metrics.latency.labels(self.name).observe(time.perf_counter() - started)
+        self._latency.observe(time.perf_counter() - started)
 
     async def _run_handler(self, request: Req, context: RequestContext) -> Resp | None:
         limit = self.settings.handler_timeout_s
@@ -156,7 +161,7 @@ class Processor(Generic[Req, Resp]):
             async with asyncio.timeout(limit):
                 return await self.handle(request, context)
         except TimeoutError:
-            metrics.timeouts.labels(self.name).inc()
+            self._timeouts.inc()
             if self.response_type is None:
                 raise
             return self._error("Timeout", f"{self.name} did not finish within {limit:.3f}s")

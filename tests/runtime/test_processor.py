@@ -209,3 +209,27 @@ def test_error_response_fills_required_fields():
     result = error_response(PromptResult, Error("Timeout", "slow"))
     assert (result.response_type, result.text, result.error) == ("error", "", Error("Timeout", "slow"))
     assert error_response(EchoResponse, Error("X", "y")).error == Error("X", "y")
+
+
+async def test_a_failed_reply_publish_nacks_and_the_request_is_answered_on_redelivery(topic):
+    """A transport failure is not a business error: the request comes back and is answered."""
+    from processors.bus import connect
+
+    bus = await connect(f"memory://{topic}")
+    processor_bus = await connect(f"memory://{topic}")
+    real_publish = processor_bus.publish
+    failures = []
+
+    async def flaky_publish(t, body, headers=None, key=None):
+        if t.startswith(REPLY_PREFIX) and not failures:
+            failures.append(t)
+            raise ConnectionError("broker went away")
+        await real_publish(t, body, headers, key)
+
+    processor_bus.publish = flaky_publish
+    async with serving(processor_bus, echo(topic)) as task, client_on(bus) as client:
+        response = await client.request(topic, EchoRequest(text="retry me"), EchoResponse, timeout=30)
+    assert response.text == "retry me" and failures
+    assert task.result().nacked == 1 and task.result().acked == 1
+    await bus.close()
+    await processor_bus.close()

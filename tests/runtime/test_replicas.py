@@ -145,9 +145,14 @@ async def test_sigterm_drains_requests_in_flight_then_exits(kafka_broker, topic,
         assert await worker.finish() == 0, worker.output
         assert "acked 6" in worker.output
         # Work sent after the worker left waits for the next one: nothing is lost.
-        after = asyncio.ensure_future(client.request(topic, EchoRequest(text="after"), EchoResponse, timeout=60))
+        # "after" takes longer than a redelivered slow request would, so any such duplicate arrives first.
+        after = asyncio.ensure_future(
+            client.request(topic, EchoRequest(text="after", delay_s=2.5), EchoResponse, timeout=60)
+        )
         successor = await (await Worker.start(url, config)).ready()
         assert (await after).text == "after"
+        # The drained requests were committed on the way out: the successor does not answer them again.
+        assert client.stats.duplicates == 0
         successor.kill()
     finally:
         worker.kill()
