@@ -113,6 +113,9 @@ class RequestClient:
         if self._reader is None or self._reader.done():
             raise ClientClosed("request client is not started (or its reply reader stopped)")
         timeout = self.timeout_s if timeout is None else timeout
+        # The caller's clock starts before the deadline is written (rounded up),
+        # so it gives up no later than the processor stops working on the call.
+        give_up_at = asyncio.get_running_loop().time() + timeout
         request_id = new_request_id()
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
@@ -126,10 +129,10 @@ class RequestClient:
                 metrics.client_requests.labels(topic), metrics.client_latency.labels(topic)
             )
         try:
-            await self.bus.publish(topic, body, headers)
-            self.stats.sent += 1
-            counted[0].inc()
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout_at(give_up_at):
+                await self.bus.publish(topic, body, headers)
+                self.stats.sent += 1
+                counted[0].inc()
                 response = await future
         except TimeoutError:
             self.stats.timeouts += 1

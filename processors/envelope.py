@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import re
@@ -97,7 +98,7 @@ def request_headers(
     if reply_to is not None:
         headers[REPLY_TO] = reply_to
     if timeout_s is not None:
-        headers[DEADLINE] = str(now_ms() + int(timeout_s * 1000))
+        headers[DEADLINE] = str(math.ceil(time.time() * 1000 + timeout_s * 1000))
     return headers
 
 
