@@ -89,7 +89,7 @@ async def test_two_worker_processes_share_the_load_and_survive_a_kill(which, req
             await c.close()
     finally:
         for w in workers:
-            w.kill()
+            await w.reap()
         await bus.close()
 
 
@@ -153,8 +153,8 @@ async def test_sigterm_drains_requests_in_flight_then_exits(kafka_broker, topic,
         assert (await after).text == "after"
         # The drained requests were committed on the way out: the successor does not answer them again.
         assert client.stats.duplicates == 0
-        successor.kill()
+        await successor.reap()
     finally:
-        worker.kill()
+        await worker.reap()
         await client.close()
         await bus.close()

@@ -65,6 +65,11 @@ class Worker:
         if self.proc.returncode is None:
             self.proc.kill()
 
+    async def reap(self) -> None:
+        """Kill if still running and wait, so no process or pipe outlives the test's event loop."""
+        self.kill()
+        await self.proc.wait()
+
     @property
     def output(self) -> str:
         return "".join(self.stderr)
