@@ -71,7 +71,7 @@ class RequestClient:
         self._subscription = None
 
     async def start(self) -> RequestClient:
-        self._subscription = await self.bus.subscribe(self.reply_topic, self.reply_topic)
+        self._subscription = await self.bus.listen(self.reply_topic)
         self._reader = asyncio.ensure_future(self._read_replies())
         return self
 

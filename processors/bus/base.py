@@ -148,6 +148,14 @@ class Bus(abc.ABC):
     async def subscribe(self, topic: str, group: str) -> Subscription:
         """Join ``group`` on ``topic``. A new group starts from the oldest retained message."""
 
+    async def listen(self, topic: str) -> Subscription:
+        """Read every message of a topic that only this caller reads (a private reply topic).
+
+        No other member will ever share the topic, so no group coordination
+        is needed; backends where joining a group is slow override this.
+        """
+        return await self.subscribe(topic, f"{topic}.listener")
+
     @abc.abstractmethod
     async def close(self) -> None:
         """Close every subscription and connection this bus opened."""

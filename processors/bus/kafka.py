@@ -188,6 +188,68 @@ class KafkaSubscription(Subscription):
         await self._consumer.stop()
 
 
+class _Read(Delivery):
+    """A message read without a group: there is nothing to commit or redeliver."""
+
+    __slots__ = ()
+
+    async def _ack(self) -> None:
+        pass
+
+    async def _nack(self) -> None:
+        pass
+
+
+class KafkaListener(Subscription):
+    """All partitions of a private topic, assigned directly: no group join, no rebalance wait."""
+
+    def __init__(self, bus: KafkaBus, topic: str) -> None:
+        self.topic = topic
+        self.group = ""
+        self._bus = bus
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=bus.address.bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=bus.settings.kafka.fetch_max_wait_ms,
+            max_partition_fetch_bytes=max(1_048_576, bus.max_message_bytes + 65536),
+            **bus.security,
+        )
+        self._closed = False
+
+    async def start(self) -> None:
+        await self._bus.ensure_topics([self.topic])
+        await self._consumer.start()
+        try:
+            await self._consumer.topics()  # refresh metadata so the new topic's partitions are known
+            partitions = self._consumer.partitions_for_topic(self.topic) or {0}
+            self._consumer.assign([TopicPartition(self.topic, p) for p in sorted(partitions)])
+            await self._consumer.seek_to_beginning()
+        except BaseException:
+            await asyncio.shield(self._consumer.stop())
+            raise
+
+    async def receive(self) -> Delivery:
+        if self._closed:
+            raise SubscriptionClosed(f"listener on {self.topic!r} is closed")
+        try:
+            record = await self._consumer.getone()
+        except Exception as exc:
+            if self._closed:
+                raise SubscriptionClosed(f"listener on {self.topic!r} is closed") from None
+            raise BusError(f"kafka receive from {self.topic!r} failed: {exc!r}") from exc
+        headers = {k: v.decode("utf-8", "replace") for k, v in (record.headers or ())}
+        key = record.key.decode("utf-8", "replace") if record.key is not None else None
+        return _Read(self.topic, record.value or b"", headers, key, 1)
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._bus._subscriptions.discard(self)
+            await self._consumer.stop()
+
+
 class KafkaBus(Bus):
     def __init__(self, url: str, address: BusAddress, settings: BusSettings) -> None:
         self.url = url
@@ -214,7 +276,7 @@ class KafkaBus(Bus):
             request_timeout_ms=int(settings.connect_timeout_s * 1000),
             **self.security,
         )
-        self._subscriptions: set[KafkaSubscription] = set()
+        self._subscriptions: set[Subscription] = set()
         self._known_topics: set[str] = set()
         self._closed = False
 
@@ -273,6 +335,14 @@ class KafkaBus(Bus):
         await sub.start(timeout=max(30.0, self.settings.connect_timeout_s))
         self._subscriptions.add(sub)
         return sub
+
+    async def listen(self, topic: str) -> Subscription:
+        if self._closed:
+            raise BusError("bus is closed")
+        listener = KafkaListener(self, topic)
+        await listener.start()
+        self._subscriptions.add(listener)
+        return listener
 
     async def close(self) -> None:
         if self._closed:

@@ -244,3 +244,16 @@ async def test_each_key_stays_in_order_on_one_member_of_a_group(backend, open_bu
                 owners.setdefault(k, []).append(name)
     assert all(len(v) == 1 for v in owners.values()), f"a key was split between members: {owners}"
     assert sum(len(v) for v in seen.values()) == total
+
+
+async def test_listen_reads_a_private_topic_from_its_start(open_bus, topic):
+    bus = await open_bus()
+    await bus.publish(topic, b"early", {"request-id": "1"})
+    listener = await bus.listen(topic)
+    await bus.publish(topic, b"late", {"request-id": "2"}, key="k")
+    got = []
+    for _ in range(2):
+        d = await receive(listener)
+        await d.ack()
+        got.append((d.body, d.headers["request-id"]))
+    assert sorted(got) == [(b"early", "1"), (b"late", "2")]

@@ -25,8 +25,11 @@ def echo(topic: str, **settings) -> EchoProcessor:
 
 @contextlib.asynccontextmanager
 async def serving(bus, processor):
-    stop = asyncio.Event()
-    task = asyncio.ensure_future(processor.run(bus, stop))
+    stop, ready = asyncio.Event(), asyncio.Event()
+    task = asyncio.ensure_future(processor.run(bus, stop, ready))
+    await asyncio.wait([task, asyncio.ensure_future(ready.wait())], timeout=60, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        task.result()  # failed to start: show why
     try:
         yield task
     finally:
