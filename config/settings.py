@@ -128,3 +128,16 @@ def bus_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> 
         return msgspec.convert(_merge(msgspec.to_builtins(base), changes), BusSettings, strict=False)
     except msgspec.ValidationError as exc:
         raise SettingsError(f"invalid bus settings: {exc}") from None
+
+
+def default_data_dir() -> Path:
+    """Where stores live unless a processor's ``data_dir`` says otherwise.
+
+    ``RAGBUS_DATA_DIR`` if set, else ``$XDG_DATA_HOME/ragbus``, else
+    ``~/.local/share/ragbus``: one directory per user, surviving restarts.
+    """
+    explicit = os.environ.get("RAGBUS_DATA_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "ragbus"
