@@ -66,6 +66,50 @@ async def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
+# What `ragbus ingest` runs in its own process on the embedded (memory://) bus.
+INGEST_PROCESSORS = [
+    "embed", "document-load", "document-delete",
+    "doc-embeddings-store", "doc-embeddings-delete", "keyword-store", "keyword-delete",
+]
+
+
+async def _ingest(args: argparse.Namespace) -> int:
+    from config.settings import load_settings
+
+    from .client import RequestClient
+    from .ingest import ingest, load_documents, progress_bar
+    from .worker import run_workers
+
+    settings = load_settings(args.config)
+    documents, failed = load_documents(args.paths, args.collection)
+    url = args.bus or settings.bus.url
+    stop, ready = asyncio.Event(), asyncio.Event()
+    workers = None
+    if url.startswith("memory"):
+        # The embedded bus lives in this process: so must the processors.
+        workers = asyncio.ensure_future(
+            run_workers(settings, INGEST_PROCESSORS, bus_url=url, stop=stop, handle_signals=False, on_ready=ready.set)
+        )
+        await asyncio.wait([workers, asyncio.ensure_future(ready.wait())], return_when=asyncio.FIRST_COMPLETED)
+        if workers.done():
+            workers.result()
+    print(f"ingesting {len(documents)} document(s) into collection {args.collection!r} over {url}", file=sys.stderr)
+    try:
+        async with await connect(url, settings.bus) as bus, RequestClient(bus, name="ingest") as client:
+            summary = await ingest(
+                client, documents, concurrency=args.concurrency, on_progress=progress_bar(), failed=failed
+            )
+    finally:
+        stop.set()
+        if workers is not None:
+            await workers
+    for problem in summary.failed:
+        print(f"  failed: {problem}", file=sys.stderr)
+    print(f"{summary.documents} document(s), {summary.chunks} chunk(s) in {summary.seconds:.1f}s"
+          f"{f', {len(summary.failed)} failed' if summary.failed else ''}", file=sys.stderr)
+    return 1 if summary.failed else 0
+
+
 def _brokers(args: argparse.Namespace) -> int:
     from .testing.serve import serve_brokers
 
@@ -88,6 +132,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bus", help=default_bus)
     p.add_argument("--config", help="settings file laid over config/defaults.toml (default: RAGBUS_CONFIG)")
     p.set_defaults(run=_worker)
+
+    p = sub.add_parser("ingest", help="chunk, embed and store documents (default: the Python language reference)")
+    p.add_argument("paths", nargs="*", help="files or folders of .txt/.md/.rst/.html/.pdf")
+    p.add_argument("--bus", help=default_bus)
+    p.add_argument("--config", help="settings file laid over config/defaults.toml (default: RAGBUS_CONFIG)")
+    p.add_argument("--collection", default="default")
+    p.add_argument("--concurrency", type=int, default=4, help="documents in flight at once")
+    p.set_defaults(run=_ingest)
 
     p = sub.add_parser("record", help="record messages published on topics to a JSON Lines file")
     p.add_argument("topics", nargs="+")

@@ -105,6 +105,8 @@ class Processor(Generic[Req, Resp]):
         ``ready`` is set once this replica has joined its group.
         """
         s = self.settings
+        # A processor that calls others (the chunker, the orchestrator) makes its clients in start().
+        self.bus = bus
         await self.start()
         try:
             subscription = await bus.subscribe(s.topic, s.group)

@@ -32,9 +32,13 @@ KEYWORD_QUERY = "keyword-query"
 KG_QUERY = "kg-query"
 PROMPT = "prompt"
 DOCUMENT_RAG = "document-rag"
-DOCUMENT_LOAD = "document-load"
-DOCUMENT_DELETE = "document-delete"
-CHUNK_STORE = "chunk-store"
+DOCUMENT_LOAD = "document-load"  # a document to chunk, embed and store (the chunker)
+DOCUMENT_DELETE = "document-delete"  # remove a document from every store (the chunker)
+CHUNK_STORE = "chunk-store"  # generic name of a store's write topic
+DOC_EMBEDDINGS_STORE = "doc-embeddings-store"
+DOC_EMBEDDINGS_DELETE = "doc-embeddings-delete"
+KEYWORD_STORE = "keyword-store"
+KEYWORD_DELETE = "keyword-delete"
 TRIPLES_LOAD = "triples-load"
 
 # Reply topics are private to one client; processors publish only under this prefix.
@@ -57,5 +61,9 @@ SCHEMAS: dict[str, TopicSchema] = {
     DOCUMENT_LOAD: TopicSchema(Document, IngestResult),
     DOCUMENT_DELETE: TopicSchema(DeleteDocument, IngestResult),
     CHUNK_STORE: TopicSchema(EmbeddedChunks, IngestResult),
+    DOC_EMBEDDINGS_STORE: TopicSchema(EmbeddedChunks, IngestResult),
+    KEYWORD_STORE: TopicSchema(EmbeddedChunks, IngestResult),
+    DOC_EMBEDDINGS_DELETE: TopicSchema(DeleteDocument, IngestResult),
+    KEYWORD_DELETE: TopicSchema(DeleteDocument, IngestResult),
     TRIPLES_LOAD: TopicSchema(LoadTriples, IngestResult),
 }

@@ -167,7 +167,7 @@ async def test_stop_lets_handlers_in_flight_finish_and_ack(open_bus, topic):
         entered.set()
         await release.wait()
 
-    await bus.publish(topic, b"finish-me")
+    await bus.publish(topic, b"finish-me", key="k")
     stop, task = start(bus, sub, slow)
     await asyncio.wait_for(entered.wait(), 20)
     stop.set()
@@ -176,5 +176,5 @@ async def test_stop_lets_handlers_in_flight_finish_and_ack(open_bus, topic):
     assert stats.acked == 1
     await sub.close()
     again = await bus.subscribe(topic, f"workers-{topic}")
-    await bus.publish(topic, b"sentinel")
+    await bus.publish(topic, b"sentinel", key="k")
     assert await receive_until(again, b"sentinel") == []

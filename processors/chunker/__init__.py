@@ -1,0 +1,7 @@
+"""Documents to chunks to stores (document-load, document-delete)."""
+
+from .chunking import chunk_document, split_text
+from .processor import ChunkerProcessor, DocumentDeleteProcessor
+from .settings import ChunkerSettings
+
+__all__ = ["ChunkerProcessor", "ChunkerSettings", "DocumentDeleteProcessor", "chunk_document", "split_text"]

@@ -1,0 +1,28 @@
+"""Every default of the chunker (document-load and document-delete)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+from config.settings import ProcessorSettings
+from schema import topics as t
+
+
+class ChunkerSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=True):
+    # Characters per chunk and shared between neighbours: about 200 MiniLM tokens,
+    # under the 256 the embedder reads.
+    chunk_size: Annotated[int, msgspec.Meta(ge=50)] = 1000
+    chunk_overlap: Annotated[int, msgspec.Meta(ge=0)] = 150
+    # Texts per embed request, sent concurrently.
+    embed_batch: Annotated[int, msgspec.Meta(ge=1)] = 32
+    # A document longer than this is refused rather than chunked into thousands of pieces.
+    max_document_chars: Annotated[int, msgspec.Meta(ge=1)] = 10_000_000
+    # Each sub-request (embed, store, delete) waits at most this long.
+    call_timeout_s: float = 120.0
+    embed_topic: str = t.EMBED
+    store_topics: list[str] = msgspec.field(default_factory=lambda: [t.DOC_EMBEDDINGS_STORE, t.KEYWORD_STORE])
+    delete_topics: list[str] = msgspec.field(default_factory=lambda: [t.DOC_EMBEDDINGS_DELETE, t.KEYWORD_DELETE])
+    # The chunker's own deadline must cover its calls.
+    handler_timeout_s: float = 600.0

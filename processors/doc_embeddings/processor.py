@@ -1,0 +1,192 @@
+"""The doc-embeddings processors: search, fetch, store and delete chunks of a faiss store.
+
+Query and fetch open collections read-only (any number of replicas); store and
+delete write them (one process; see store.py for the format and for how
+fast replicas see a write).
+
+Threading: every store of a processor lives on that processor's own single
+worker thread, and every blocking call (faiss, numpy, disk, flock) runs
+there. The event loop is never blocked; a ``VectorStore`` needs no locks of
+its own because only that thread touches it; concurrent requests simply
+queue for it (a search takes milliseconds, and faiss parallelises one
+search over the cores itself); and a long reload or write of one processor
+does not occupy the default executor the other processors of the process
+share.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from processors.processor import Processor, RequestContext
+from schema import (
+    ChunkMatch,
+    DeleteDocument,
+    DocEmbeddingsRequest,
+    DocEmbeddingsResponse,
+    EmbeddedChunks,
+    FetchChunkRequest,
+    FetchChunkResponse,
+    IngestResult,
+)
+
+from .settings import DocEmbeddingsSettings
+from .store import VectorStore, as_matrix, check_collection, collection_dir
+
+T = TypeVar("T")
+
+
+class _StoreProcessor(Processor):
+    """What the four share: settings, the worker thread, and the open stores by collection."""
+
+    Settings = DocEmbeddingsSettings
+    readonly: ClassVar[bool] = True
+
+    settings: DocEmbeddingsSettings
+
+    def __init__(self, name: str, settings: DocEmbeddingsSettings) -> None:
+        super().__init__(name, settings)
+        self.stores: dict[str, VectorStore] = {}  # touched only on the worker thread
+        self.data_dir: Path | None = None
+        self._executor: ThreadPoolExecutor | None = None
+
+    async def start(self) -> None:
+        self.data_dir = self.settings.resolved_data_dir()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{self.name}-store")
+
+    async def close(self) -> None:
+        if self._executor is not None:
+            executor, self._executor = self._executor, None
+            await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
+        self.stores.clear()
+
+    async def _blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._executor is None:
+            raise RuntimeError(f"{self.name} is not started")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args))
+
+    def _store(self, collection: str, *, create: bool) -> VectorStore | None:
+        """The open store of ``collection``; None if it was never written and ``create`` is false.
+
+        A collection that does not exist is not remembered, so a caller naming
+        random collections costs a stat each, not memory.
+        """
+        store = self.stores.get(check_collection(collection))
+        if store is None:
+            assert self.data_dir is not None
+            directory = collection_dir(self.data_dir, collection)
+            if not create and not directory.is_dir():
+                return None
+            s = self.settings
+            store = VectorStore(
+                directory,
+                collection,
+                readonly=self.readonly,
+                hnsw_threshold=s.hnsw_threshold,
+                hnsw_m=s.hnsw_m,
+                hnsw_ef_construction=s.hnsw_ef_construction,
+                hnsw_ef_search=s.hnsw_ef_search,
+                refresh_interval_s=s.refresh_interval_s,
+            )
+            self.stores[collection] = store
+        return store
+
+
+class DocEmbeddingsQueryProcessor(_StoreProcessor):
+    """``DocEmbeddingsRequest`` -> the best chunks for any of its vectors, text and metadata included.
+
+    ``limit`` below 1 is refused; above ``max_limit`` it is clamped to
+    ``max_limit``. No vectors, or a collection never written or emptied:
+    no matches. NaN or infinite components, vectors of different lengths, or
+    a dimension other than the collection's: a ValueError response.
+    """
+
+    request_type = DocEmbeddingsRequest
+    response_type = DocEmbeddingsResponse
+
+    async def handle(self, request: DocEmbeddingsRequest, context: RequestContext) -> DocEmbeddingsResponse:
+        return DocEmbeddingsResponse(matches=await self._blocking(self._query, request))
+
+    def _query(self, request: DocEmbeddingsRequest) -> list[ChunkMatch]:
+        if request.limit < 1:
+            raise ValueError(f"limit must be at least 1, got {request.limit}")
+        limit = min(request.limit, self.settings.max_limit)
+        check_collection(request.collection)
+        if not request.vectors:
+            return []
+        queries = as_matrix(request.vectors, "query vector")  # checked even when there is nothing to search
+        store = self._store(request.collection, create=False)
+        if store is None:
+            return []
+        return store.search(queries, limit)
+
+
+class FetchChunkProcessor(_StoreProcessor):
+    """``FetchChunkRequest`` -> the chunks found, in request order; unknown ids are left out."""
+
+    request_type = FetchChunkRequest
+    response_type = FetchChunkResponse
+
+    async def handle(self, request: FetchChunkRequest, context: RequestContext) -> FetchChunkResponse:
+        return FetchChunkResponse(chunks=await self._blocking(self._fetch, request))
+
+    def _fetch(self, request: FetchChunkRequest) -> list[ChunkMatch]:
+        store = self._store(request.collection, create=False)
+        return [] if store is None else store.fetch(request.chunk_ids)
+
+
+class DocEmbeddingsStoreProcessor(_StoreProcessor):
+    """``EmbeddedChunks`` (chunk-store) -> upsert, persisted before the reply; ``IngestResult(count)``.
+
+    ``count`` is the number of distinct chunks of the request, all stored
+    (a chunk id already stored is replaced, so a redelivered batch changes
+    nothing). Every vector of a request must have one dimension, that of
+    each collection it goes to (any, for an empty one). A batch spanning
+    several collections is written collection by collection, after all of
+    them were checked; a retry after a crash in between is harmless.
+    """
+
+    request_type = EmbeddedChunks
+    response_type = IngestResult
+    readonly = False
+
+    async def handle(self, request: EmbeddedChunks, context: RequestContext) -> IngestResult:
+        return IngestResult(count=await self._blocking(self._upsert, request))
+
+    def _upsert(self, request: EmbeddedChunks) -> int:
+        chunks, vectors = request.chunks, request.vectors
+        if len(chunks) != len(vectors):
+            raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors: each chunk needs exactly one vector")
+        if not chunks:
+            return 0
+        matrix = as_matrix(vectors)
+        by_collection: dict[str, list[int]] = {}
+        for i, chunk in enumerate(chunks):
+            by_collection.setdefault(check_collection(chunk.collection), []).append(i)
+        stores = {c: self._store(c, create=True) for c in by_collection}
+        for store in stores.values():
+            store.refresh(force=True)
+            store.check_dimension(matrix.shape[1])
+        return sum(
+            stores[c].upsert([chunks[i] for i in rows], matrix[rows]) for c, rows in by_collection.items()
+        )
+
+
+class DocEmbeddingsDeleteProcessor(_StoreProcessor):
+    """``DeleteDocument`` (document-delete) -> remove its chunks; ``IngestResult(count=removed)``."""
+
+    request_type = DeleteDocument
+    response_type = IngestResult
+    readonly = False
+
+    async def handle(self, request: DeleteDocument, context: RequestContext) -> IngestResult:
+        return IngestResult(count=await self._blocking(self._delete, request))
+
+    def _delete(self, request: DeleteDocument) -> int:
+        store = self._store(request.collection, create=False)
+        return 0 if store is None else store.delete_document(request.document_id)

@@ -1,0 +1,56 @@
+"""Every default of the doc-embeddings processors, in one place.
+
+The four processors (query, fetch-chunk, store, delete) share this one
+Settings class, so the sections that point them at the same store stay
+short; each reads only the fields it uses. ``[processors.NAME]`` in the
+settings sets any of them, e.g.::
+
+    [processors.doc-embeddings-query]
+    class = "processors.doc_embeddings:DocEmbeddingsQueryProcessor"
+    data_dir = "/srv/ragbus"
+    hnsw_ef_search = 128
+
+and environment variables override them:
+``RAGBUS_PROCESSORS__DOC_EMBEDDINGS_QUERY__REFRESH_INTERVAL_S=0.25``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import msgspec
+
+from config.settings import ProcessorSettings, default_data_dir
+
+Positive = Annotated[int, msgspec.Meta(ge=1)]
+
+
+class DocEmbeddingsSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=True):
+    # Where the collections live: <data_dir>/<collection>/faiss/. "" = config.settings.default_data_dir()
+    # (RAGBUS_DATA_DIR, else $XDG_DATA_HOME/ragbus, else ~/.local/share/ragbus). The writer and every
+    # query replica must name the same directory.
+    data_dir: str = ""
+    # Below this many vectors a collection is searched exactly (faiss IndexFlatIP, brute force);
+    # at or above it, approximately (IndexHNSWFlat, inner product). Flat search of 50k 384-d
+    # vectors takes a few milliseconds; past that HNSW keeps queries fast at some recall cost.
+    hnsw_threshold: Positive = 50_000
+    # HNSW graph degree (faiss's M): more links, better recall, more memory (M * 8 bytes a vector).
+    hnsw_m: Annotated[int, msgspec.Meta(ge=2, le=256)] = 32
+    # HNSW candidate list while building the graph (faiss's efConstruction). Building is what a
+    # replica pays when it reloads a changed collection: 40 (faiss's default) keeps it near
+    # 1 s per 10k 384-d vectors on 2 cores; 80 doubles that for slightly better recall.
+    hnsw_ef_construction: Positive = 40
+    # HNSW candidate list while searching (faiss's efSearch); a search for more than this many
+    # results uses the limit instead. Higher: better recall, slower queries.
+    hnsw_ef_search: Positive = 64
+    # A query replica looks at the store's generation file at most this often (seconds), before a
+    # search or fetch, and reloads when the writer has published a newer one. A write acknowledged
+    # at time t is therefore seen by every search that starts after t + refresh_interval_s
+    # (that search first waits for the reload). 0 = look before every request.
+    refresh_interval_s: Annotated[float, msgspec.Meta(ge=0)] = 1.0
+    # A query asking for more matches than this gets this many: the limit is clamped, not refused.
+    max_limit: Positive = 100
+
+    def resolved_data_dir(self) -> Path:
+        return Path(self.data_dir).expanduser() if self.data_dir else default_data_dir()

@@ -1,0 +1,308 @@
+"""One collection's BM25 keyword index: a tantivy index in ``<data_dir>/<collection>/tantivy/``.
+
+Fields:
+
+- ``chunk_id``, ``document_id``: stored, indexed whole (tantivy's ``raw``
+  tokenizer), for upserts and deletes;
+- ``title``, ``text``: stored, split into words by ``WORDS``, searched with BM25;
+- ``ident``: not stored; the identifier-ish tokens of title and text (below);
+- ``position``: stored integer.
+
+Queries are the user's raw text and never reach tantivy's query parser:
+they are tokenised here, with the very analyzer the index uses, and built
+into term, phrase and boolean queries, so no input is a syntax error.
+Quotes, colons, ``AND``, ``-``, ``*``, ``^``, ``~``, ``\\``, unbalanced
+parentheses are just characters; a query with no word in it matches nothing.
+
+Identifiers. tantivy's default tokenizer (split on every character that is
+not alphanumeric, drop tokens over 40 bytes, lowercase) takes ``7.3.2`` to
+``7 3 2``, ``__slots__`` to ``slots``, ``C++`` to ``c``, ``os.path.join`` to
+``os path join``, ``std::vector`` to ``std vector`` (``E1101`` stays
+``e1101``). So words alone would rank "section 7.2.3" with "clause 7.3.2"
+and any "slots" with ``__slots__``. ``identifier_tokens`` keeps them whole:
+runs of word characters (letters, digits, ``_``) joined by ``. : / @ -``,
+optionally ending in ``++`` or ``#``, lowercased, kept only when they are not
+plain words (those the word field already has). The same function tokenises
+the chunks (into ``ident``) and the query, so an identifier in the query
+matches exactly that identifier, on top of its words.
+
+Freshness. A writer sees its own commits at once. A reader (a query replica,
+possibly another process, on the same directory) reloads its view of the
+index before a search when ``refresh_interval_s`` has passed since its last
+reload: a search sees every commit that finished at least
+``refresh_interval_s`` before it started. Nothing happens between searches,
+so an idle replica costs nothing.
+
+A ``KeywordIndex`` is not thread-safe: its owner calls it from one thread.
+At most one writer may hold a directory (tantivy's lock file), in any
+process; readers take no lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import tantivy
+from tantivy import Occur, Query
+
+from schema import Chunk, ChunkMatch
+
+from .settings import KeywordSettings
+
+log = logging.getLogger(__name__)
+
+WORDS_TOKENIZER = "ragbus_words"
+
+# tantivy's "default" analyzer, spelled out and registered under a name of our own, so the
+# index and the query tokeniser are one object and cannot drift apart.
+WORDS = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(tantivy.Filter.remove_long(40)).filter(
+    tantivy.Filter.lowercase()
+).build()
+
+_IDENT = re.compile(r"\w+(?:[.:/@\-]+\w+)*(?:\+\+|#)?")
+MAX_IDENT_CHARS = 128
+
+# A collection is a directory name: no separators, no "." or "..", nothing hidden.
+_COLLECTION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def check_collection(collection: str) -> str:
+    if not _COLLECTION.fullmatch(collection):
+        raise ValueError(
+            f"collection {collection[:200]!r} is not a valid name: 1 to 128 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return collection
+
+
+def index_path(data_dir: Path, collection: str) -> Path:
+    return data_dir / check_collection(collection) / "tantivy"
+
+
+def words(text: str) -> list[str]:
+    """The terms of ``text`` in the ``title`` and ``text`` fields, in order."""
+    return WORDS.analyze(text)
+
+
+def identifier_tokens(text: str) -> list[str]:
+    """Identifier-ish tokens of ``text`` that the word tokenizer would break up, lowercased, in order."""
+    tokens = []
+    for match in _IDENT.finditer(text):
+        token = match.group()
+        if not token.isalnum() and len(token) <= MAX_IDENT_CHARS:
+            tokens.append(token.lower())
+    return tokens
+
+
+def _schema() -> tantivy.Schema:
+    b = tantivy.SchemaBuilder()
+    b.add_text_field("chunk_id", stored=True, tokenizer_name="raw", index_option="basic")
+    b.add_text_field("document_id", stored=True, tokenizer_name="raw", index_option="basic")
+    b.add_text_field("title", stored=True, tokenizer_name=WORDS_TOKENIZER)
+    b.add_text_field("text", stored=True, tokenizer_name=WORDS_TOKENIZER)
+    # Tokens joined by spaces (see _ident_field), split back by tantivy's whitespace tokenizer.
+    b.add_text_field("ident", stored=False, tokenizer_name="whitespace", index_option="freq")
+    b.add_integer_field("position", stored=True)
+    return b.build()
+
+
+SCHEMA = _schema()
+
+
+def _unique(items: Iterable[str], limit: int) -> list[str]:
+    return list(dict.fromkeys(items))[:limit]
+
+
+def _clean(text: str) -> str:
+    # A lone surrogate cannot cross into Rust; the bus never delivers one, a direct caller might.
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+class KeywordIndex:
+    """One collection's index; ``open_writer`` to change it, ``open_reader`` to search it."""
+
+    def __init__(
+        self,
+        index: tantivy.Index,
+        path: Path,
+        collection: str,
+        settings: KeywordSettings,
+        *,
+        writable: bool,
+    ) -> None:
+        self.path = path
+        self.collection = collection
+        self.settings = settings
+        self._index = index
+        index.register_tokenizer(WORDS_TOKENIZER, WORDS)
+        # Manual: this object decides when to reload (maybe_reload), no watcher thread.
+        index.config_reader(reload_policy="Manual")
+        self._loaded_at = time.monotonic()
+        self._writer = None
+        if writable:
+            s = settings
+            self._writer = index.writer(heap_size=s.writer_heap_bytes, num_threads=s.writer_threads)
+
+    @classmethod
+    def open_writer(cls, data_dir: Path, collection: str, settings: KeywordSettings) -> KeywordIndex:
+        """Open the collection's index for writing, creating it if need be."""
+        path = index_path(data_dir, collection)
+        path.mkdir(parents=True, exist_ok=True)
+        return cls(_open(path, create=True), path, collection, settings, writable=True)
+
+    @classmethod
+    def open_reader(cls, data_dir: Path, collection: str, settings: KeywordSettings) -> KeywordIndex | None:
+        """Open the collection's index for searching; None while no writer has created it."""
+        path = index_path(data_dir, collection)
+        if not exists(path):
+            return None
+        return cls(_open(path, create=False), path, collection, settings, writable=False)
+
+    @property
+    def writable(self) -> bool:
+        return self._writer is not None
+
+    def close(self) -> None:
+        """Let background merges finish and release the writer's lock. Uncommitted changes are lost."""
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            writer.wait_merging_threads()
+
+    # Writing
+
+    def upsert(self, chunks: Iterable[Chunk]) -> int:
+        """Replace or add each chunk, by ``chunk_id``; visible after ``commit``. Returns the distinct chunks."""
+        writer = self._require_writer()
+        latest: dict[str, Chunk] = {}
+        for chunk in chunks:
+            if not chunk.chunk_id:
+                raise ValueError(f"a chunk of document {chunk.document_id!r} has an empty chunk_id")
+            latest[chunk.chunk_id] = chunk  # the last one of an id in a batch wins
+        for chunk in latest.values():
+            # A delete applies to documents added before it only, so this never removes the new one.
+            writer.delete_documents_by_term("chunk_id", chunk.chunk_id)
+            doc = tantivy.Document()
+            doc.add_text("chunk_id", chunk.chunk_id)
+            doc.add_text("document_id", chunk.document_id)
+            doc.add_text("title", chunk.title)
+            doc.add_text("text", chunk.text)
+            doc.add_text("ident", " ".join(identifier_tokens(chunk.title) + identifier_tokens(chunk.text)))
+            doc.add_integer("position", chunk.position)
+            writer.add_document(doc)
+        return len(latest)
+
+    def delete_document(self, document_id: str) -> int:
+        """Remove every chunk of ``document_id``; visible after ``commit``. Returns how many committed ones go."""
+        writer = self._require_writer()
+        query = Query.term_query(SCHEMA, "document_id", document_id, index_option="basic")
+        found = self._index.searcher().search(query, 1, count=True).count or 0
+        writer.delete_documents_by_term("document_id", document_id)
+        return found
+
+    def commit(self) -> None:
+        """Persist and publish every change since the last commit; this object sees them at once."""
+        self._require_writer().commit()
+        self.reload()
+
+    # Reading
+
+    def reload(self) -> None:
+        started = time.monotonic()  # before: a commit racing the reload is picked up by the next one
+        self._index.reload()
+        self._loaded_at = started
+
+    def maybe_reload(self) -> None:
+        """Reload if ``refresh_interval_s`` has passed since the last reload (writers are always current)."""
+        if self._writer is not None:
+            return
+        if time.monotonic() - self._loaded_at >= self.settings.refresh_interval_s:
+            try:
+                self.reload()
+            except ValueError as exc:  # e.g. a segment merged away between reading meta.json and opening it
+                log.warning("%s: reload failed, searching the previous commit: %s", self.path, exc)
+
+    def count(self) -> int:
+        """Chunks in the index, as this object currently sees it."""
+        self.maybe_reload()
+        return self._index.searcher().num_docs
+
+    def search(self, query: str, limit: int) -> list[ChunkMatch]:
+        """The best ``limit`` chunks for the raw text ``query``, by BM25; [] if it has no searchable token."""
+        if limit <= 0:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        built = self.build_query(query)
+        if built is None:
+            return []
+        self.maybe_reload()
+        searcher = self._index.searcher()
+        if searcher.num_docs == 0:
+            return []
+        matches = []
+        # tantivy sizes its top-k heap by the limit: never more than the index holds.
+        for score, address in searcher.search(built, min(limit, searcher.num_docs)).hits:
+            doc = searcher.doc(address)
+            matches.append(
+                ChunkMatch(
+                    chunk_id=doc.get_first("chunk_id"),
+                    score=float(score),
+                    text=doc.get_first("text"),
+                    document_id=doc.get_first("document_id"),
+                    title=doc.get_first("title"),
+                    position=doc.get_first("position"),
+                    collection=self.collection,
+                )
+            )
+        return matches
+
+    def build_query(self, query: str) -> Query | None:
+        """A should-match-any query of the words and identifiers of ``query``; None if it has neither."""
+        s = self.settings
+        text = _clean(query)
+        all_words = words(text)
+        terms = _unique(all_words, s.max_query_terms)
+        idents = _unique(identifier_tokens(text), s.max_query_terms)
+        if not terms and not idents:
+            return None
+        clauses: list[tuple[Occur, Query]] = []
+        for term in terms:
+            clauses.append((Occur.Should, Query.term_query(SCHEMA, "text", term, index_option="freq")))
+            if s.title_boost > 0:
+                title = Query.term_query(SCHEMA, "title", term, index_option="freq")
+                clauses.append((Occur.Should, Query.boost_query(title, s.title_boost)))
+        if s.identifier_boost > 0:
+            for ident in idents:
+                q = Query.term_query(SCHEMA, "ident", ident, index_option="freq")
+                clauses.append((Occur.Should, Query.boost_query(q, s.identifier_boost)))
+        if s.phrase_boost > 0 and 2 <= len(all_words) <= s.max_query_terms and len(set(all_words)) > 1:
+            phrase = Query.phrase_query(SCHEMA, "text", all_words)
+            clauses.append((Occur.Should, Query.boost_query(phrase, s.phrase_boost)))
+        if not clauses:
+            return None
+        return Query.boolean_query(clauses)
+
+    def _require_writer(self):
+        if self._writer is None:
+            raise RuntimeError(f"{self.path} is open for reading only")
+        return self._writer
+
+
+def exists(path: Path) -> bool:
+    if not path.is_dir():
+        return False
+    try:
+        return tantivy.Index.exists(str(path))
+    except ValueError:  # removed between the two checks
+        return False
+
+
+def _open(path: Path, *, create: bool) -> tantivy.Index:
+    try:
+        # reuse=True opens an existing index (and checks its schema) without writing to it.
+        return tantivy.Index(SCHEMA, path=str(path), reuse=True)
+    except ValueError as exc:
+        what = "create" if create else "open"
+        raise ValueError(f"cannot {what} the keyword index {path}: {exc}") from None

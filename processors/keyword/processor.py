@@ -1,0 +1,241 @@
+"""The keyword processors: BM25 search over chunks, and the writers that keep the index.
+
+- ``KeywordQueryProcessor``: ``KeywordQueryRequest`` -> ``KeywordQueryResponse``.
+  Any number of replicas, each reading the indexes read-only.
+- ``KeywordStoreProcessor``: ``EmbeddedChunks`` (its chunks; vectors are
+  ignored) from ``chunk-store`` -> upsert and commit -> ``IngestResult``.
+- ``KeywordDeleteProcessor``: ``DeleteDocument`` from ``document-delete`` ->
+  ``IngestResult(count=chunks removed)``.
+
+The two writers of one ``data_dir`` share one tantivy writer per collection
+when they run in the same process (a directory takes one writer, in any
+process), so run them in one worker process: ``ragbus worker keyword-store
+keyword-delete``; query replicas may run anywhere that sees the directory.
+
+Every tantivy call runs on a thread of the processor's own, never on the
+event loop: a commit fsyncs (tens of milliseconds), a search over a large
+index takes milliseconds. One thread each, not a pool: the writer's
+delete-then-add-then-commit of one batch must not interleave with another
+batch's, and serialising them costs nothing since commits serialise inside
+tantivy anyway; a query replica's reload bookkeeping needs no lock, and
+tantivy releases the GIL while it searches, so the loop stays responsive.
+More query throughput = more replicas. The default executor is left to the
+other processors of the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+import msgspec
+
+from config.settings import default_data_dir
+from processors.processor import Processor, RequestContext
+from schema import Chunk, DeleteDocument, EmbeddedChunks, IngestResult, KeywordQueryRequest, KeywordQueryResponse
+
+from .index import KeywordIndex, check_collection, exists, index_path
+from .settings import KeywordSettings
+
+T = TypeVar("T")
+Req = TypeVar("Req", bound=msgspec.Struct)
+
+
+def data_dir_of(settings: KeywordSettings) -> Path:
+    return Path(settings.data_dir).expanduser() if settings.data_dir else default_data_dir()
+
+
+class _Worker:
+    """One thread that runs every tantivy call of its owner, and the indexes it opened."""
+
+    def __init__(self, name: str, data_dir: Path, settings: KeywordSettings) -> None:
+        self.data_dir = data_dir
+        self.settings = settings
+        self.indexes: dict[str, KeywordIndex] = {}
+        self._executor: ThreadPoolExecutor | None = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+
+    async def run(self, fn: Callable[..., T], *args) -> T:
+        if self._executor is None:
+            raise RuntimeError("the keyword index is closed")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def close(self) -> None:
+        if self._executor is None:
+            return
+        try:
+            await self.run(self._close_indexes)
+        finally:
+            executor, self._executor = self._executor, None
+            await asyncio.to_thread(executor.shutdown, wait=True)
+
+    def _close_indexes(self) -> None:
+        indexes, self.indexes = self.indexes, {}
+        for index in indexes.values():
+            index.close()
+
+
+# The writer side: one _Worker per data_dir in this process, shared by its writer processors.
+_writers: dict[Path, tuple[_Worker, int]] = {}
+_writers_lock = threading.Lock()
+
+
+def _acquire_writers(data_dir: Path, settings: KeywordSettings) -> _Worker:
+    """The process's writer for ``data_dir``; the first processor's writer settings apply."""
+    key = data_dir.resolve()
+    with _writers_lock:
+        worker, users = _writers.get(key, (None, 0))
+        if worker is None:
+            worker = _Worker("keyword-writer", key, settings)
+        _writers[key] = (worker, users + 1)
+        return worker
+
+
+async def _release_writers(worker: _Worker) -> None:
+    with _writers_lock:
+        _, users = _writers[worker.data_dir]
+        if users > 1:
+            _writers[worker.data_dir] = (worker, users - 1)
+            return
+        del _writers[worker.data_dir]
+    await worker.close()
+
+
+def _writer_index(worker: _Worker, collection: str, create: bool) -> KeywordIndex | None:
+    index = worker.indexes.get(collection)
+    if index is None:
+        # A delete must not create a collection: it opens the writer of an existing one only.
+        if not create and not exists(index_path(worker.data_dir, collection)):
+            return None
+        index = KeywordIndex.open_writer(worker.data_dir, collection, worker.settings)
+        worker.indexes[collection] = index
+    return index
+
+
+class _KeywordWriter(Processor[Req, IngestResult]):
+    """What the two writers share: the process's writer for their data_dir."""
+
+    Settings = KeywordSettings
+    settings: KeywordSettings
+
+    def __init__(self, name: str, settings: KeywordSettings) -> None:
+        super().__init__(name, settings)
+        self._worker: _Worker | None = None
+
+    async def start(self) -> None:
+        self._worker = _acquire_writers(data_dir_of(self.settings), self.settings)
+
+    async def close(self) -> None:
+        if self._worker is not None:
+            worker, self._worker = self._worker, None
+            await _release_writers(worker)
+
+    def _require_worker(self) -> _Worker:
+        if self._worker is None:
+            raise RuntimeError(f"{self.name} is not started")
+        return self._worker
+
+
+class KeywordStoreProcessor(_KeywordWriter[EmbeddedChunks]):
+    """Upsert the chunks of a ``chunk-store`` message; reply with how many distinct chunks were stored."""
+
+    request_type = EmbeddedChunks
+    response_type = IngestResult
+
+    async def handle(self, request: EmbeddedChunks, context: RequestContext) -> IngestResult:
+        worker = self._require_worker()
+        by_collection: dict[str, list[Chunk]] = {}
+        for chunk in request.chunks:
+            by_collection.setdefault(check_collection(chunk.collection), []).append(chunk)
+        # Several collections are committed one after the other; a failure part way is
+        # answered as an error, and resending the message is harmless (upserts by chunk_id).
+        count = await worker.run(_store, worker, by_collection)
+        return IngestResult(count=count)
+
+
+def _store(worker: _Worker, by_collection: dict[str, list[Chunk]]) -> int:
+    count = 0
+    for collection, chunks in by_collection.items():
+        index = _writer_index(worker, collection, create=True)
+        assert index is not None
+        count += index.upsert(chunks)
+        index.commit()
+    return count
+
+
+class KeywordDeleteProcessor(_KeywordWriter[DeleteDocument]):
+    """Remove every chunk of a document; reply with how many were removed (0 for an unknown one)."""
+
+    request_type = DeleteDocument
+    response_type = IngestResult
+
+    async def handle(self, request: DeleteDocument, context: RequestContext) -> IngestResult:
+        worker = self._require_worker()
+        check_collection(request.collection)
+        count = await worker.run(_delete, worker, request.collection, request.document_id)
+        return IngestResult(count=count)
+
+
+def _delete(worker: _Worker, collection: str, document_id: str) -> int:
+    index = _writer_index(worker, collection, create=False)
+    if index is None:
+        return 0
+    removed = index.delete_document(document_id)
+    if removed:
+        index.commit()
+    return removed
+
+
+class KeywordQueryProcessor(Processor[KeywordQueryRequest, KeywordQueryResponse]):
+    """BM25 over the chunks of one collection, for the user's raw query text.
+
+    ``limit`` <= 0 is refused (ValueError: an error response); a limit above
+    ``max_limit`` is clamped to it. An empty or blank query, a query with no
+    searchable token, and a collection no chunk was ever stored in all get no
+    matches. Commits of the writer become visible within ``refresh_interval_s``.
+    """
+
+    request_type = KeywordQueryRequest
+    response_type = KeywordQueryResponse
+    Settings = KeywordSettings
+
+    settings: KeywordSettings
+
+    def __init__(self, name: str, settings: KeywordSettings) -> None:
+        super().__init__(name, settings)
+        self._worker: _Worker | None = None
+
+    async def start(self) -> None:
+        self._worker = _Worker("keyword-query", data_dir_of(self.settings), self.settings)
+
+    async def close(self) -> None:
+        if self._worker is not None:
+            worker, self._worker = self._worker, None
+            await worker.close()
+
+    async def handle(self, request: KeywordQueryRequest, context: RequestContext) -> KeywordQueryResponse:
+        if self._worker is None:
+            raise RuntimeError(f"{self.name} is not started")
+        if request.limit <= 0:
+            raise ValueError(f"limit must be at least 1, got {request.limit}")
+        limit = min(request.limit, self.settings.max_limit)
+        check_collection(request.collection)
+        if not request.query.strip():
+            return KeywordQueryResponse(matches=[])
+        matches = await self._worker.run(_search, self._worker, request.collection, request.query, limit)
+        return KeywordQueryResponse(matches=matches)
+
+
+def _search(worker: _Worker, collection: str, query: str, limit: int):
+    index = worker.indexes.get(collection)
+    if index is None:
+        # Unknown collection: looked for again on every query (a stat), so it is found
+        # as soon as a writer creates it.
+        index = KeywordIndex.open_reader(worker.data_dir, collection, worker.settings)
+        if index is None:
+            return []
+        worker.indexes[collection] = index
+    return index.search(query, limit)

@@ -1,0 +1,424 @@
+"""The faiss doc-embeddings processors over the in-process bus, through the typed clients: no mocks.
+
+Vectors are synthetic: seeded random unit vectors, so no embedding model is
+needed; a query "near" a stored chunk is its vector plus a little noise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from dataclasses import dataclass
+
+import faiss
+import numpy as np
+import pytest
+
+from config.settings import SettingsError, default_data_dir, load_settings
+from processors.bus import connect
+from processors.bus.memory import drop_memory_broker
+from processors.client import RequestClient
+from processors.clients import DocEmbeddingsClient, FetchChunkClient, RemoteError
+from processors.doc_embeddings import (
+    DocEmbeddingsDeleteProcessor,
+    DocEmbeddingsQueryProcessor,
+    DocEmbeddingsSettings,
+    DocEmbeddingsStoreProcessor,
+    FetchChunkProcessor,
+    StoreError,
+    VectorStore,
+)
+from processors.worker import build_processor
+from schema import Chunk, DeleteDocument, EmbeddedChunks, IngestResult
+from schema import topics as t
+
+from ..runtime.test_processor import serving
+
+DIM = 64
+
+
+def unit_vectors(rng: np.random.Generator, n: int, dim: int = DIM) -> np.ndarray:
+    x = rng.standard_normal((n, dim)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def near(rng: np.random.Generator, v: np.ndarray, noise: float = 0.01) -> list[float]:
+    q = v + noise * rng.standard_normal(v.shape).astype(np.float32)
+    return (q / np.linalg.norm(q)).tolist()
+
+
+def make_chunks(document_id: str, n: int, collection: str = "default") -> list[Chunk]:
+    return [
+        Chunk(
+            chunk_id=f"{document_id}#{i}",
+            document_id=document_id,
+            text=f"text {i} of {document_id}",
+            position=i,
+            title=f"Title of {document_id}",
+            collection=collection,
+        )
+        for i in range(n)
+    ]
+
+
+@dataclass
+class Pipeline:
+    client: RequestClient
+    query: DocEmbeddingsClient
+    fetch: FetchChunkClient
+    reader: DocEmbeddingsQueryProcessor
+    writer: DocEmbeddingsStoreProcessor
+
+    async def store(self, chunks: list[Chunk], vectors) -> int:
+        vectors = vectors.tolist() if isinstance(vectors, np.ndarray) else vectors
+        request = EmbeddedChunks(chunks=chunks, vectors=vectors)
+        r = await self.client.request(t.CHUNK_STORE, request, IngestResult, timeout=30)
+        if r.error is not None:
+            raise RemoteError(t.CHUNK_STORE, r.error)
+        return r.count
+
+    async def delete(self, document_id: str, collection: str = "default") -> int:
+        request = DeleteDocument(document_id=document_id, collection=collection)
+        r = await self.client.request(t.DOCUMENT_DELETE, request, IngestResult, timeout=30)
+        if r.error is not None:
+            raise RemoteError(t.DOCUMENT_DELETE, r.error)
+        return r.count
+
+    def reader_store(self, collection: str = "default") -> VectorStore:
+        return self.reader.stores[collection]
+
+
+def settings(tmp_path, topic: str, **overrides) -> DocEmbeddingsSettings:
+    values = {"data_dir": str(tmp_path), "refresh_interval_s": 0.0} | overrides
+    return DocEmbeddingsSettings(topic=topic, group=topic, **values)
+
+
+@contextlib.asynccontextmanager
+async def pipeline(tmp_path, *, reader: dict | None = None, writer: dict | None = None):
+    """The four processors on a private memory bus, one data directory; readers and writers are separate objects."""
+    reader, writer = reader or {}, writer or {}
+    name = f"docemb-{uuid.uuid4().hex[:12]}"
+    bus = await connect(f"memory://{name}")
+    query = DocEmbeddingsQueryProcessor("doc-embeddings-query", settings(tmp_path, t.DOC_EMBEDDINGS_QUERY, **reader))
+    fetch = FetchChunkProcessor("fetch-chunk", settings(tmp_path, t.FETCH_CHUNK, **reader))
+    store = DocEmbeddingsStoreProcessor("chunk-store", settings(tmp_path, t.CHUNK_STORE, **writer))
+    delete = DocEmbeddingsDeleteProcessor("document-delete", settings(tmp_path, t.DOCUMENT_DELETE, **writer))
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            for processor in (query, fetch, store, delete):
+                await stack.enter_async_context(serving(bus, processor))
+            client = await stack.enter_async_context(RequestClient(bus))
+            clients = DocEmbeddingsClient(client, timeout=30), FetchChunkClient(client, timeout=30)
+            yield Pipeline(client, *clients, query, store)
+    finally:
+        await bus.close()
+        drop_memory_broker(name)
+
+
+async def error_of(call) -> str:
+    with pytest.raises(RemoteError) as caught:
+        await call
+    return f"{caught.value.error.type}: {caught.value.error.message}"
+
+
+async def test_a_stored_vector_plus_noise_finds_its_chunk_first_with_score_about_one(tmp_path):
+    rng = np.random.default_rng(1)
+    vectors = unit_vectors(rng, 200)
+    chunks = make_chunks("doc-a", 100) + make_chunks("doc-b", 100)
+    async with pipeline(tmp_path) as p:
+        assert await p.store(chunks, vectors) == 200
+        for i in (0, 57, 150, 199):
+            q = near(rng, vectors[i])
+            matches = await p.query.query([q], limit=5)
+            top = matches[0]
+            assert top.chunk_id == chunks[i].chunk_id
+            assert top.score == pytest.approx(1.0, abs=0.01)
+            c = chunks[i]
+            assert (top.text, top.document_id, top.title, top.position, top.collection) == (
+                c.text, c.document_id, c.title, c.position, "default"
+            )
+            # exactly the brute-force top 5, in order
+            expected = np.argsort(-(vectors @ np.array(q, dtype=np.float32)), kind="stable")[:5]
+            assert [m.chunk_id for m in matches] == [chunks[j].chunk_id for j in expected]
+            assert matches[1].score < 0.8
+
+
+async def test_several_query_vectors_merge_with_the_best_score_per_chunk(tmp_path):
+    rng = np.random.default_rng(2)
+    vectors = unit_vectors(rng, 200)
+    chunks = make_chunks("doc", 200)
+    ids = [c.chunk_id for c in chunks]
+    async with pipeline(tmp_path) as p:
+        await p.store(chunks, vectors)
+        both = await p.query.query([vectors[3].tolist(), vectors[7].tolist()], limit=2)
+        assert sorted(m.chunk_id for m in both) == ["doc#3", "doc#7"]
+        assert all(m.score == pytest.approx(1.0, abs=1e-5) for m in both)
+
+        twice = await p.query.query([near(rng, vectors[3]), vectors[3].tolist()], limit=3)
+        assert [m.chunk_id for m in twice].count("doc#3") == 1
+        assert twice[0].chunk_id == "doc#3" and twice[0].score == pytest.approx(1.0, abs=1e-5)  # the better of the two
+
+        queries = unit_vectors(rng, 3)
+        matches = await p.query.query(queries.tolist(), limit=10)
+        best = (queries @ vectors.T).max(axis=0)
+        expected = sorted(range(200), key=lambda j: (-best[j], ids[j]))[:10]
+        assert [m.chunk_id for m in matches] == [ids[j] for j in expected]
+        assert [m.score for m in matches] == pytest.approx([float(best[j]) for j in expected], abs=1e-5)
+        assert len({m.chunk_id for m in matches}) == 10
+
+
+async def test_storing_a_chunk_again_replaces_it_and_never_duplicates(tmp_path):
+    rng = np.random.default_rng(3)
+    vectors = unit_vectors(rng, 50)
+    chunks = make_chunks("doc", 50)
+    generation_file = tmp_path / "default" / "faiss" / "GENERATION"
+    async with pipeline(tmp_path) as p:
+        assert await p.store(chunks, vectors) == 50
+        generation = generation_file.read_text()
+        assert await p.store(chunks, vectors) == 50  # a redelivered batch
+        assert generation_file.read_text() == generation  # nothing changed, nothing written
+        matches = await p.query.query([vectors[5].tolist()], limit=3)
+        assert matches[0].chunk_id == "doc#5" and "doc#5" not in [m.chunk_id for m in matches[1:]]
+        assert len(await p.query.query([vectors[5].tolist()], limit=100)) == 50
+
+        # same id, new text and vector: replaced in place
+        changed = Chunk(chunk_id="doc#5", document_id="doc", text="rewritten", position=5)
+        new_vector = unit_vectors(rng, 1)[0]
+        assert await p.store([changed], [new_vector.tolist()]) == 1
+        top = (await p.query.query([new_vector.tolist()], limit=1))[0]
+        assert (top.chunk_id, top.text) == ("doc#5", "rewritten") and top.score == pytest.approx(1.0, abs=1e-5)
+        old = await p.query.query([vectors[5].tolist()], limit=1)
+        assert old[0].score < 0.8  # the old vector is gone
+        assert len(await p.query.query([vectors[5].tolist()], limit=100)) == 50
+
+        # the same id twice in one batch: the last one wins, stored once
+        a = Chunk(chunk_id="dup", document_id="doc", text="first", position=0)
+        b = Chunk(chunk_id="dup", document_id="doc", text="second", position=1)
+        assert await p.store([a, b], unit_vectors(rng, 2)) == 1
+        assert [c.text for c in await p.fetch.fetch(["dup"])] == ["second"]
+        assert len(await p.query.query([vectors[0].tolist()], limit=100)) == 51
+
+
+async def test_delete_removes_a_documents_chunks_and_only_those(tmp_path):
+    rng = np.random.default_rng(4)
+    vectors = unit_vectors(rng, 60)
+    chunks = make_chunks("doc-a", 30) + make_chunks("doc-b", 30)
+    async with pipeline(tmp_path) as p:
+        await p.store(chunks, vectors)
+        assert await p.delete("doc-a") == 30
+        matches = await p.query.query([vectors[0].tolist()], limit=100)
+        assert len(matches) == 30 and {m.document_id for m in matches} == {"doc-b"}
+        assert [c.chunk_id for c in await p.fetch.fetch(["doc-a#0", "doc-b#0"])] == ["doc-b#0"]
+        assert await p.delete("doc-a") == 0
+        assert await p.delete("doc-a", collection="never-written") == 0
+        assert not (tmp_path / "never-written").exists()
+
+        # the store processor keeps writing after the delete processor did: doc-a must stay gone
+        assert await p.store(make_chunks("doc-c", 5), unit_vectors(rng, 5)) == 5
+        ids = {m.chunk_id for m in await p.query.query([vectors[0].tolist()], limit=100)}
+        assert len(ids) == 35 and not any(i.startswith("doc-a") for i in ids)
+
+        # emptied completely: no matches, and it takes vectors of another dimension
+        await p.delete("doc-b")
+        await p.delete("doc-c")
+        assert await p.query.query([vectors[0].tolist()], limit=10) == []
+        assert await p.store(make_chunks("doc-d", 2), unit_vectors(rng, 2, dim=8)) == 2
+        assert len(await p.query.query(unit_vectors(rng, 1, dim=8).tolist(), limit=10)) == 2
+
+
+async def test_a_new_processor_instance_finds_what_an_earlier_one_stored(tmp_path):
+    rng = np.random.default_rng(5)
+    vectors = unit_vectors(rng, 40)
+    async with pipeline(tmp_path) as p:
+        assert await p.query.query([vectors[0].tolist()], limit=5) == []  # nothing there yet
+        await p.store(make_chunks("doc", 20), vectors[:20])
+        await p.store(make_chunks("other", 20, collection="other"), vectors[20:])
+    async with pipeline(tmp_path) as p:  # new processors, new bus, same directory
+        top = (await p.query.query([near(rng, vectors[7])], limit=1))[0]
+        assert (top.chunk_id, top.collection) == ("doc#7", "default")
+        top = (await p.query.query([near(rng, vectors[27])], limit=1, collection="other"))[0]
+        assert (top.chunk_id, top.collection) == ("other#7", "other")
+        await p.store(make_chunks("more", 5), unit_vectors(rng, 5))  # the new writer continues, not restarts
+        assert len(await p.query.query([vectors[0].tolist()], limit=100)) == 25
+    files = sorted(f.name for f in (tmp_path / "default" / "faiss").iterdir())
+    assert files == ["GENERATION", "chunks.1.msgpack", "chunks.2.msgpack", "vectors.1.npy", "vectors.2.npy", "writer.lock"]
+    assert (tmp_path / "default" / "faiss" / "GENERATION").read_text() == "2\n"
+
+
+async def test_a_read_replica_sees_the_writers_new_chunks_within_the_refresh_interval(tmp_path):
+    interval = 0.3
+    rng = np.random.default_rng(6)
+    vectors = unit_vectors(rng, 21)
+    loop = asyncio.get_running_loop()
+    async with pipeline(tmp_path, reader={"refresh_interval_s": interval}) as p:
+        await p.store(make_chunks("old", 20), vectors[:20])
+        await asyncio.sleep(interval)  # let the reader's first look be older than the interval
+        assert (await p.query.query([vectors[0].tolist()], limit=1))[0].chunk_id == "old#0"
+        loaded = p.reader_store().generation
+
+        await p.store([Chunk(chunk_id="new#0", document_id="new", text="fresh", position=0)], vectors[20:])
+        acknowledged = loop.time()
+        seen_after = None
+        while loop.time() < acknowledged + interval + 5:  # bounded: a broken refresh fails, not hangs
+            top = (await p.query.query([vectors[20].tolist()], limit=1))[0]
+            if top.chunk_id == "new#0":
+                seen_after = loop.time() - acknowledged
+                break
+            await asyncio.sleep(0.01)
+        assert seen_after is not None, "the replica never saw the new chunk"
+        assert seen_after <= interval + 0.25, f"seen {seen_after:.3f}s after the write; refresh_interval_s={interval}"
+        assert p.reader_store().generation == loaded + 1
+        assert [c.text for c in await p.fetch.fetch(["new#0"])] == ["fresh"]
+
+
+async def test_above_the_threshold_the_index_is_hnsw_and_still_finds_the_neighbour(tmp_path):
+    rng = np.random.default_rng(7)
+    vectors = unit_vectors(rng, 510)
+    chunks = make_chunks("doc", 510)
+    async with pipeline(tmp_path, reader={"hnsw_threshold": 100}, writer={"hnsw_threshold": 100}) as p:
+        await p.store(chunks[:50], vectors[:50])
+        await p.query.query([vectors[0].tolist()], limit=1)
+        assert p.reader_store().index_kind == "flat" and isinstance(p.reader_store().index, faiss.IndexFlatIP)
+
+        await p.store(chunks[50:500], vectors[50:500])
+        sample = rng.choice(500, size=50, replace=False)
+        queries = [near(rng, vectors[i], noise=0.02) for i in sample]
+        truth = np.argmax(np.array(queries, dtype=np.float32) @ vectors[:500].T, axis=1)
+        hits = 0
+        for q, expected in zip(queries, truth):
+            matches = await p.query.query([q], limit=5)
+            hits += matches[0].chunk_id == chunks[expected].chunk_id
+        store = p.reader_store()
+        assert store.index_kind == "hnsw" and isinstance(store.index, faiss.IndexHNSWFlat)
+        assert store.index.ntotal == 500
+        assert hits / len(queries) >= 0.95, f"recall@1 {hits / len(queries):.2f}"
+
+        # new chunks only: the loaded graph is extended, not rebuilt
+        graph = store.index
+        await p.store(chunks[500:], vectors[500:])
+        assert (await p.query.query([vectors[505].tolist()], limit=1))[0].chunk_id == "doc#505"
+        assert store.index is graph and graph.ntotal == 510
+        # a replacement rebuilds it
+        await p.store([chunks[0]], unit_vectors(rng, 1))
+        assert (await p.query.query([vectors[505].tolist()], limit=1))[0].chunk_id == "doc#505"
+        assert store.index is not graph and store.index.ntotal == 510
+
+
+async def test_bad_queries_get_clear_errors_and_a_huge_limit_is_clamped(tmp_path):
+    rng = np.random.default_rng(8)
+    vectors = unit_vectors(rng, 150)
+    async with pipeline(tmp_path) as p:
+        await p.store(make_chunks("doc", 150), vectors)
+        q = vectors[0].tolist()
+        assert await error_of(p.query.query([q], limit=0)) == "ValueError: limit must be at least 1, got 0"
+        assert await error_of(p.query.query([q], limit=-1)) == "ValueError: limit must be at least 1, got -1"
+        assert len(await p.query.query([q], limit=10**9)) == 100  # clamped to max_limit
+        assert await error_of(p.query.query([q[:16]], limit=5)) == (
+            "ValueError: query vectors have 16 dimensions; collection 'default' holds 64-dimensional vectors"
+        )
+        nan = list(q)
+        nan[3] = float("nan")
+        message = await error_of(p.query.query([q, nan], limit=5))
+        assert message == "ValueError: query vector 1 contains NaN or infinity"
+        inf = list(q)
+        inf[0] = float("inf")
+        assert "query vector 0 contains NaN or infinity" in await error_of(p.query.query([inf], limit=5))
+        assert "different dimensions" in await error_of(p.query.query([q, q[:10]], limit=5))
+        assert "invalid collection name '../etc'" in await error_of(p.query.query([q], collection="../etc"))
+        # nothing to search is no error
+        assert await p.query.query([], limit=5) == []
+        assert await p.query.query([q], limit=5, collection="never-written") == []
+        assert not (tmp_path / "never-written").exists()
+        # and the processor keeps serving
+        assert (await p.query.query([q], limit=1))[0].chunk_id == "doc#0"
+
+
+async def test_bad_batches_are_refused_and_change_nothing(tmp_path):
+    rng = np.random.default_rng(9)
+    vectors = unit_vectors(rng, 10)
+    async with pipeline(tmp_path) as p:
+        await p.store(make_chunks("doc", 10), vectors)
+        message = await error_of(p.store(make_chunks("x", 3), vectors[:2]))
+        assert message == "ValueError: 3 chunks but 2 vectors: each chunk needs exactly one vector"
+        message = await error_of(p.store(make_chunks("x", 2), unit_vectors(rng, 2, dim=16)))
+        assert message == "ValueError: vectors have 16 dimensions; collection 'default' holds 64-dimensional vectors"
+        bad = unit_vectors(rng, 2).tolist()
+        bad[1][5] = float("nan")
+        assert await error_of(p.store(make_chunks("x", 2), bad)) == "ValueError: vector 1 contains NaN or infinity"
+        # one bad collection refuses the whole batch, before anything is written
+        mixed = make_chunks("x", 1) + make_chunks("y", 1, collection="bad/name")
+        assert "invalid collection name 'bad/name'" in await error_of(p.store(mixed, unit_vectors(rng, 2)))
+        assert len(await p.query.query([vectors[0].tolist()], limit=100)) == 10
+        assert await p.store([], []) == 0
+
+
+async def test_fetch_chunk_returns_texts_in_request_order(tmp_path):
+    rng = np.random.default_rng(10)
+    async with pipeline(tmp_path) as p:
+        await p.store(make_chunks("doc", 10), unit_vectors(rng, 10))
+        found = await p.fetch.fetch(["doc#5", "missing", "doc#2", "doc#9", "doc#5"])
+        assert [c.chunk_id for c in found] == ["doc#5", "doc#2", "doc#9", "doc#5"]
+        assert [c.text for c in found] == ["text 5 of doc", "text 2 of doc", "text 9 of doc", "text 5 of doc"]
+        assert (found[1].document_id, found[1].title, found[1].position, found[1].collection) == (
+            "doc", "Title of doc", 2, "default"
+        )
+        assert await p.fetch("doc#3") == "text 3 of doc"
+        assert "NotFound" in await error_of(p.fetch("missing"))
+        assert await p.fetch.fetch(["doc#1"], collection="never-written") == []
+        assert await p.fetch.fetch([]) == []
+
+
+def test_two_writers_on_one_directory_never_lose_each_others_changes(tmp_path):
+    rng = np.random.default_rng(11)
+    a = VectorStore(tmp_path, "default", readonly=False)
+    b = VectorStore(tmp_path, "default", readonly=False)
+    a.upsert(make_chunks("from-a", 3), unit_vectors(rng, 3))
+    b.upsert(make_chunks("from-b", 2), unit_vectors(rng, 2))  # b catches up with a under the lock first
+    assert a.delete_document("from-b") == 2
+    reader = VectorStore(tmp_path, "default", readonly=True, refresh_interval_s=0)
+    assert reader.count() == 3 and reader.generation == 3
+    with pytest.raises(RuntimeError, match="read-only"):
+        reader.upsert(make_chunks("x", 1), unit_vectors(rng, 1))
+
+
+def test_unpublished_files_are_ignored_and_cleaned_up_and_missing_ones_are_reported(tmp_path):
+    rng = np.random.default_rng(12)
+    writer = VectorStore(tmp_path, "default", readonly=False)
+    writer.upsert(make_chunks("doc", 3), unit_vectors(rng, 3))
+    # what a writer that crashed mid-write leaves behind
+    (tmp_path / "vectors.2.npy.tmp").write_bytes(b"half")
+    (tmp_path / "chunks.9.msgpack").write_bytes(b"not published")
+    reader = VectorStore(tmp_path, "default", readonly=True)
+    assert reader.count() == 3 and reader.generation == 1
+    writer.upsert(make_chunks("more", 1), unit_vectors(rng, 1))
+    assert sorted(f.name for f in tmp_path.iterdir()) == [
+        "GENERATION", "chunks.1.msgpack", "chunks.2.msgpack", "vectors.1.npy", "vectors.2.npy", "writer.lock"
+    ]
+    (tmp_path / "GENERATION").write_text("7\n")
+    with pytest.raises(StoreError, match="generation 7 is published but its files are missing"):
+        VectorStore(tmp_path, "default", readonly=True)
+
+
+def test_settings_defaults_and_wiring_from_a_config_file(tmp_path):
+    defaults = DocEmbeddingsSettings()
+    assert (defaults.hnsw_threshold, defaults.hnsw_m, defaults.hnsw_ef_search) == (50_000, 32, 64)
+    assert defaults.max_limit == 100 and defaults.hnsw_ef_construction == 40
+    assert defaults.refresh_interval_s == 1.0 and defaults.resolved_data_dir() == default_data_dir()
+    config = tmp_path / "ragbus.toml"
+    config.write_text(
+        '[processors.doc-embeddings-query]\n'
+        'class = "processors.doc_embeddings:DocEmbeddingsQueryProcessor"\n'
+        f'data_dir = "{tmp_path}"\n'
+        "hnsw_ef_search = 128\n"
+    )
+    env = {"RAGBUS_PROCESSORS__DOC_EMBEDDINGS_QUERY__REFRESH_INTERVAL_S": "0.25"}
+    processor = build_processor(load_settings(config, environ=env), "doc-embeddings-query")
+    assert isinstance(processor, DocEmbeddingsQueryProcessor)
+    s = processor.settings
+    assert (s.topic, s.hnsw_ef_search, s.refresh_interval_s, s.resolved_data_dir()) == (
+        "doc-embeddings-query", 128, 0.25, tmp_path
+    )
+    env = {"RAGBUS_PROCESSORS__DOC_EMBEDDINGS_QUERY__HNSW_M": "1"}
+    with pytest.raises(SettingsError, match="hnsw_m"):
+        build_processor(load_settings(config, environ=env), "doc-embeddings-query")
