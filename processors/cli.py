@@ -73,6 +73,44 @@ INGEST_PROCESSORS = [
 ]
 
 
+async def _delete(args: argparse.Namespace) -> int:
+    from config.settings import load_settings
+    from schema import DeleteDocument, IngestResult
+    from schema import topics as t
+
+    from .client import RequestClient
+    from .worker import run_workers
+
+    settings = load_settings(args.config)
+    url = args.bus or settings.bus.url
+    stop, ready = asyncio.Event(), asyncio.Event()
+    workers = None
+    if url.startswith("memory"):
+        names = ["document-delete", "doc-embeddings-delete", "keyword-delete"]
+        workers = asyncio.ensure_future(
+            run_workers(settings, names, bus_url=url, stop=stop, handle_signals=False, on_ready=ready.set)
+        )
+        await asyncio.wait([workers, asyncio.ensure_future(ready.wait())], return_when=asyncio.FIRST_COMPLETED)
+        if workers.done():
+            workers.result()
+    failed = 0
+    try:
+        async with await connect(url, settings.bus) as bus, RequestClient(bus, name="delete") as client:
+            for document_id in args.document_ids:
+                request = DeleteDocument(document_id=document_id, collection=args.collection)
+                result = await client.request(t.DOCUMENT_DELETE, request, IngestResult, timeout=120)
+                if result.error is not None:
+                    failed += 1
+                    print(f"{document_id}: {result.error.type}: {result.error.message}", file=sys.stderr)
+                else:
+                    print(f"{document_id}: removed {result.count} chunk(s)", file=sys.stderr)
+    finally:
+        stop.set()
+        if workers is not None:
+            await workers
+    return 1 if failed else 0
+
+
 async def _ingest(args: argparse.Namespace) -> int:
     from config.settings import load_settings
 
@@ -140,6 +178,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--collection", default="default")
     p.add_argument("--concurrency", type=int, default=4, help="documents in flight at once")
     p.set_defaults(run=_ingest)
+
+    p = sub.add_parser("delete", help="remove documents (by document id) from every store")
+    p.add_argument("document_ids", nargs="+", help="as ingested: a file's absolute path, or pydoc:TOPIC")
+    p.add_argument("--bus", help=default_bus)
+    p.add_argument("--config", help="settings file laid over config/defaults.toml (default: RAGBUS_CONFIG)")
+    p.add_argument("--collection", default="default")
+    p.set_defaults(run=_delete)
 
     p = sub.add_parser("record", help="record messages published on topics to a JSON Lines file")
     p.add_argument("topics", nargs="+")
