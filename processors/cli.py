@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import sys
@@ -74,28 +75,40 @@ INGEST_PROCESSORS = [
 ]
 
 
+@contextlib.asynccontextmanager
+async def embedded_processors(settings, names: list[str], url: str):
+    """On ``memory://`` the bus lives in this process, so must the processors a command needs."""
+    if not url.startswith("memory"):
+        yield
+        return
+    from .worker import run_workers
+
+    stop, ready = asyncio.Event(), asyncio.Event()
+    workers = asyncio.ensure_future(
+        run_workers(settings, names, bus_url=url, stop=stop, handle_signals=False, on_ready=ready.set)
+    )
+    await asyncio.wait([workers, asyncio.ensure_future(ready.wait())], return_when=asyncio.FIRST_COMPLETED)
+    if workers.done():
+        workers.result()  # a processor failed to start: say why
+    try:
+        yield
+    finally:
+        stop.set()
+        await workers
+
+
 async def _delete(args: argparse.Namespace) -> int:
     from config.settings import load_settings
     from schema import DeleteDocument, IngestResult
     from schema import topics as t
 
     from .client import RequestClient
-    from .worker import run_workers
 
     settings = load_settings(args.config)
     url = args.bus or settings.bus.url
-    stop, ready = asyncio.Event(), asyncio.Event()
-    workers = None
-    if url.startswith("memory"):
-        names = ["document-delete", "doc-embeddings-delete", "keyword-delete"]
-        workers = asyncio.ensure_future(
-            run_workers(settings, names, bus_url=url, stop=stop, handle_signals=False, on_ready=ready.set)
-        )
-        await asyncio.wait([workers, asyncio.ensure_future(ready.wait())], return_when=asyncio.FIRST_COMPLETED)
-        if workers.done():
-            workers.result()
     failed = 0
-    try:
+    names = ["document-delete", "doc-embeddings-delete", "keyword-delete"]
+    async with embedded_processors(settings, names, url):
         async with await connect(url, settings.bus) as bus, RequestClient(bus, name="delete") as client:
             for document_id in args.document_ids:
                 request = DeleteDocument(document_id=document_id, collection=args.collection)
@@ -105,10 +118,6 @@ async def _delete(args: argparse.Namespace) -> int:
                     print(f"{document_id}: {result.error.type}: {result.error.message}", file=sys.stderr)
                 else:
                     print(f"{document_id}: removed {result.count} chunk(s)", file=sys.stderr)
-    finally:
-        stop.set()
-        if workers is not None:
-            await workers
     return 1 if failed else 0
 
 
@@ -117,31 +126,16 @@ async def _ingest(args: argparse.Namespace) -> int:
 
     from .client import RequestClient
     from .ingest import ingest, load_documents, progress_bar
-    from .worker import run_workers
 
     settings = load_settings(args.config)
     documents, failed = load_documents(args.paths, args.collection)
     url = args.bus or settings.bus.url
-    stop, ready = asyncio.Event(), asyncio.Event()
-    workers = None
-    if url.startswith("memory"):
-        # The embedded bus lives in this process: so must the processors.
-        workers = asyncio.ensure_future(
-            run_workers(settings, INGEST_PROCESSORS, bus_url=url, stop=stop, handle_signals=False, on_ready=ready.set)
-        )
-        await asyncio.wait([workers, asyncio.ensure_future(ready.wait())], return_when=asyncio.FIRST_COMPLETED)
-        if workers.done():
-            workers.result()
-    print(f"ingesting {len(documents)} document(s) into collection {args.collection!r} over {url}", file=sys.stderr)
-    try:
+    async with embedded_processors(settings, INGEST_PROCESSORS, url):
+        print(f"ingesting {len(documents)} document(s) into collection {args.collection!r} over {url}", file=sys.stderr)
         async with await connect(url, settings.bus) as bus, RequestClient(bus, name="ingest") as client:
             summary = await ingest(
                 client, documents, concurrency=args.concurrency, on_progress=progress_bar(), failed=failed
             )
-    finally:
-        stop.set()
-        if workers is not None:
-            await workers
     for problem in summary.failed:
         print(f"  failed: {problem}", file=sys.stderr)
     print(f"{summary.documents} document(s), {summary.chunks} chunk(s) in {summary.seconds:.1f}s"

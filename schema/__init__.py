@@ -16,6 +16,7 @@ from .retrieval import (
     FetchChunkResponse,
     KeywordQueryRequest,
     KeywordQueryResponse,
+    check_collection,
 )
 from .topics import REPLY_PREFIX, SCHEMAS, TopicSchema
 
@@ -50,6 +51,7 @@ __all__ = [
     "PromptResult",
     "RejectedFact",
     "TopicSchema",
+    "check_collection",
     "decode",
     "encode",
     "to_json",

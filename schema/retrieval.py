@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 
 from .common import ChunkMatch, Error
 
 DEFAULT_COLLECTION = "default"
+
+# Stores keep a collection in a directory of that name: no separators, no
+# leading dot, nothing that could reach outside the data directory.
+_COLLECTION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def check_collection(name: str) -> str:
+    """Return ``name`` if it is a valid collection name, else raise ``ValueError`` saying why."""
+    if not _COLLECTION.fullmatch(name):
+        raise ValueError(
+            f"invalid collection name {name[:200]!r}: use 1-128 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return name
 
 
 class EmbedRequest(msgspec.Struct, kw_only=True):

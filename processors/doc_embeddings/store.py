@@ -71,7 +71,7 @@ import faiss
 import msgspec
 import numpy as np
 
-from schema import Chunk, ChunkMatch
+from schema import Chunk, ChunkMatch, check_collection
 
 log = logging.getLogger(__name__)
 
@@ -79,22 +79,11 @@ FORMAT = 1
 GENERATION_FILE = "GENERATION"
 LOCK_FILE = "writer.lock"
 _DATA_FILE = re.compile(r"(?:vectors\.(\d+)\.npy|chunks\.(\d+)\.msgpack)")
-# A collection name becomes a directory name: no separators, no leading dot, nothing odd.
-_COLLECTION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _LOAD_ATTEMPTS = 5
 
 
 class StoreError(RuntimeError):
     """The files of a collection are there but cannot be read as one."""
-
-
-def check_collection(name: str) -> str:
-    if not _COLLECTION.fullmatch(name):
-        raise ValueError(
-            f"invalid collection name {name[:200]!r}: use 1-128 letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit"
-        )
-    return name
 
 
 def collection_dir(data_dir: str | Path, collection: str) -> Path:

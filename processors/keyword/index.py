@@ -49,7 +49,7 @@ from pathlib import Path
 import tantivy
 from tantivy import Occur, Query
 
-from schema import Chunk, ChunkMatch
+from schema import Chunk, ChunkMatch, check_collection
 
 from .settings import KeywordSettings
 
@@ -65,19 +65,6 @@ WORDS = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(tantivy.F
 
 _IDENT = re.compile(r"\w+(?:[.:/@\-]+\w+)*(?:\+\+|#)?")
 MAX_IDENT_CHARS = 128
-
-# A collection is a directory name: no separators, no "." or "..", nothing hidden.
-_COLLECTION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-
-
-def check_collection(collection: str) -> str:
-    if not _COLLECTION.fullmatch(collection):
-        raise ValueError(
-            f"collection {collection[:200]!r} is not a valid name: 1 to 128 letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit"
-        )
-    return collection
-
 
 def index_path(data_dir: Path, collection: str) -> Path:
     return data_dir / check_collection(collection) / "tantivy"
