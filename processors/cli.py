@@ -75,26 +75,11 @@ INGEST_PROCESSORS = [
 ]
 
 
-@contextlib.asynccontextmanager
-async def embedded_processors(settings, names: list[str], url: str):
+def embedded_processors(settings, names: list[str], url: str):
     """On ``memory://`` the bus lives in this process, so must the processors a command needs."""
-    if not url.startswith("memory"):
-        yield
-        return
-    from .worker import run_workers
+    from .worker import processors_running
 
-    stop, ready = asyncio.Event(), asyncio.Event()
-    workers = asyncio.ensure_future(
-        run_workers(settings, names, bus_url=url, stop=stop, handle_signals=False, on_ready=ready.set)
-    )
-    await asyncio.wait([workers, asyncio.ensure_future(ready.wait())], return_when=asyncio.FIRST_COMPLETED)
-    if workers.done():
-        workers.result()  # a processor failed to start: say why
-    try:
-        yield
-    finally:
-        stop.set()
-        await workers
+    return processors_running(settings, names, url) if url.startswith("memory") else contextlib.nullcontext()
 
 
 async def _delete(args: argparse.Namespace) -> int:

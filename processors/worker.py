@@ -96,3 +96,33 @@ async def run_workers(
         if server is not None:
             with contextlib.suppress(Exception):
                 server.shutdown()
+
+
+@contextlib.asynccontextmanager
+async def processors_running(settings: Settings, names: list[str], bus_url: str, *, ready_timeout: float = 300.0):
+    """Run ``names`` as tasks of this process for the duration of a ``with`` block.
+
+    The block starts once every processor has joined its group; a processor
+    that fails to start raises here, with its own error. On exit the
+    processors drain and stop. Commands on the embedded bus, tests and
+    benchmarks use this rather than separate worker processes.
+    """
+    stop, ready = asyncio.Event(), asyncio.Event()
+    workers = asyncio.ensure_future(
+        run_workers(settings, names, bus_url=bus_url, stop=stop, handle_signals=False, on_ready=ready.set)
+    )
+    waiting = asyncio.ensure_future(ready.wait())
+    await asyncio.wait([workers, waiting], timeout=ready_timeout, return_when=asyncio.FIRST_COMPLETED)
+    waiting.cancel()
+    if workers.done():
+        workers.result()
+        raise RuntimeError(f"processors {', '.join(names)} stopped before they were ready")
+    if not ready.is_set():
+        stop.set()
+        await workers
+        raise TimeoutError(f"processors {', '.join(names)} not ready within {ready_timeout:g}s")
+    try:
+        yield
+    finally:
+        stop.set()
+        await workers

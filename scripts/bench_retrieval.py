@@ -49,7 +49,7 @@ from processors.ingest import builtin_corpus, ingest
 from processors.keyword import processor as keyword_processor
 from processors.keyword.index import KeywordIndex
 from processors.keyword.settings import KeywordSettings
-from processors.worker import run_workers
+from processors.worker import processors_running
 from schema import DEFAULT_COLLECTION, Chunk
 
 INGEST_PIPELINE = [  # document-load deletes a document's old chunks first: the delete processors too
@@ -69,26 +69,11 @@ async def running(names: list[str], data_dir: Path):
     os.environ["RAGBUS_DATA_DIR"] = str(data_dir)  # default_data_dir() of every store processor
     settings = load_settings(environ={})
     url = f"memory://bench-{uuid.uuid4().hex[:8]}"
-    stop, ready = asyncio.Event(), asyncio.Event()
-    workers = asyncio.ensure_future(
-        run_workers(settings, names, bus_url=url, stop=stop, handle_signals=False, on_ready=ready.set)
-    )
-    waiting = asyncio.ensure_future(ready.wait())
-    await asyncio.wait([workers, waiting], timeout=300, return_when=asyncio.FIRST_COMPLETED)
-    waiting.cancel()
-    if workers.done():
-        workers.result()
-        raise RuntimeError("the processors stopped before they were ready")
-    if not ready.is_set():
-        raise RuntimeError("the processors were not ready within 300 s")
-    bus = await connect(url)
     try:
-        async with RequestClient(bus, name="bench") as client:
-            yield client
+        async with processors_running(settings, names, url):
+            async with await connect(url) as bus, RequestClient(bus, name="bench") as client:
+                yield client
     finally:
-        await bus.close()
-        stop.set()
-        await workers
         drop_memory_broker(url.removeprefix("memory://"))
 
 

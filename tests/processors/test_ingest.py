@@ -16,7 +16,7 @@ from processors.client import RequestClient
 from processors.clients import DocEmbeddingsClient, EmbedClient, FetchChunkClient, KeywordClient
 from processors.ingest import builtin_corpus, ingest, load_documents, read_document
 from processors.processor import Processor
-from processors.worker import run_workers
+from processors.worker import processors_running
 from schema import DeleteDocument, Document, EmbeddedChunks, IngestResult
 from schema import topics as t
 
@@ -57,21 +57,9 @@ async def pipeline(url, data_dir, monkeypatch, *, bus_settings=None, extra_env=N
         settings.processors[section][key] = value
     if bus_settings is not None:
         settings.bus = bus_settings
-    stop, ready = asyncio.Event(), asyncio.Event()
-    workers = asyncio.ensure_future(
-        run_workers(settings, PIPELINE, bus_url=url, stop=stop, handle_signals=False, on_ready=ready.set)
-    )
-    await asyncio.wait([workers, asyncio.ensure_future(ready.wait())], timeout=120, return_when=asyncio.FIRST_COMPLETED)
-    if workers.done():
-        workers.result()
-    bus = await connect(url, bus_settings)
-    try:
-        async with RequestClient(bus, name="test") as client:
+    async with processors_running(settings, PIPELINE, url, ready_timeout=120):
+        async with await connect(url, bus_settings) as bus, RequestClient(bus, name="test") as client:
             yield client
-    finally:
-        await bus.close()
-        stop.set()
-        await workers
 
 
 async def _check_ingest_then_query(client):
