@@ -14,7 +14,7 @@ from config.settings import load_settings
 from processors.bus import connect
 from processors.client import RequestClient
 from processors.clients import DocEmbeddingsClient, EmbedClient, FetchChunkClient, KeywordClient
-from processors.ingest import builtin_corpus, ingest, load_documents, read_document
+from processors.ingest import builtin_corpus, ingest, load_documents
 from processors.processor import Processor
 from processors.worker import processors_running
 from schema import DeleteDocument, Document, EmbeddedChunks, IngestResult
@@ -149,4 +149,3 @@ def test_the_builtin_corpus_is_the_python_language_reference():
     docs = builtin_corpus("default")
     assert len(docs) >= 70 and sum(len(d.text) for d in docs) > 300_000
     assert any(d.title == "nonlocal" for d in docs)
-    assert read_document  # the reader used for user files
