@@ -59,7 +59,8 @@ class RequestContext:
         return self.envelope.remaining_s()
 
 
-_ZERO = {str: "", int: 0, float: 0.0, bool: False, list: [], dict: {}}
+# Empty values for required fields of an error response; called, so no two responses share a list.
+_ZERO = {str: str, int: int, float: float, bool: bool, list: list, dict: dict}
 
 
 def error_response(response_type: type[Resp], error: Error) -> Resp:
@@ -68,7 +69,8 @@ def error_response(response_type: type[Resp], error: Error) -> Resp:
     for field in msgspec.structs.fields(response_type):
         if field.required and field.name != "error":
             origin = getattr(field.type, "__origin__", field.type)
-            values[field.name] = _ZERO.get(origin, None)
+            empty = _ZERO.get(origin)
+            values[field.name] = empty() if empty is not None else None
     if "response_type" in values:  # PromptResult and kin say what their text is
         values["response_type"] = "error"
     return response_type(**values)

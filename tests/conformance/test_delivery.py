@@ -32,6 +32,29 @@ async def receive_until(sub, body: bytes, *, ack: bool = True):
         seen.append(d.body)
 
 
+async def drain_members(members: dict, total: int) -> dict[str, list[bytes]]:
+    """Receive and ack on every member at once until ``total`` messages arrived; bodies by member."""
+    got: dict[str, list[bytes]] = {name: [] for name in members}
+    done = asyncio.Event()
+
+    async def drain(name):
+        while True:
+            d = await members[name].receive()
+            await d.ack()
+            got[name].append(d.body)
+            if sum(len(v) for v in got.values()) >= total:
+                done.set()
+
+    tasks = [asyncio.ensure_future(drain(name)) for name in members]
+    try:
+        await asyncio.wait_for(done.wait(), RECEIVE_TIMEOUT)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return got
+
+
 async def test_publish_then_receive_keeps_body_headers_and_key(open_bus, topic):
     bus = await open_bus()
     sub = await bus.subscribe(topic, f"g-{topic}")
@@ -127,24 +150,7 @@ async def test_group_members_split_the_topic(open_bus, topic):
     sent = {f"m{i}".encode() for i in range(40)}
     for i, body in enumerate(sorted(sent)):
         await bus_a.publish(topic, body, key=f"k{i}")
-    got: dict[str, list[bytes]] = {"a": [], "b": []}
-    done = asyncio.Event()
-
-    async def drain(name, sub):
-        while not done.is_set():
-            d = await sub.receive()
-            await d.ack()
-            got[name].append(d.body)
-            if len(got["a"]) + len(got["b"]) >= len(sent):
-                done.set()
-
-    tasks = [asyncio.ensure_future(drain("a", a)), asyncio.ensure_future(drain("b", b))]
-    try:
-        await asyncio.wait_for(done.wait(), RECEIVE_TIMEOUT)
-    finally:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    got = await drain_members({"a": a, "b": b}, len(sent))
     assert got["a"] and got["b"], f"one member got everything: {len(got['a'])}/{len(got['b'])}"
     assert sorted(got["a"] + got["b"]) == sorted(sent)  # each message once
 
@@ -221,26 +227,8 @@ async def test_each_key_stays_in_order_on_one_member_of_a_group(backend, open_bu
     for i in range(10):
         for k in keys:
             await bus_a.publish(topic, f"{k}:{i}".encode(), key=k)
-    seen: dict[str, list[tuple[str, int]]] = {"a": [], "b": []}
-    total = len(keys) * 10
-    done = asyncio.Event()
-
-    async def drain(name):
-        while True:
-            d = await members[name].receive()
-            k, i = d.body.decode().split(":")
-            seen[name].append((k, int(i)))
-            await d.ack()
-            if len(seen["a"]) + len(seen["b"]) >= total:
-                done.set()
-
-    tasks = [asyncio.ensure_future(drain(n)) for n in members]
-    try:
-        await asyncio.wait_for(done.wait(), RECEIVE_TIMEOUT)
-    finally:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    bodies = await drain_members(members, len(keys) * 10)
+    seen = {name: [(k, int(i)) for k, i in (b.decode().split(":") for b in items)] for name, items in bodies.items()}
     owners = {}
     for name, items in seen.items():
         for k in keys:
@@ -249,7 +237,7 @@ async def test_each_key_stays_in_order_on_one_member_of_a_group(backend, open_bu
                 assert numbers == sorted(numbers), f"{k} out of order on member {name}: {numbers}"
                 owners.setdefault(k, []).append(name)
     assert all(len(v) == 1 for v in owners.values()), f"a key was split between members: {owners}"
-    assert sum(len(v) for v in seen.values()) == total
+    assert sum(len(v) for v in seen.values()) == len(keys) * 10
 
 
 async def test_listen_reads_a_private_topic_from_its_start(open_bus, topic):
