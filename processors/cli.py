@@ -12,6 +12,7 @@ import sys
 from config.settings import bus_settings
 
 from .bus import BusError, connect
+from .clients import RemoteError
 from .recording import record, replay
 
 
@@ -166,6 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--collection", default="default")
     p.set_defaults(run=_delete)
 
+    from .kg.commands import add_parser as add_kg_parser
+
+    add_kg_parser(sub, default_bus, "settings file laid over config/defaults.toml (default: RAGBUS_CONFIG)")
+
     p = sub.add_parser("record", help="record messages published on topics to a JSON Lines file")
     p.add_argument("topics", nargs="+")
     p.add_argument("--bus", help=default_bus)
@@ -198,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "sync", False):
             return args.run(args)
         return asyncio.run(args.run(args))
-    except (BusError, ValueError, OSError) as exc:  # SettingsError is a ValueError
+    except (BusError, RemoteError, ValueError, OSError) as exc:  # SettingsError is a ValueError
         print(f"ragbus: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -102,8 +102,16 @@ class KeywordClient(_Typed):
 class KgClient(_Typed):
     topic = t.KG_QUERY
 
-    async def query(self, question: str, *, at_time: str | None = None, limit: int = 8) -> KgQueryResponse:
-        request = KgQueryRequest(question=question, at_time=at_time, limit=limit)
+    async def query(
+        self,
+        question: str,
+        *,
+        at_time: str | None = None,
+        as_of: str | None = None,
+        limit: int = 8,
+        collection: str = DEFAULT_COLLECTION,
+    ) -> KgQueryResponse:
+        request = KgQueryRequest(question=question, at_time=at_time, as_of=as_of, limit=limit, collection=collection)
         r = await self.client.request(self.topic, request, KgQueryResponse, timeout=self.timeout)
         return _check(self.topic, r)
 
@@ -123,8 +131,22 @@ class PromptClient(_Typed):
         documents: Sequence[str],
         facts: Sequence[str] = (),
         at_time: str | None = None,
+        document_ids: Sequence[str] | None = None,
+        snapshot_header: str | None = None,
     ) -> PromptResult:
+        """An answer to ``query`` from ``documents`` and ``facts``, each cited.
+
+        ``document_ids`` (parallel to ``documents``) are the citations of the
+        documents; without them documents are cited ``[1]``, ``[2]``... by
+        position. ``snapshot_header`` replaces the default header line that
+        precedes the facts when ``at_time`` is given. Optional variables are
+        sent only when given.
+        """
         variables: dict[str, str | list[str]] = {"query": query, "documents": list(documents), "facts": list(facts)}
         if at_time is not None:
             variables["at_time"] = at_time
+        if document_ids is not None:
+            variables["document_ids"] = list(document_ids)
+        if snapshot_header is not None:
+            variables["snapshot_header"] = snapshot_header
         return await self.prompt("document-prompt", variables)

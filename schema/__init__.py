@@ -1,9 +1,16 @@
 """Every message on the bus, as msgspec Structs, and the topics they travel on."""
 
 from .codec import CONTENT_TYPE, DecodeError, decode, encode, to_json
-from .common import ChunkMatch, Error, Fact, RejectedFact
+from .common import ChunkMatch, Entity, Error, Fact, RejectedFact
 from .graph import KgQueryRequest, KgQueryResponse
-from .ingest import Chunk, DeleteDocument, Document, EmbeddedChunks, IngestResult, LoadTriples
+from .ingest import (
+    Chunk,
+    DeleteDocument,
+    Document,
+    EmbeddedChunks,
+    IngestResult,
+    LoadTriples,
+)
 from .prompt import PromptRequest, PromptResult
 from .rag import DocumentRagRequest, DocumentRagResponse
 from .retrieval import (
@@ -37,6 +44,7 @@ __all__ = [
     "EmbedRequest",
     "EmbedResponse",
     "EmbeddedChunks",
+    "Entity",
     "Error",
     "Fact",
     "FetchChunkRequest",

@@ -14,7 +14,7 @@ default take it, a missing required field or a wrong type is a
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Any, TypeVar
 
 import msgspec
@@ -34,7 +34,7 @@ def encode(message: msgspec.Struct) -> bytes:
     return _encoder.encode(message)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _decoder(message_type: type) -> msgspec.msgpack.Decoder:
     return msgspec.msgpack.Decoder(message_type)
 

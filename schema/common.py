@@ -34,7 +34,16 @@ class ChunkMatch(msgspec.Struct):
 
 
 class Fact(msgspec.Struct, frozen=True):
-    """A knowledge-graph triple, with the time it holds (ISO 8601) and where it came from."""
+    """A knowledge-graph triple, with the time it holds (ISO 8601) and where it came from.
+
+    ``head`` and ``tail`` are entity ids (an entity nobody declared has its
+    name as id). ``[valid_from, valid_until)`` is when the fact holds in the
+    world, half-open, a missing bound open. ``source`` (a document id) and
+    ``chunk_id`` are its provenance. ``id`` lets a later load revise the fact;
+    ``recorded_at`` is when the store learnt this version (the store stamps
+    it when a load leaves it out). ``text`` is the citable fragment a query
+    answers with, e.g. ``Angela Merkel head_of_government_of Germany``.
+    """
 
     head: str
     relation: str
@@ -42,6 +51,21 @@ class Fact(msgspec.Struct, frozen=True):
     valid_from: str | None = None
     valid_until: str | None = None
     source: str | None = None
+    chunk_id: str | None = None
+    id: str | None = None
+    recorded_at: str | None = None
+    text: str | None = None
+
+
+class Entity(msgspec.Struct, frozen=True, kw_only=True):
+    """A node of the knowledge graph: what questions name it by, its class, when it existed."""
+
+    id: str
+    name: str = ""  # "" = the id is the name
+    type: str | None = None  # a class of the collection's ontology
+    aliases: list[str] = []
+    valid_from: str | None = None
+    valid_until: str | None = None
 
 
 class RejectedFact(msgspec.Struct, frozen=True):

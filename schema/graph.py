@@ -5,17 +5,28 @@ from __future__ import annotations
 import msgspec
 
 from .common import Error, Fact, RejectedFact
+from .retrieval import DEFAULT_COLLECTION
 
 
 class KgQueryRequest(msgspec.Struct, kw_only=True):
+    """Facts about the entities a question names.
+
+    ``at_time`` (ISO 8601): only facts, and entities, valid at that instant.
+    ``as_of`` (ISO 8601): the graph as it was recorded then, before later
+    revisions, so "what did we believe on X about Y" is ``as_of=X, at_time=Y``.
+    """
+
     question: str
-    at_time: str | None = None  # ISO 8601; facts valid at that instant only
+    at_time: str | None = None
+    as_of: str | None = None
     limit: int = 8
+    collection: str = DEFAULT_COLLECTION
 
 
 class KgQueryResponse(msgspec.Struct, kw_only=True):
-    entities: list[str] = []
-    facts: list[Fact] = []
-    rejected: list[RejectedFact] = []
-    at_time: str | None = None  # the snapshot the facts come from, normalised
+    entities: list[str] = []  # ids of the entities the question names, in the order it names them
+    facts: list[Fact] = []  # each with its citable ``text`` and provenance
+    rejected: list[RejectedFact] = []  # facts about them that break the collection's ontology
+    at_time: str | None = None  # the snapshot the facts come from, normalised (UTC, ISO 8601)
+    as_of: str | None = None
     error: Error | None = None

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
-from .common import Error, Fact
+from .common import Entity, Error, Fact
 from .retrieval import DEFAULT_COLLECTION
 
 
@@ -36,12 +38,22 @@ class EmbeddedChunks(msgspec.Struct, kw_only=True):
 
 
 class LoadTriples(msgspec.Struct, kw_only=True):
-    facts: list[Fact]
-    entity_types: dict[str, str] = {}
+    """A batch for the graph of one collection: entities, facts, and optionally its ontology.
+
+    ``ontology`` is the mapping ``processors.kg.Ontology.from_dict`` reads; a
+    batch carrying one replaces the collection's ontology from then on.
+    """
+
+    facts: list[Fact] = []
+    entities: list[Entity] = []
+    ontology: dict[str, Any] | None = None
+    collection: str = DEFAULT_COLLECTION
 
 
 class IngestResult(msgspec.Struct, kw_only=True):
     """Reply to an ingestion request: how many items the store now holds for it."""
 
     count: int = 0
+    # Items of the request that were left out, each with why (a graph load's bad lines, say).
+    rejected: list[str] = []
     error: Error | None = None

@@ -1,0 +1,101 @@
+"""``ragbus kg load`` and ``ragbus kg query``: the graph from the command line, over the bus.
+
+On ``memory://`` the command starts the processor it talks to in its own
+process; the graph persists in the data directory either way, so a later
+command (or a worker) sees what an earlier one loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import msgspec
+
+from schema import KgQueryResponse
+
+from .load import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology, report
+
+
+async def kg_load(args: argparse.Namespace) -> int:
+    from config.settings import load_settings
+
+    from ..bus import connect
+    from ..cli import embedded_processors
+    from ..client import RequestClient
+    from ..ingest import progress_bar
+
+    settings = load_settings(args.config)
+    url = args.bus or settings.bus.url
+    path = Path(args.file) if args.file else SAMPLE_GRAPH
+    ontology_path = Path(args.ontology) if args.ontology else (None if args.file else SAMPLE_ONTOLOGY)
+    ontology = read_ontology(ontology_path) if ontology_path is not None else None
+    print(f"loading {path} into collection {args.collection!r} over {url}", file=sys.stderr)
+    async with embedded_processors(settings, ["kg-store"], url):
+        async with await connect(url, settings.bus) as bus, RequestClient(bus, name="kg-load") as client:
+            summary = await load_graph(
+                client, path, collection=args.collection, ontology=ontology,
+                batch_size=args.batch_size, on_progress=progress_bar(),
+            )
+    report(summary)
+    return 1 if summary.rejected else 0
+
+
+async def kg_query(args: argparse.Namespace) -> int:
+    from config.settings import load_settings
+
+    from ..bus import connect
+    from ..cli import embedded_processors
+    from ..client import RequestClient
+    from ..clients import KgClient
+
+    settings = load_settings(args.config)
+    url = args.bus or settings.bus.url
+    async with embedded_processors(settings, ["kg-query"], url):
+        async with await connect(url, settings.bus) as bus, RequestClient(bus, name="kg-query") as client:
+            kg = KgClient(client, timeout=settings.client.request_timeout_s)
+            response = await kg.query(
+                args.question, at_time=args.at, as_of=args.as_of, limit=args.limit, collection=args.collection
+            )
+    if args.json:
+        print(msgspec.json.encode(response).decode())
+    else:
+        _show(response)
+    return 0
+
+
+def _show(r: KgQueryResponse) -> None:
+    when = "".join(f" {k} {v}" for k, v in (("at", r.at_time), ("as of", r.as_of)) if v)
+    print(f"entities: {', '.join(r.entities) or '(none linked)'}")
+    for f in r.facts:
+        span = f" [{f.valid_from or '...'}, {f.valid_until or '...'})" if f.valid_from or f.valid_until else ""
+        print(f"  {f.text}{span}  ({f.source or 'no source'})")
+    for rejected in r.rejected:
+        print(f"  rejected: {rejected.fact.text}: {'; '.join(rejected.reasons)}")
+    if not r.facts:
+        print(f"  no facts{when}")
+
+
+def add_parser(sub, default_bus: str, config_help: str) -> None:
+    kg = sub.add_parser("kg", help="load or query the knowledge graph").add_subparsers(dest="kg_command", required=True)
+
+    p = kg.add_parser("load", help="load a graph file (.jsonl, .csv, .nt); default: the sample graph and its ontology")
+    p.add_argument("file", nargs="?")
+    p.add_argument("--ontology", help="ontology file (.toml or .json) checked against every query's facts")
+    p.add_argument("--collection", default="default")
+    p.add_argument("--batch-size", type=int, default=1000, help="items a message")
+    p.add_argument("--bus", help=default_bus)
+    p.add_argument("--config", help=config_help)
+    p.set_defaults(run=kg_load)
+
+    p = kg.add_parser("query", help="the facts about what a question names")
+    p.add_argument("question")
+    p.add_argument("--at", help="only facts valid at this time (ISO 8601)")
+    p.add_argument("--as-of", help="as the graph was recorded at this time (ISO 8601)")
+    p.add_argument("--limit", type=int, default=8)
+    p.add_argument("--collection", default="default")
+    p.add_argument("--json", action="store_true", help="print the whole response as JSON")
+    p.add_argument("--bus", help=default_bus)
+    p.add_argument("--config", help=config_help)
+    p.set_defaults(run=kg_query)

@@ -1,0 +1,180 @@
+"""The knowledge-graph processors: kg-query answers questions, kg-store loads triples.
+
+- ``KgQueryProcessor``: ``KgQueryRequest`` -> ``KgQueryResponse``: the
+  entities a question names, the facts about them (each with its citable
+  ``text`` and provenance), and the facts that break the ontology with why.
+  Any number of replicas; each replays the collection's log at start (ready
+  only once loaded) and picks up what was appended since before every query.
+- ``KgStoreProcessor``: ``LoadTriples`` from ``triples-load`` -> applied,
+  logged and fsynced -> ``IngestResult(count, rejected)``. One per ``data_dir``.
+
+Every graph call runs on a thread of the processor's own, never on the
+event loop: replaying a million facts takes seconds, and a query touching a
+hub entity walks thousands of edges. One thread, so the store needs no lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TypeVar
+
+from config.settings import default_data_dir
+from processors.processor import Processor, RequestContext
+from schema import (
+    IngestResult,
+    KgQueryRequest,
+    KgQueryResponse,
+    LoadTriples,
+    check_collection,
+)
+
+from .settings import KgSettings
+from .store import GraphLog, GraphStore, graph_path, stamped
+from .times import iso, parse_instant
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class _Graphs:
+    """The stores a processor opened, one per collection, and the one thread that touches them."""
+
+    def __init__(self, name: str, settings: KgSettings, *, writer: bool) -> None:
+        self.data_dir = Path(settings.data_dir).expanduser() if settings.data_dir else default_data_dir()
+        self.writer = writer
+        self.graphs: dict[str, tuple[GraphStore, GraphLog]] = {}
+        self._executor: ThreadPoolExecutor | None = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+
+    async def run(self, fn: Callable[..., T], *args) -> T:
+        if self._executor is None:
+            raise RuntimeError("the graph store is closed")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def close(self) -> None:
+        if self._executor is not None:
+            executor, self._executor = self._executor, None
+            await asyncio.to_thread(executor.shutdown, wait=True)
+
+    def existing(self) -> list[str]:
+        if not self.data_dir.is_dir():
+            return []
+        return sorted(p.parent.parent.name for p in self.data_dir.glob("*/graph/log"))
+
+    def open(self, collection: str) -> tuple[GraphStore, GraphLog]:
+        """The collection's store, caught up with its log (runs on the thread)."""
+        opened = self.graphs.get(collection)
+        if opened is None:
+            store, graph_log = GraphStore(), GraphLog(graph_path(self.data_dir, collection))
+            if self.writer:
+                graph_log.open_for_append(store)
+            opened = self.graphs[collection] = (store, graph_log)
+        if not self.writer:
+            opened[1].catch_up(opened[0])
+        return opened
+
+
+class KgQueryProcessor(Processor[KgQueryRequest, KgQueryResponse]):
+    """Facts about what a question names, valid at ``at_time``, as recorded at ``as_of``.
+
+    A negative ``limit`` is refused, one above ``max_limit`` clamped; a bad
+    ``at_time`` or ``as_of``, an empty or overlong question are refused with
+    an error response naming the field. A collection with no graph has no facts.
+    """
+
+    request_type = KgQueryRequest
+    response_type = KgQueryResponse
+    Settings = KgSettings
+
+    settings: KgSettings
+
+    def __init__(self, name: str, settings: KgSettings) -> None:
+        super().__init__(name, settings)
+        self._graphs: _Graphs | None = None
+
+    async def start(self) -> None:
+        self._graphs = graphs = _Graphs("kg-query", self.settings, writer=False)
+        for collection in graphs.existing():
+            store, _ = await graphs.run(graphs.open, collection)
+            log.info("%s: %s: %d fact versions, %d entities", self.name, collection, len(store), len(store.nodes))
+
+    async def close(self) -> None:
+        if self._graphs is not None:
+            graphs, self._graphs = self._graphs, None
+            await graphs.close()
+
+    async def handle(self, request: KgQueryRequest, context: RequestContext) -> KgQueryResponse:
+        if self._graphs is None:
+            raise RuntimeError(f"{self.name} is not started")
+        if request.limit < 0:
+            raise ValueError(f"limit must be 0 or more, got {request.limit}")
+        if len(request.question) > self.settings.max_question_chars:
+            raise ValueError(f"question is {len(request.question)} characters, over max_question_chars={self.settings.max_question_chars}")
+        if not request.question.strip():
+            raise ValueError("question is empty")
+        check_collection(request.collection)
+        at_time = parse_instant(request.at_time, what="at_time") if request.at_time is not None else None
+        as_of = parse_instant(request.as_of, what="as_of") if request.as_of is not None else None
+        limit = min(request.limit, self.settings.max_limit)
+        graphs = self._graphs
+
+        def query():
+            store, _ = graphs.open(request.collection)
+            return store.query(request.question, at_time=at_time, as_of=as_of, limit=limit)
+
+        found = await graphs.run(query)
+        return KgQueryResponse(
+            entities=found.entities,
+            facts=found.facts,
+            rejected=found.rejected,
+            at_time=iso(at_time) if at_time else None,
+            as_of=iso(as_of) if as_of else None,
+        )
+
+
+class KgStoreProcessor(Processor[LoadTriples, IngestResult]):
+    """Apply a batch to its collection's graph and log it; reply with how much was added and what was not.
+
+    ``count`` is entities declared plus fact versions added (a fact already
+    held unchanged adds nothing, so resending a batch is harmless);
+    ``rejected`` lists the items left out, each with why. A bad ontology
+    refuses the whole batch (an error response) and logs nothing.
+    """
+
+    request_type = LoadTriples
+    response_type = IngestResult
+    Settings = KgSettings
+
+    settings: KgSettings
+
+    def __init__(self, name: str, settings: KgSettings) -> None:
+        super().__init__(name, settings)
+        self._graphs: _Graphs | None = None
+
+    async def start(self) -> None:
+        self._graphs = _Graphs("kg-store", self.settings, writer=True)
+
+    async def close(self) -> None:
+        if self._graphs is not None:
+            graphs, self._graphs = self._graphs, None
+            await graphs.close()
+
+    async def handle(self, request: LoadTriples, context: RequestContext) -> IngestResult:
+        if self._graphs is None:
+            raise RuntimeError(f"{self.name} is not started")
+        check_collection(request.collection)
+        graphs = self._graphs
+
+        def load() -> IngestResult:
+            store, graph_log = graphs.open(request.collection)
+            batch = stamped(request, datetime.now(UTC))
+            result = store.apply(batch)  # an OntologyError refuses the batch before anything is logged
+            if result.count or batch.ontology is not None:
+                graph_log.append(batch)
+            return IngestResult(count=result.count, rejected=result.rejected)
+
+        return await graphs.run(load)

@@ -1,0 +1,31 @@
+"""Every default of the knowledge-graph processors, in one place.
+
+kg-query and kg-store share this Settings class; a ``[processors.NAME]``
+section of either may set any key, e.g.::
+
+    [processors.kg-query]
+    class = "processors.kg:KgQueryProcessor"
+    data_dir = "/var/lib/ragbus"
+
+and environment variables override them: ``RAGBUS_PROCESSORS__KG_QUERY__MAX_LIMIT=50``.
+The writer (kg-store) and every query replica must name the same ``data_dir``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+from config.settings import ProcessorSettings
+
+
+class KgSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=True):
+    # Where graphs live: <data_dir>/<collection>/graph/log. "" = config.settings.default_data_dir()
+    # (RAGBUS_DATA_DIR, else $XDG_DATA_HOME/ragbus, else ~/.local/share/ragbus).
+    data_dir: str = ""
+    # A request asking for more facts gets this many (clamped, not refused); a negative limit is refused.
+    max_limit: Annotated[int, msgspec.Meta(ge=1)] = 100
+    # Questions longer than this many characters are refused: linking is linear in the question,
+    # and no question is a page long.
+    max_question_chars: Annotated[int, msgspec.Meta(ge=1)] = 20_000

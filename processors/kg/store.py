@@ -1,0 +1,388 @@
+"""The graph store: a networkx multigraph of facts, bi-temporal, rebuilt from an append-only log.
+
+Nodes are entity ids; every fact version is one edge ``head -> tail`` whose
+key is its sequence number in the store (store order). Two times are kept
+apart, so "what did we believe on X about Y" has an answer:
+
+- validity, ``[valid_from, valid_until)``: when the fact holds in the world
+  (entities have one too: a country that ceased to exist);
+- recording, ``[recorded_at, superseded_at)``: when the store believed this
+  version. A fact loaded again under the same ``id`` with a later
+  ``recorded_at`` is a revision: the earlier version is superseded from
+  that instant but stays queryable with ``as_of``. A fact without ``id`` is
+  identified by its content, so loading the same file twice changes nothing.
+
+Bad items never abort a batch: an entity without id, a duplicate entity id
+or fact version (the first is kept), an empty head, relation or tail, a
+malformed or inverted interval are each left out and reported with why.
+
+Persistence: ``GraphLog`` appends every accepted batch, length-prefixed
+msgpack, to ``<data_dir>/<collection>/graph/log``, fsynced before the writer
+replies. Any number of readers replay it and pick up what was appended since
+(one ``stat`` per query), so the writer and the query replicas never share
+memory, only the file. Applying is deterministic: the writer stamps
+``recorded_at`` before logging, so a replay rebuilds the same store.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import os
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import msgspec
+import networkx as nx
+
+from schema import Entity, Fact, LoadTriples, RejectedFact, check_collection
+
+from .linking import EntityLinker
+from .ontology import Ontology
+from .times import TimeError, covers, iso, parse_instant, parse_interval
+
+__all__ = ["GraphLog", "GraphStore", "QueryResult", "fact_text", "graph_path"]
+
+
+@dataclass(slots=True)
+class _Node:
+    id: str
+    name: str
+    type: str | None = None
+    aliases: tuple[str, ...] = ()
+    valid_from: str | None = None
+    valid_until: str | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+    declared: bool = False  # by an entity record, not only named by a fact
+
+
+@dataclass(slots=True)
+class _Version:
+    seq: int
+    key: str
+    fact: Fact
+    start: datetime | None
+    end: datetime | None
+    recorded: datetime
+    superseded: datetime | None = None
+
+
+@dataclass(slots=True)
+class QueryResult:
+    entities: list[str] = field(default_factory=list)
+    facts: list[Fact] = field(default_factory=list)
+    rejected: list[RejectedFact] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ApplyResult:
+    count: int = 0  # entities declared + fact versions added
+    unchanged: int = 0  # facts already held as they are
+    rejected: list[str] = field(default_factory=list)
+
+
+def fact_text(head: str, relation: str, tail: str) -> str:
+    """The citable fragment of a fact: ``Angela Merkel head_of_government_of Germany``."""
+    return f"{head} {relation} {tail}"
+
+
+def _content_key(f: Fact) -> str:
+    raw = "\x1f".join((f.head, f.relation, f.tail, f.valid_from or "", f.valid_until or "", f.source or "", f.chunk_id or ""))
+    return "sha1:" + hashlib.sha1(raw.encode()).hexdigest()
+
+
+def _same_content(a: Fact, b: Fact) -> bool:
+    return (a.head, a.relation, a.tail, a.valid_from, a.valid_until, a.source, a.chunk_id) == (
+        b.head, b.relation, b.tail, b.valid_from, b.valid_until, b.source, b.chunk_id
+    )
+
+
+class GraphStore:
+    """Entities and fact versions of one collection, held in memory; ``GraphStore()`` is empty."""
+
+    def __init__(self) -> None:
+        self.graph = nx.MultiDiGraph()
+        self.versions: list[_Version] = []  # by seq: store order
+        self.nodes: dict[str, _Node] = {}
+        self.ontology: Ontology | None = None
+        self._by_key: dict[str, list[int]] = {}  # fact key -> seqs ordered by recorded time
+        self._linker = EntityLinker()
+        self._ids_by_name: dict[str, set[str]] = {}
+
+    def __len__(self) -> int:
+        return len(self.versions)
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def apply(self, batch: LoadTriples, *, now: datetime | None = None) -> ApplyResult:
+        """Add a batch's ontology, entities and facts; facts without ``recorded_at`` get ``now``."""
+        result = ApplyResult()
+        if batch.ontology is not None:
+            self.ontology = Ontology.from_dict(batch.ontology)  # OntologyError: the whole batch is refused
+        for i, entity in enumerate(batch.entities):
+            problem = self._declare(entity)
+            if problem is None:
+                result.count += 1
+            else:
+                result.rejected.append(f"entity {i} ({entity.id!r}): {problem}")
+        stamp = now or datetime.now(UTC)
+        for i, f in enumerate(batch.facts):
+            try:
+                added = self._add_fact(f, stamp)
+            except (TimeError, ValueError) as exc:
+                result.rejected.append(f"fact {i} ({fact_text(f.head, f.relation, f.tail)[:120]!r}): {exc}")
+                continue
+            if added:
+                result.count += 1
+            else:
+                result.unchanged += 1
+        return result
+
+    def _declare(self, entity: Entity) -> str | None:
+        entity_id = entity.id.strip()
+        if not entity_id:
+            return "an entity needs a non-empty id"
+        node = self.nodes.get(entity_id)
+        if node is not None and node.declared:
+            return f"duplicate entity id {entity_id!r}: the first declaration is kept"
+        try:
+            start, end = parse_interval(entity.valid_from, entity.valid_until)
+        except TimeError as exc:
+            return str(exc)
+        name = entity.name.strip() or entity_id
+        aliases = tuple(dict.fromkeys(a.strip() for a in entity.aliases if a and a.strip()))
+        if node is None:
+            node = self._node(entity_id)
+        node.name, node.type, node.aliases, node.declared = name, entity.type or None, aliases, True
+        node.valid_from, node.valid_until, node.start, node.end = entity.valid_from, entity.valid_until, start, end
+        for label in (name, *aliases):
+            self._index_name(label, entity_id)
+        return None
+
+    def _node(self, entity_id: str) -> _Node:
+        node = self.nodes.get(entity_id)
+        if node is None:
+            # Named by a fact before (or without) being declared: its id is its name.
+            node = self.nodes[entity_id] = _Node(id=entity_id, name=entity_id)
+            self.graph.add_node(entity_id)
+            self._index_name(entity_id, entity_id)
+        return node
+
+    def _index_name(self, label: str, entity_id: str) -> None:
+        ids = self._ids_by_name.get(label)
+        if ids is None:
+            self._ids_by_name[label] = {entity_id}
+            self._linker.add(label)
+        else:
+            ids.add(entity_id)
+
+    def _add_fact(self, f: Fact, now: datetime) -> bool:
+        head, relation, tail = f.head.strip(), f.relation.strip(), f.tail.strip()
+        if not head or not relation or not tail:
+            empty = [n for n, v in (("head", head), ("relation", relation), ("tail", tail)) if not v]
+            raise ValueError(f"empty {' and '.join(empty)}")
+        start, end = parse_interval(f.valid_from, f.valid_until)
+        recorded = parse_instant(f.recorded_at, what="recorded_at") if f.recorded_at else now
+        fact = msgspec.structs.replace(
+            f, head=head, relation=relation, tail=tail, id=f.id or None, recorded_at=iso(recorded), text=None
+        )
+        key = fact.id or _content_key(fact)
+        chain = self._by_key.setdefault(key, [])
+        times = [self.versions[s].recorded for s in chain]
+        at = bisect.bisect_right(times, recorded)
+        if at and _same_content(self.versions[chain[at - 1]].fact, fact):
+            return False  # what the store already believed then (a reload, a redelivery): nothing to revise
+        if at and times[at - 1] == recorded:
+            raise ValueError(f"duplicate fact {key!r} recorded at {iso(recorded)}: the first is kept")
+        version = _Version(len(self.versions), key, fact, start, end, recorded)
+        if at < len(chain):
+            version.superseded = self.versions[chain[at]].recorded
+        if at:
+            self.versions[chain[at - 1]].superseded = recorded
+        chain.insert(at, version.seq)
+        self.versions.append(version)
+        self._node(head)
+        self._node(tail)
+        self.graph.add_edge(head, tail, key=version.seq)
+        return True
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def link(self, question: str) -> list[str]:
+        """Ids of the entities ``question`` names, in the order ``EntityLinker.link`` gives names."""
+        ids: dict[str, None] = {}
+        for name in self._linker.link(question):
+            for entity_id in sorted(self._ids_by_name.get(name, ())):
+                ids.setdefault(entity_id, None)
+        return list(ids)
+
+    def query(
+        self,
+        question: str,
+        *,
+        at_time: datetime | None = None,
+        as_of: datetime | None = None,
+        limit: int = 8,
+    ) -> QueryResult:
+        """Facts touching the entities ``question`` names, in store order, at most ``limit``.
+
+        With ``at_time``: only entities and facts valid then, and no fact whose
+        other end was not. With ``as_of``: the versions recorded then, else the
+        current ones. Facts that break the ontology go to ``rejected`` (also at
+        most ``limit``), each with its reasons.
+        """
+        result = QueryResult()
+        for entity_id in self.link(question):
+            node = self.nodes[entity_id]
+            if at_time is None or covers(node.start, node.end, at_time):
+                result.entities.append(entity_id)
+        seqs: set[int] = set()
+        for entity_id in result.entities:
+            seqs.update(k for _, _, k in self.graph.out_edges(entity_id, keys=True))
+            seqs.update(k for _, _, k in self.graph.in_edges(entity_id, keys=True))
+        seen: set[tuple] = set()
+        for seq in sorted(seqs):
+            if len(result.facts) >= limit and len(result.rejected) >= limit:
+                break
+            v = self.versions[seq]
+            if as_of is None:
+                if v.superseded is not None:
+                    continue
+            elif not covers(v.recorded, v.superseded, as_of):
+                continue
+            f = v.fact
+            head, tail = self.nodes[f.head], self.nodes[f.tail]
+            if at_time is not None and not (
+                covers(v.start, v.end, at_time) and covers(head.start, head.end, at_time) and covers(tail.start, tail.end, at_time)
+            ):
+                continue
+            same = (f.head, f.relation, f.tail, v.start, v.end)
+            if same in seen:
+                continue
+            seen.add(same)
+            cited = msgspec.structs.replace(f, text=fact_text(head.name, f.relation, tail.name))
+            reasons = self._check(f)
+            if reasons:
+                if len(result.rejected) < limit:
+                    result.rejected.append(RejectedFact(cited, reasons))
+            elif len(result.facts) < limit:
+                result.facts.append(cited)
+        return result
+
+    def _check(self, f: Fact) -> list[str]:
+        if self.ontology is None:
+            return []
+        types = {n: t for n in (f.head, f.tail) if (t := self.nodes[n].type) is not None}
+        return self.ontology.check_triple(f.head, f.relation, f.tail, types)
+
+    def entity(self, entity_id: str) -> dict:
+        """An entity as the dicts of ``RetrievedContext.related_entities``."""
+        n = self.nodes[entity_id]
+        return {"id": n.id, "name": n.name, "type": n.type, "valid_from": n.valid_from, "valid_until": n.valid_until}
+
+    def retrieve(self, query: str, *, k: int = 8, as_of: datetime | str | None = None) -> list:
+        """One ``RetrievedContext`` per current fact touching an entity ``query`` names, unfiltered by time.
+
+        The base retriever that ``TemporalGraphRetriever`` wraps: each context
+        carries the fact's interval and its two entities', for the wrapper to
+        filter on.
+        """
+        from .temporal import RetrievedContext
+
+        when = parse_instant(as_of, what="as_of") if as_of is not None else None
+        contexts = []
+        for f in self.query(query, as_of=when, limit=k).facts:
+            contexts.append(
+                RetrievedContext(
+                    content=f.text or "",
+                    score=1.0,
+                    source=f.source or "KnowledgeGraph",
+                    metadata={"fact_id": f.id, "chunk_id": f.chunk_id, "recorded_at": f.recorded_at},
+                    related_entities=[self.entity(f.head), self.entity(f.tail)],
+                    related_relationships=[
+                        {"source": f.head, "target": f.tail, "type": f.relation, "valid_from": f.valid_from,
+                         "valid_until": f.valid_until, "id": f.id}
+                    ],
+                )
+            )
+        return contexts
+
+
+# -- persistence ------------------------------------------------------------------------------
+
+_LENGTH = struct.Struct(">I")
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(LoadTriples)
+
+
+def graph_path(data_dir: Path, collection: str) -> Path:
+    return data_dir / check_collection(collection) / "graph" / "log"
+
+
+class GraphLog:
+    """The append-only file a collection's graph is rebuilt from; one writer, any number of readers."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0  # bytes of the file applied so far
+
+    def catch_up(self, store: GraphStore, on_progress: Callable[[int, int], None] | None = None) -> int:
+        """Apply every complete record appended since the last call; returns how many.
+
+        A record still being written (a short tail) is left for the next call.
+        """
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
+        if size <= self.offset:
+            return 0
+        applied = 0
+        with self.path.open("rb") as fh:
+            fh.seek(self.offset)
+            while self.offset + _LENGTH.size <= size:
+                header = fh.read(_LENGTH.size)
+                (length,) = _LENGTH.unpack(header)
+                if self.offset + _LENGTH.size + length > size:
+                    break
+                store.apply(_decoder.decode(fh.read(length)))
+                self.offset += _LENGTH.size + length
+                applied += 1
+                if on_progress is not None:
+                    on_progress(self.offset, size)
+        return applied
+
+    def open_for_append(self, store: GraphStore) -> None:
+        """Replay the log, then cut a torn last record (a writer that died mid-append)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.catch_up(store)
+        if self.path.exists() and self.path.stat().st_size > self.offset:
+            with self.path.open("r+b") as fh:
+                fh.truncate(self.offset)
+
+    def append(self, batch: LoadTriples) -> None:
+        payload = _encoder.encode(batch)
+        with self.path.open("ab") as fh:
+            fh.write(_LENGTH.pack(len(payload)) + payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        self.offset += _LENGTH.size + len(payload)
+
+
+def stamped(batch: LoadTriples, now: datetime) -> LoadTriples:
+    """The batch with ``recorded_at`` set on every fact, so replaying it rebuilds the same store."""
+    stamp = iso(now)
+    return msgspec.structs.replace(
+        batch, facts=[f if f.recorded_at else msgspec.structs.replace(f, recorded_at=stamp) for f in batch.facts]
+    )
+
+
+def load_log(path: Path, on_progress: Callable[[int, int], None] | None = None) -> tuple[GraphStore, GraphLog]:
+    store, log = GraphStore(), GraphLog(path)
+    log.catch_up(store, on_progress)
+    return store, log
+

@@ -1,0 +1,196 @@
+"""kg-store and kg-query as processors: graph files loaded over the bus, questions asked over it.
+
+On the memory bus, on Kafka and Pulsar against the real brokers, and
+through the ``ragbus kg`` command in a process of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from config.settings import load_settings
+from processors.bus import connect
+from processors.client import RequestClient
+from processors.clients import KgClient, RemoteError
+from processors.kg.load import (
+    SAMPLE_GRAPH,
+    SAMPLE_ONTOLOGY,
+    load_graph,
+    read_items,
+    read_ontology,
+)
+from processors.worker import processors_running
+from schema import Entity, Fact, IngestResult, LoadTriples
+from schema import topics as t
+
+from ..conftest import settings_for_tests
+
+
+@contextlib.asynccontextmanager
+async def kg_processors(url, data_dir, monkeypatch, bus_settings=None):
+    """kg-store and kg-query on ``url``, with their own consumer groups (a broker outlives a test)."""
+    monkeypatch.setenv("RAGBUS_DATA_DIR", str(data_dir))
+    settings = load_settings(environ={})
+    suffix = uuid.uuid4().hex[:8]
+    for name in ("kg-store", "kg-query"):
+        settings.processors[name]["group"] = f"{name}-{suffix}"
+    if bus_settings is not None:
+        settings.bus = bus_settings
+    async with processors_running(settings, ["kg-store", "kg-query"], url, ready_timeout=120):
+        async with await connect(url, bus_settings) as bus, RequestClient(bus, name="test") as client:
+            yield client
+
+
+async def load_sample(client) -> None:
+    progress = []
+    summary = await load_graph(client, SAMPLE_GRAPH, ontology=read_ontology(SAMPLE_ONTOLOGY), batch_size=20,
+                               on_progress=lambda done, total, label: progress.append((done, total)))
+    assert summary.rejected == [] and summary.stored == summary.sent == 107
+    assert progress[-1] == (107, 107) and [d for d, _ in progress] == sorted(d for d, _ in progress)
+
+
+async def check_questions(client) -> None:
+    kg = KgClient(client, timeout=30)
+    r = await kg.query("Who was president of France?", at_time="2010-06-01")
+    assert r.entities == ["France"] and r.at_time == "2010-06-01T00:00:00Z"
+    assert [f.text for f in r.facts] == ["Nicolas Sarkozy head_of_state_of France", "Paris capital_of France"]
+    assert r.facts[0].source == "sample:offices" and r.facts[0].valid_from == "2007-05-16"
+    # What the store believed in 2020 about 2023, then what it knows now.
+    believed = await kg.query("Germany", at_time="2023-01-01", as_of="2020-01-01")
+    assert believed.as_of == "2020-01-01T00:00:00Z"
+    assert believed.facts[0].text == "Angela Merkel head_of_government_of Germany"
+    now = await kg.query("Germany", at_time="2023-01-01")
+    assert now.facts[0].text == "Olaf Scholz head_of_government_of Germany"
+
+
+async def test_load_then_query_on_the_memory_bus(tmp_path, monkeypatch):
+    async with kg_processors(f"memory://{tmp_path.name}", tmp_path, monkeypatch) as client:
+        await load_sample(client)
+        await check_questions(client)
+        kg = KgClient(client, timeout=30)
+        # Bad input: an error response naming the problem, never a crash or a silence.
+        for kwargs, message in [
+            ({"question": "Germany", "at_time": "yesterday"}, "at_time 'yesterday' is not an ISO 8601"),
+            ({"question": "Germany", "as_of": "2020-13-01"}, "as_of '2020-13-01'"),
+            ({"question": "Germany", "limit": -1}, "limit must be 0 or more"),
+            ({"question": "   "}, "question is empty"),
+            ({"question": "Germany " * 20_000}, "over max_question_chars"),
+            ({"question": "Germany", "collection": "../etc"}, "collection"),
+        ]:
+            with pytest.raises(RemoteError, match="ValueError|TimeError") as caught:
+                await kg.query(**kwargs)
+            assert message in str(caught.value), (kwargs, caught.value)
+        # A collection nobody loaded has no facts; a limit above max_limit is clamped, not refused.
+        assert (await kg.query("Germany", collection="empty")).facts == []
+        assert len((await kg.query("Germany", limit=10_000)).facts) == 7
+        # Items the store refuses come back, with why; the batch's good items are stored.
+        refused = await client.request(t.TRIPLES_LOAD, LoadTriples(
+            entities=[Entity(id="Germany", name="Deutschland")],
+            facts=[Fact("Ada", "knows", "Bob", "1830-01-01", "1820-01-01"), Fact("Ada", "knows", "Carol")],
+        ), IngestResult, timeout=30)
+        assert refused.error is None and refused.count == 1 and len(refused.rejected) == 2
+        assert "duplicate entity id 'Germany'" in refused.rejected[0] and "inverted" in refused.rejected[1]
+        # Stored, but the sample's ontology has no "knows": the query says so.
+        ada = await kg.query("What does Ada know?")
+        assert ada.facts == [] and [r.fact.text for r in ada.rejected] == ["Ada knows Carol"]
+        assert ada.rejected[0].reasons[0].startswith("unknown_relation")
+        bad_ontology = await client.request(t.TRIPLES_LOAD, LoadTriples(ontology={"classes": {"A": "B", "B": "A"}}),
+                                            IngestResult, timeout=30)
+        assert bad_ontology.error is not None and "cycle" in bad_ontology.error.message
+    # A new kg-query replica replays the log: the graph survived its processes.
+    async with kg_processors(f"memory://{tmp_path.name}-again", tmp_path, monkeypatch) as client:
+        await check_questions(client)
+
+
+@pytest.mark.parametrize("which", ["kafka", "pulsar"])
+async def test_load_then_query_against_a_real_broker(which, request, tmp_path, monkeypatch):
+    url = request.getfixturevalue(f"{which}_broker").url
+    async with kg_processors(url, tmp_path, monkeypatch, bus_settings=settings_for_tests()) as client:
+        await load_sample(client)
+        await check_questions(client)
+
+
+def test_graph_files_in_jsonl_csv_and_ntriples_are_read_with_bad_lines_reported(tmp_path):
+    jsonl = tmp_path / "g.jsonl"
+    jsonl.write_text("\n".join([
+        json.dumps({"kind": "entity", "id": "ada", "name": "Ada", "aliases": ["Lovelace"]}),
+        json.dumps({"head": "ada", "relation": "knows", "tail": "bob", "valid_from": "1833"}),
+        json.dumps({"head": "ada", "relation": "knows", "tail": "bob", "valid_untill": "1840"}),
+        "not json",
+        json.dumps(["a", "list"]),
+        json.dumps({"kind": "rule", "id": "x"}),
+        "",
+    ]), encoding="utf-8")
+    bad: list[str] = []
+    items = list(read_items(jsonl, bad))
+    assert items == [Entity(id="ada", name="Ada", aliases=["Lovelace"]), Fact("ada", "knows", "bob", "1833")]
+    assert [b.split(": ")[0] for b in bad] == [f"{jsonl}:{n}" for n in (3, 4, 5, 6)]
+    assert "valid_untill" in bad[0] and "kind must be" in bad[3]
+
+    csv_file = tmp_path / "g.csv"
+    csv_file.write_text("head,relation,tail,valid_from,source\nada,knows,bob,1833,letters\n"
+                        "ada,,carol,,\nada,knows,dan,1833,x,extra\n", encoding="utf-8")
+    bad = []
+    items = list(read_items(csv_file, bad))
+    assert items[0] == Fact("ada", "knows", "bob", "1833", source="letters")
+    # A row with an empty relation, or more values than columns, is reported with its line.
+    assert len(items) == 1 and len(bad) == 2
+    assert f"{csv_file}:3:" in bad[0] and "relation" in bad[0]
+    assert f"{csv_file}:4:" in bad[1] and "more values than columns" in bad[1]
+
+    nt = tmp_path / "g.nt"
+    nt.write_text('<http://ex.org/ada> <http://ex.org/rel#knows> <http://ex.org/bob> .\n'
+                  '# a comment\n'
+                  '<http://ex.org/ada> <http://ex.org/name> "Ada \\"the first\\""@en .\n'
+                  'garbage line\n', encoding="utf-8")
+    bad = []
+    items = list(read_items(nt, bad))
+    assert [(f.head, f.relation, f.tail) for f in items] == [("ada", "knows", "bob"), ("ada", "name", 'Ada "the first"')]
+    assert len(bad) == 1 and ":4:" in bad[0]
+
+    with pytest.raises(ValueError, match="unknown graph format"):
+        read_items(tmp_path / "g.xml", [])
+
+
+def _ragbus(*args: str, data_dir) -> subprocess.CompletedProcess:
+    env = {**os.environ, "RAGBUS_DATA_DIR": str(data_dir), "RAGBUS_BUS__URL": "memory://"}
+    return subprocess.run([sys.executable, "-m", "processors.cli", *args], check=False, capture_output=True,
+                          text=True,
+                          env=env, timeout=120)
+
+
+def test_the_kg_commands_load_the_sample_and_answer_in_another_process(tmp_path):
+    loaded = _ragbus("kg", "load", data_dir=tmp_path)
+    assert loaded.returncode == 0, loaded.stderr
+    assert "sent 107 item(s), stored 107, rejected 0" in loaded.stderr and "107/107" in loaded.stderr
+    asked = _ragbus("kg", "query", "Who was UK prime minister?", "--at", "2016-01-01", "--json", data_dir=tmp_path)
+    assert asked.returncode == 0, asked.stderr
+    answer = json.loads(asked.stdout)
+    assert answer["entities"] == ["United Kingdom"]
+    assert answer["facts"][0]["text"] == "David Cameron head_of_government_of United Kingdom"
+    shown = _ragbus("kg", "query", "Soviet Union", "--at", "1991-01-01", data_dir=tmp_path)
+    assert "Mikhail Gorbachev head_of_state_of Soviet Union [1990-03-15, 1991-12-25)" in shown.stdout
+    bad_file = tmp_path / "bad.jsonl"
+    bad_file.write_text('{"head": "a", "relation": "r", "tail": "b", "valid_from": "someday"}\n{oops\n')
+    refused = _ragbus("kg", "load", str(bad_file), data_dir=tmp_path)
+    assert refused.returncode == 1
+    assert "bad.jsonl:2" in refused.stderr and "'someday' is not an ISO 8601" in refused.stderr
+    wrong_time = _ragbus("kg", "query", "Germany", "--at", "soon", data_dir=tmp_path)
+    assert wrong_time.returncode == 2 and "at_time 'soon'" in wrong_time.stderr
+
+
+def test_items_of_a_sample_line_and_of_the_store_agree():
+    # Every sample fact's ends are declared entities with a type the ontology knows.
+    items = list(read_items(SAMPLE_GRAPH, []))
+    entities = {i.id: i for i in items if isinstance(i, Entity)}
+    ontology = read_ontology(SAMPLE_ONTOLOGY)
+    for fact in (i for i in items if isinstance(i, Fact)):
+        assert fact.head in entities and fact.tail in entities, fact
+        assert entities[fact.head].type in ontology["classes"] and fact.relation in ontology["relations"]

@@ -1,0 +1,218 @@
+"""The graph store and its log: real networkx graphs and files in tmp_path, no mocks."""
+
+from __future__ import annotations
+
+import pytest
+
+from processors.kg.load import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, read_items, read_ontology
+from processors.kg.ontology import OntologyError
+from processors.kg.store import GraphLog, GraphStore, graph_path, load_log, stamped
+from processors.kg.times import parse_instant
+from schema import Entity, Fact, LoadTriples
+
+ONTOLOGY = {
+    "classes": {"Thing": "", "Person": "Thing", "Place": "Thing", "City": "Place"},
+    "relations": {"lives_in": {"domain": "Person", "range": "Place", "irreflexive": True}},
+    "disjoint": [["Person", "Place"]],
+}
+
+
+def at(text: str):
+    return parse_instant(text)
+
+
+def texts(result) -> list[str]:
+    return [f.text for f in result.facts]
+
+
+def sample_store() -> GraphStore:
+    items = list(read_items(SAMPLE_GRAPH, bad := []))
+    assert bad == []
+    store = GraphStore()
+    result = store.apply(LoadTriples(
+        entities=[i for i in items if isinstance(i, Entity)],
+        facts=[i for i in items if isinstance(i, Fact)],
+        ontology=read_ontology(SAMPLE_ONTOLOGY),
+    ))
+    assert result.rejected == [] and result.count == len(items)
+    return store
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return sample_store()
+
+
+def test_the_sample_graph_answers_who_held_an_office_at_a_time(sample):
+    found = sample.query("Who was chancellor of Germany?", at_time=at("2010-06-01"))
+    assert found.entities == ["Germany"]
+    assert texts(found) == ["Angela Merkel head_of_government_of Germany", "Berlin capital_of Germany"]
+    assert found.facts[0].source == "sample:offices" and found.facts[0].valid_from == "2005-11-22"
+    # The day a term ends is the successor's first day: intervals are half-open.
+    assert "Olaf Scholz head_of_government_of Germany" in texts(sample.query("Germany", at_time=at("2021-12-08")))
+    assert "Angela Merkel head_of_government_of Germany" not in texts(sample.query("Germany", at_time=at("2021-12-08")))
+    assert "Bonn capital_of Germany" in texts(sample.query("Germany", at_time=at("1990-10-02T23:59:59Z")))
+
+
+def test_without_a_time_every_current_fact_is_returned_in_store_order(sample):
+    found = sample.query("Germany", limit=100)
+    chancellors = [t for t in texts(found) if "head_of_government_of" in t]
+    assert chancellors == [f"{p} head_of_government_of Germany" for p in
+                           ["Helmut Kohl", "Gerhard Schröder", "Angela Merkel", "Olaf Scholz", "Friedrich Merz"]]
+    assert len(sample.query("Germany", limit=3).facts) == 3
+    assert sample.query("Germany", limit=0).facts == []
+
+
+def test_an_entity_outside_its_lifetime_is_not_linked_and_takes_its_facts_along(sample):
+    assert texts(sample.query("capital of the USSR", at_time=at("1980"))) == ["Moscow capital_of Soviet Union"]
+    gone = sample.query("capital of the USSR", at_time=at("2000"))
+    assert gone.entities == [] and gone.facts == []
+    # Moscow itself is still linked in 2000, but its fact touches the dissolved Soviet Union.
+    assert sample.query("Moscow", at_time=at("2000")).facts == []
+    assert sample.query("Queen Elizabeth II and the UK", at_time=at("2023")).entities == ["United Kingdom"]
+
+
+def test_as_of_answers_what_was_believed_then_about_another_time(sample):
+    # Recorded in 2020, Merkel's term was open-ended: then, we believed she would still lead in 2023.
+    believed = sample.query("Who leads Germany?", at_time=at("2023-01-01"), as_of=at("2020-01-01"))
+    assert "Angela Merkel head_of_government_of Germany" in texts(believed)
+    assert believed.facts[0].valid_until is None and believed.facts[0].recorded_at == "2005-11-22T00:00:00Z"
+    now = sample.query("Who leads Germany?", at_time=at("2023-01-01"))
+    assert "Olaf Scholz head_of_government_of Germany" in texts(now)
+    assert "Angela Merkel head_of_government_of Germany" not in texts(now)
+    # Before the store knew of Merz at all, no version of his fact is visible.
+    assert not any("Merz" in t for t in texts(sample.query("Germany", as_of=at("2024"), limit=100)))
+
+
+def test_aliases_and_names_link_to_the_entity_id(sample):
+    assert sample.query("what did the USSR do").entities == ["Soviet Union"]
+    assert sample.query("Wer ist Schröder?").entities == ["Gerhard Schröder"]
+    assert sample.query("Tell us about Guido and Python").entities == ["Guido van Rossum", "Python"]
+
+
+def test_a_revision_supersedes_and_the_old_version_stays_queryable():
+    store = GraphStore()
+    store.apply(LoadTriples(facts=[Fact("ada", "lives_in", "paris", "2020", id="f1")]), now=at("2021"))
+    store.apply(LoadTriples(facts=[Fact("ada", "lives_in", "paris", "2020", "2022", id="f1")]), now=at("2023"))
+    assert [(f.valid_until, f.recorded_at) for f in store.query("ada").facts] == [("2022", "2023-01-01T00:00:00Z")]
+    assert [f.valid_until for f in store.query("ada", as_of=at("2022")).facts] == [None]
+    assert store.query("ada", as_of=at("2020")).facts == []
+    # A revision recorded between two others slots in between, whatever order it arrives in.
+    store.apply(LoadTriples(facts=[Fact("ada", "lives_in", "paris", "2019", id="f1", recorded_at="2022")]))
+    assert [f.valid_from for f in store.query("ada", as_of=at("2022-06")).facts] == ["2019"]
+    assert [f.valid_from for f in store.query("ada", as_of=at("2021-06")).facts] == ["2020"]
+    assert [f.valid_from for f in store.query("ada").facts] == ["2020"]
+
+
+def test_loading_the_same_facts_again_changes_nothing():
+    store = sample_store()
+    versions = len(store)
+    items = list(read_items(SAMPLE_GRAPH, []))
+    again = store.apply(LoadTriples(facts=[i for i in items if isinstance(i, Fact)]), now=at("2030"))
+    assert again.count == 0 and again.unchanged == 62 and again.rejected == [] and len(store) == versions
+
+
+def test_bad_items_are_reported_and_the_rest_of_the_batch_is_kept():
+    store = GraphStore()
+    result = store.apply(LoadTriples(
+        entities=[
+            Entity(id="ada", name="Ada Lovelace", type="Person"),
+            Entity(id="ada", name="Another Ada", type="Place"),
+            Entity(id="  "),
+            Entity(id="nameless"),
+            Entity(id="old", valid_from="2020", valid_until="2010"),
+        ],
+        facts=[
+            Fact("ada", "lives_in", "london", "1815-12-10", "1852-11-27"),
+            Fact("", "lives_in", "x"),
+            Fact("ada", "lives_in", "paris", "not a date"),
+            Fact("ada", "lives_in", "rome", "2020-01-01", "2019-01-01"),
+            Fact("ada", "knows", "bob", id="k", recorded_at="2020"),
+            Fact("ada", "knows", "carol", id="k", recorded_at="2020"),
+            Fact("ada", "knows", "dan", valid_from=True),  # type: ignore[arg-type]
+        ],
+    ))
+    reasons = "\n".join(result.rejected)
+    assert result.count == 4  # ada, nameless, the london fact, the first version of k
+    assert len(result.rejected) == 8
+    for expected in ["entity 1 ('ada'): duplicate entity id 'ada': the first declaration is kept",
+                     "entity 2", "non-empty id", "entity 4 ('old'): inverted interval", "fact 1", "empty head",
+                     "fact 2", "'not a date' is not an ISO 8601", "fact 3", "inverted interval",
+                     "fact 5", "duplicate fact 'k'", "fact 6", "got True"]:
+        assert expected in reasons, expected
+    assert store.nodes["ada"].name == "Ada Lovelace" and store.nodes["ada"].type == "Person"
+    assert store.query("nameless").entities == ["nameless"]  # no name: the id is the name
+    assert texts(store.query("Ada Lovelace")) == ["Ada Lovelace lives_in london", "Ada Lovelace knows bob"]
+
+
+def test_the_ontology_rejects_facts_at_query_time_with_their_reasons():
+    store = GraphStore()
+    store.apply(LoadTriples(
+        ontology=ONTOLOGY,
+        entities=[Entity(id="ada", type="Person"), Entity(id="paris", type="City"), Entity(id="bob", type="Person")],
+        facts=[Fact("ada", "lives_in", "paris"), Fact("ada", "lives_in", "bob"), Fact("ada", "admires", "bob"),
+               Fact("paris", "lives_in", "paris"), Fact("ada", "lives_in", "somewhere")],
+    ))
+    found = store.query("ada and paris", limit=10)
+    assert texts(found) == ["ada lives_in paris", "ada lives_in somewhere"]  # untyped: unconstrained
+    rejected = {r.fact.text: r.reasons for r in found.rejected}
+    assert set(rejected) == {"ada lives_in bob", "ada admires bob", "paris lives_in paris"}
+    assert rejected["ada lives_in bob"][0].startswith("range_violation")
+    assert rejected["ada admires bob"][0].startswith("unknown_relation")
+    assert {r.split(":")[0] for r in rejected["paris lives_in paris"]} >= {"domain_violation", "irreflexive_violation"}
+
+
+def test_a_bad_ontology_refuses_the_whole_batch():
+    store = GraphStore()
+    with pytest.raises(OntologyError, match="cycle"):
+        store.apply(LoadTriples(ontology={"classes": {"A": "B", "B": "A"}}, facts=[Fact("a", "r", "b")]))
+    assert len(store) == 0 and store.ontology is None
+
+
+def test_a_cycle_in_the_facts_is_just_a_graph(sample):
+    store = GraphStore()
+    store.apply(LoadTriples(facts=[Fact("a", "next", "b"), Fact("b", "next", "c"), Fact("c", "next", "a"),
+                                   Fact("a", "same", "a")]))
+    assert texts(store.query("a", limit=10)) == ["a next b", "c next a", "a same a"]
+
+
+def test_readers_rebuild_the_store_from_the_log_and_follow_it(tmp_path):
+    path = graph_path(tmp_path, "default")
+    writer_store, writer_log = GraphStore(), GraphLog(path)
+    writer_log.open_for_append(writer_store)
+    items = list(read_items(SAMPLE_GRAPH, []))
+    first = stamped(LoadTriples(entities=[i for i in items if isinstance(i, Entity)],
+                                ontology=read_ontology(SAMPLE_ONTOLOGY)), at("2030"))
+    writer_store.apply(first)
+    writer_log.append(first)
+
+    reader, reader_log = load_log(path)
+    assert len(reader.nodes) == len(writer_store.nodes) and reader.ontology is not None
+    assert reader_log.catch_up(reader) == 0  # nothing new
+
+    second = stamped(LoadTriples(facts=[i for i in items if isinstance(i, Fact)]), at("2030"))
+    writer_store.apply(second)
+    writer_log.append(second)
+    assert reader_log.catch_up(reader) == 1
+    question = "Who led France?"
+    assert texts(reader.query(question, at_time=at("2010"))) == texts(writer_store.query(question, at_time=at("2010")))
+    assert texts(reader.query(question, at_time=at("2010"))) == ["Nicolas Sarkozy head_of_state_of France",
+                                                                 "Paris capital_of France"]
+
+
+def test_a_torn_last_record_is_waited_for_by_readers_and_cut_by_the_next_writer(tmp_path):
+    path = graph_path(tmp_path, "c1")
+    store, log = GraphStore(), GraphLog(path)
+    log.open_for_append(store)
+    batch = LoadTriples(facts=[Fact("ada", "knows", "bob", recorded_at="2020")])
+    log.append(batch)
+    good = path.stat().st_size
+    with path.open("ab") as fh:
+        fh.write(b"\x00\x00\x10\x00partial")  # a writer died mid-append
+    reader, _ = load_log(path)
+    assert len(reader) == 1
+    again, again_log = GraphStore(), GraphLog(path)
+    again_log.open_for_append(again)
+    assert path.stat().st_size == good and len(again) == 1
+    again_log.append(LoadTriples(facts=[Fact("bob", "knows", "carol", recorded_at="2020")]))
+    assert len(load_log(path)[0]) == 2
