@@ -167,9 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--collection", default="default")
     p.set_defaults(run=_delete)
 
+    from .ask import add_parser as add_ask_parser
     from .kg.commands import add_parser as add_kg_parser
 
-    add_kg_parser(sub, default_bus, "settings file laid over config/defaults.toml (default: RAGBUS_CONFIG)")
+    config_help = "settings file laid over config/defaults.toml (default: RAGBUS_CONFIG)"
+    add_ask_parser(sub, default_bus, config_help)
+    add_kg_parser(sub, default_bus, config_help)
 
     p = sub.add_parser("record", help="record messages published on topics to a JSON Lines file")
     p.add_argument("topics", nargs="+")

@@ -14,6 +14,8 @@ from schema import (
     ChunkMatch,
     DocEmbeddingsRequest,
     DocEmbeddingsResponse,
+    DocumentRagRequest,
+    DocumentRagResponse,
     EmbedRequest,
     EmbedResponse,
     Error,
@@ -150,3 +152,22 @@ class PromptClient(_Typed):
         if snapshot_header is not None:
             variables["snapshot_header"] = snapshot_header
         return await self.prompt("document-prompt", variables)
+
+
+class DocumentRagClient(_Typed):
+    """Publish a question to document-rag and await its answer: the Python client of ``ragbus ask``."""
+
+    topic = t.DOCUMENT_RAG
+
+    async def ask(
+        self,
+        query: str,
+        *,
+        mode: str | None = None,
+        at_time: str | None = None,
+        doc_limit: int | None = None,
+        collection: str = DEFAULT_COLLECTION,
+    ) -> DocumentRagResponse:
+        request = DocumentRagRequest(query=query, mode=mode, at_time=at_time, doc_limit=doc_limit, collection=collection)
+        r = await self.client.request(self.topic, request, DocumentRagResponse, timeout=self.timeout)
+        return _check(self.topic, r)

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import msgspec
 
-from .common import ChunkMatch, Error, Fact
+from .common import ChunkMatch, Error, Fact, RejectedFact
 from .retrieval import DEFAULT_COLLECTION
 
 
 class DocumentRagRequest(msgspec.Struct, kw_only=True):
+    """A question. ``mode``: vector | keyword | hybrid (None = the processor's default).
+
+    ``at_time`` (ISO 8601): graph facts valid at that instant only.
+
+    ``doc_limit``: how many chunks the answer is drawn from (None = the
+    processor's default; 0 = none, facts only).
+    """
+
     query: str
-    mode: str = "vector"  # vector | keyword | hybrid
+    mode: str | None = None
     at_time: str | None = None
     doc_limit: int | None = None
     collection: str = DEFAULT_COLLECTION
@@ -18,8 +26,16 @@ class DocumentRagRequest(msgspec.Struct, kw_only=True):
 
 class DocumentRagResponse(msgspec.Struct, kw_only=True):
     answer: str = ""
-    chunks: list[ChunkMatch] = []
-    facts: list[Fact] = []
-    # Paths that failed and were left out (e.g. "keyword" when hybrid fell back to vector).
+    chunks: list[ChunkMatch] = []  # what the answer was drawn from, in fused order, with text
+    cited: list[str] = []  # the chunk ids the answer cites
+    facts: list[Fact] = []  # graph facts given to the answer, each with its citable text
+    rejected: list[RejectedFact] = []  # facts about the question's entities that broke the ontology
+    at_time: str | None = None  # the graph snapshot, normalised (UTC, ISO 8601)
+    header: str | None = None  # the snapshot header the prompt carried (only with at_time)
+    paths: list[str] = []  # retrieval paths that ran: vector, keyword, kg
+    # Paths that failed and were left out (e.g. "keyword" when hybrid fell back to vector),
+    # and why, one line each.
     degraded: list[str] = []
+    problems: list[str] = []
+    timings_ms: dict[str, float] = {}  # per stage, and "total"
     error: Error | None = None

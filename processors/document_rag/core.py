@@ -1,0 +1,329 @@
+"""``DocumentRag``: one question in, a cited answer out, through injected async clients.
+
+It knows nothing of the bus: the clients are anything with the methods
+below (the typed bus clients of ``processors/clients.py`` in production,
+stubs in unit tests). It holds no per-query state, so one instance serves
+any number of concurrent queries.
+
+Per query, with the data dependencies as the only ordering:
+
+- the document path by mode:
+  - ``vector``: concepts from ``prompt_client.prompt("extract-concepts")``,
+    one batched ``embeddings_client.embed(concepts)``, one
+    ``doc_embeddings_client.query`` per vector concurrently, the lists fused
+    (equal weights) so each chunk appears once; the keyword client is never
+    touched;
+  - ``keyword``: the raw question to ``kw_index_client.query`` only, in BM25
+    order; no concepts, no embedding;
+  - ``hybrid``: both concurrently, fused by ``rrf_fuse`` with
+    ``vector_weight`` / ``keyword_weight``. If one side fails (or takes
+    longer than ``path_timeout_s``) the other answers alone and the response
+    says which degraded;
+- the graph path, concurrently with the document path, when a ``kg_client``
+  is wired: facts about the entities the question names, ontology-checked
+  and valid at ``at_time``; a failing graph path degrades, never fails the query;
+- chunk texts: taken from the matches when the store sent them, else
+  ``await fetch_chunk(chunk_id)`` concurrently; a chunk whose fetch fails is
+  left out (degraded ``fetch-chunk``);
+- the answer: ``prompt_client.document_prompt(query=..., documents=[texts in
+  fused order], document_ids=[their chunk ids], facts=[fact texts], ...)``,
+  with the snapshot header only when ``at_time`` is given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from schema import DEFAULT_COLLECTION, ChunkMatch, Fact, RejectedFact
+
+from ..kg.temporal import DEFAULT_HEADER_TEMPLATE, render_header
+from ..kg.times import iso, parse_instant
+from .fusion import rrf_fuse
+
+log = logging.getLogger(__name__)
+
+MODES = ("vector", "keyword", "hybrid")
+DEFAULT_DOC_LIMIT = 5
+
+
+@dataclass(slots=True)
+class RagAnswer:
+    """What ``DocumentRag.query`` returns; the document-rag response is built from it."""
+
+    answer: str
+    chunks: list[ChunkMatch] = field(default_factory=list)  # in fused order, with text
+    cited: list[str] = field(default_factory=list)  # chunk ids the answer cites
+    facts: list[Fact] = field(default_factory=list)
+    rejected: list[RejectedFact] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)  # which retrieval paths ran
+    degraded: list[str] = field(default_factory=list)  # which failed and were left out ("keyword", "kg"...)
+    problems: list[str] = field(default_factory=list)  # why, one line each
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    at_time: str | None = None
+    header: str | None = None
+
+
+    def degrade(self, path: str, why: str) -> None:
+        if path not in self.degraded:
+            self.degraded.append(path)
+        self.problems.append(f"{path}: {why}")
+
+
+class _Timings:
+    """Milliseconds per stage; stages of concurrent paths overlap, ``total`` is wall time."""
+
+    def __init__(self) -> None:
+        self.ms: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def stage(self, name: str):
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.ms[name] = round((time.perf_counter() - started) * 1000, 3)
+
+
+class DocumentRag:
+    """The orchestrator core; see the module docstring. Immutable once built."""
+
+    def __init__(
+        self,
+        prompt_client: Any,
+        embeddings_client: Any,
+        doc_embeddings_client: Any,
+        fetch_chunk: Callable[..., Awaitable[str]],
+        kw_index_client: Any = None,
+        kg_client: Any = None,
+        retrieval_mode: str = "vector",
+        vector_weight: float = 1.0,
+        keyword_weight: float = 1.0,
+        doc_limit: int = DEFAULT_DOC_LIMIT,
+        *,
+        max_concepts: int = 4,
+        fact_limit: int = 8,
+        path_timeout_s: float | None = None,
+        max_query_chars: int = 10_000,
+        header_template: str = DEFAULT_HEADER_TEMPLATE,
+    ) -> None:
+        _check_mode(retrieval_mode, kw_index_client)
+        for name, weight in (("vector_weight", vector_weight), ("keyword_weight", keyword_weight)):
+            if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
+                raise ValueError(f"{name} must be a number >= 0, got {weight!r}")
+        _check_limit("doc_limit", doc_limit)
+        self.prompt_client = prompt_client
+        self.embeddings_client = embeddings_client
+        self.doc_embeddings_client = doc_embeddings_client
+        self.fetch_chunk = fetch_chunk
+        self.kw_index_client = kw_index_client
+        self.kg_client = kg_client
+        self.retrieval_mode = retrieval_mode
+        self.vector_weight = float(vector_weight)
+        self.keyword_weight = float(keyword_weight)
+        self.doc_limit = doc_limit
+        self.max_concepts = max_concepts
+        self.fact_limit = fact_limit
+        self.path_timeout_s = path_timeout_s
+        self.max_query_chars = max_query_chars
+        self.header_template = header_template
+
+    async def query(
+        self,
+        question: str,
+        *,
+        mode: str | None = None,
+        at_time: Any = None,
+        doc_limit: int | None = None,
+        collection: str = DEFAULT_COLLECTION,
+    ) -> RagAnswer:
+        """A cited answer to ``question``; ``ValueError`` (or ``TypeError``) on bad input."""
+        if not isinstance(question, str):
+            raise TypeError(f"question must be a str, got {type(question).__name__}")
+        if not question.strip():
+            raise ValueError("the question is empty")
+        if len(question) > self.max_query_chars:
+            raise ValueError(f"the question is {len(question)} characters, over the limit of {self.max_query_chars}")
+        mode = mode or self.retrieval_mode
+        _check_mode(mode, self.kw_index_client)
+        limit = self.doc_limit if doc_limit is None else _check_limit("doc_limit", doc_limit)
+        when = parse_instant(at_time, what="at_time") if at_time is not None else None
+        t = _Timings()
+        started = time.perf_counter()
+        result = RagAnswer(answer="", at_time=iso(when) if when else None)
+
+        graph = asyncio.ensure_future(self._graph(question, when, collection, result, t)) if self.kg_client else None
+        try:
+            matches = await self._documents(question, mode, limit, collection, result, t)
+            with t.stage("fetch"):
+                result.chunks = await self._texts(matches, collection, result)
+        except BaseException:
+            if graph is not None:  # a failed or cancelled query leaves nothing running
+                graph.cancel()
+                await asyncio.gather(graph, return_exceptions=True)
+            raise
+        if graph is not None:
+            await graph
+
+        fact_texts = [f.text or f"{f.head} {f.relation} {f.tail}" for f in result.facts]
+        if when is not None and self.kg_client is not None:
+            result.header = render_header(self.header_template, when)
+        with t.stage("prompt"):
+            kwargs: dict[str, Any] = {
+                "query": question,
+                "documents": [c.text or "" for c in result.chunks],
+                "document_ids": [c.chunk_id for c in result.chunks],
+                "facts": fact_texts,
+            }
+            if when is not None:
+                kwargs["at_time"] = result.at_time
+                if result.header is not None:
+                    kwargs["snapshot_header"] = result.header
+            answer = await self.prompt_client.document_prompt(**kwargs)
+        result.answer = answer.text
+        result.cited = [c.chunk_id for c in result.chunks if _cites(result.answer, c.chunk_id)]
+        t.ms["total"] = round((time.perf_counter() - started) * 1000, 3)
+        result.timings_ms = t.ms
+        return result
+
+    # -- the document paths --------------------------------------------------------------------
+
+    async def _documents(self, question, mode, limit, collection, result: RagAnswer, t: _Timings) -> list[ChunkMatch]:
+        if mode == "vector":
+            result.paths.append("vector")
+            return await self._vector(question, limit, collection, result, t)
+        if mode == "keyword":
+            result.paths.append("keyword")
+            return await self._keyword(question, limit, collection, t)
+        result.paths += ["vector", "keyword"]
+        vector, keyword = await asyncio.gather(
+            self._bounded(self._vector(question, limit, collection, result, t)),
+            self._bounded(self._keyword(question, limit, collection, t)),
+            return_exceptions=True,
+        )
+        failed = [(name, r) for name, r in (("vector", vector), ("keyword", keyword)) if isinstance(r, BaseException)]
+        for name, exc in failed:
+            if not isinstance(exc, Exception):
+                raise exc  # cancellation is not a degraded path
+            log.warning("hybrid query: the %s path failed, answering without it: %s", name, _why(exc))
+            result.degrade(name, _why(exc))
+        if len(failed) == 2:
+            raise RuntimeError(f"both retrieval paths failed: {'; '.join(result.problems)}")
+        if failed:
+            return (keyword if failed[0][0] == "vector" else vector)[:limit]
+        with t.stage("fuse"):
+            return rrf_fuse([vector, keyword], [self.vector_weight, self.keyword_weight], limit)
+
+    async def _bounded(self, work: Awaitable[list[ChunkMatch]]) -> list[ChunkMatch]:
+        if self.path_timeout_s is None:
+            return await work
+        async with asyncio.timeout(self.path_timeout_s):
+            return await work
+
+    async def _vector(self, question, limit, collection, result: RagAnswer, t: _Timings) -> list[ChunkMatch]:
+        with t.stage("concepts"):
+            concepts = await self._concepts(question, result)
+        with t.stage("embed"):
+            vectors = await self.embeddings_client.embed(concepts)
+        with t.stage("vector_query"):
+            lists = await asyncio.gather(*(self._vector_query(v, limit, collection) for v in vectors))
+        return rrf_fuse(lists, [1.0] * len(lists), limit) if len(lists) > 1 else list(lists[0])[:limit]
+
+    async def _vector_query(self, vector, limit, collection) -> list[ChunkMatch]:
+        if collection == DEFAULT_COLLECTION:
+            return await self.doc_embeddings_client.query([vector], limit=limit)
+        return await self.doc_embeddings_client.query([vector], limit=limit, collection=collection)
+
+    async def _concepts(self, question: str, result: RagAnswer) -> list[str]:
+        """The question first, then what extract-concepts adds; the question alone if it fails."""
+        try:
+            reply = await self.prompt_client.prompt("extract-concepts", variables={"query": question})
+        except Exception as exc:
+            log.warning("concept extraction failed, embedding the question alone: %s", _why(exc))
+            result.degrade("concepts", _why(exc))
+            return [question]
+        concepts = [question]
+        for line in reply.text.splitlines():
+            line = line.strip()
+            if line and line not in concepts and len(concepts) < self.max_concepts:
+                concepts.append(line)
+        return concepts
+
+    async def _keyword(self, question, limit, collection, t: _Timings) -> list[ChunkMatch]:
+        with t.stage("keyword_query"):
+            if collection == DEFAULT_COLLECTION:
+                return list(await self.kw_index_client.query(query=question, limit=limit))
+            return list(await self.kw_index_client.query(query=question, limit=limit, collection=collection))
+
+    # -- chunk texts and the graph -------------------------------------------------------------
+
+    async def _texts(self, matches: Sequence[ChunkMatch], collection: str, result: RagAnswer) -> list[ChunkMatch]:
+        async def text_of(match: ChunkMatch) -> str:
+            if match.text is not None:
+                return match.text
+            if collection == DEFAULT_COLLECTION:
+                return await self.fetch_chunk(match.chunk_id)
+            return await self.fetch_chunk(match.chunk_id, collection=collection)
+
+        texts = await asyncio.gather(*(text_of(m) for m in matches), return_exceptions=True)
+        kept = []
+        for match, text in zip(matches, texts):
+            if isinstance(text, BaseException):
+                if not isinstance(text, Exception):
+                    raise text
+                result.degrade("fetch-chunk", f"{match.chunk_id}: {_why(text)}")
+                continue
+            kept.append(match if match.text == text else _with_text(match, text))
+        return kept
+
+    async def _graph(self, question, when, collection, result: RagAnswer, t: _Timings) -> None:
+        with t.stage("kg"):
+            try:
+                kwargs: dict[str, Any] = {"at_time": iso(when) if when else None, "limit": self.fact_limit}
+                if collection != DEFAULT_COLLECTION:
+                    kwargs["collection"] = collection
+                found = await self._bounded(self.kg_client.query(question, **kwargs))
+            except Exception as exc:
+                log.warning("the graph path failed, answering without facts: %s", _why(exc))
+                result.degrade("kg", _why(exc))
+                return
+        result.paths.append("kg")
+        result.facts = list(found.facts)
+        result.rejected = list(getattr(found, "rejected", []))
+
+
+def _check_mode(mode: str, kw_index_client: Any) -> None:
+    if mode not in MODES:
+        raise ValueError(f"unknown retrieval mode {mode!r}; use one of {', '.join(MODES)}")
+    if mode in ("keyword", "hybrid") and kw_index_client is None:
+        raise ValueError(f"retrieval mode {mode!r} needs a keyword index client (kw_index_client)")
+
+
+def _check_limit(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{name} must be 0 or more, got {value}")
+    return value
+
+
+def _with_text(match: ChunkMatch, text: str) -> ChunkMatch:
+    return msgspec.structs.replace(match, text=text)
+
+
+def _cites(answer: str, chunk_id: str) -> bool:
+    return re.search(rf"\[{re.escape(chunk_id)}\]", answer) is not None
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    return f"{type(exc).__name__}: {exc}"[:300]

@@ -1,0 +1,79 @@
+"""The document-rag processor: the thin bus wrapper around ``DocumentRag``.
+
+It builds one ``DocumentRag`` in ``start()`` from typed clients on its own
+``RequestClient``; the core holds no per-query state, so every request
+shares it. A request's ``mode``, ``doc_limit``, ``at_time`` and
+``collection`` go to ``DocumentRag.query``; bad input and failed sub-requests
+become error responses (or degraded answers, see ``core.py``).
+"""
+
+from __future__ import annotations
+
+from processors.client import RequestClient
+from processors.clients import (
+    DocEmbeddingsClient,
+    EmbedClient,
+    FetchChunkClient,
+    KeywordClient,
+    KgClient,
+    PromptClient,
+)
+from processors.processor import Processor, RequestContext
+from schema import DocumentRagRequest, DocumentRagResponse, check_collection
+
+from .core import DocumentRag
+from .settings import DocumentRagSettings
+
+
+class DocumentRagProcessor(Processor[DocumentRagRequest, DocumentRagResponse]):
+    request_type = DocumentRagRequest
+    response_type = DocumentRagResponse
+    Settings = DocumentRagSettings
+
+    settings: DocumentRagSettings
+
+    def __init__(self, name: str, settings: DocumentRagSettings) -> None:
+        super().__init__(name, settings)
+        self._client: RequestClient | None = None
+        self._rag: DocumentRag | None = None
+
+    async def start(self) -> None:
+        s = self.settings
+        self._client = client = await RequestClient(self.bus, name=self.name, timeout_s=s.call_timeout_s).start()
+        self._rag = DocumentRag(
+            PromptClient(client, topic=s.prompt_topic),
+            EmbedClient(client, topic=s.embed_topic),
+            DocEmbeddingsClient(client, topic=s.doc_embeddings_topic),
+            FetchChunkClient(client, topic=s.fetch_chunk_topic),
+            kw_index_client=KeywordClient(client, topic=s.keyword_topic),
+            kg_client=KgClient(client, topic=s.kg_topic) if s.use_graph else None,
+            retrieval_mode=s.retrieval_mode,
+            vector_weight=s.vector_weight,
+            keyword_weight=s.keyword_weight,
+            doc_limit=s.doc_limit,
+            max_concepts=s.max_concepts,
+            fact_limit=s.fact_limit,
+            path_timeout_s=s.path_timeout_s,
+            max_query_chars=s.max_query_chars,
+        )
+
+    async def close(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.close()
+
+    async def handle(self, request: DocumentRagRequest, context: RequestContext) -> DocumentRagResponse:
+        if self._rag is None:
+            raise RuntimeError(f"{self.name} is not started")
+        check_collection(request.collection)
+        if request.doc_limit is not None and request.doc_limit > self.settings.max_doc_limit:
+            raise ValueError(f"doc_limit {request.doc_limit} is over max_doc_limit={self.settings.max_doc_limit}")
+        r = await self._rag.query(
+            request.query, mode=request.mode, at_time=request.at_time, doc_limit=request.doc_limit,
+            collection=request.collection,
+        )
+        return DocumentRagResponse(
+            answer=r.answer, chunks=r.chunks, cited=r.cited, facts=r.facts, rejected=r.rejected,
+            at_time=r.at_time, header=r.header, paths=r.paths, degraded=r.degraded, problems=r.problems,
+            timings_ms=r.timings_ms,
+        )

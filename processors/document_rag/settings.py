@@ -1,0 +1,59 @@
+"""Every default of the document-rag processor, in one place.
+
+``[processors.document-rag]`` in the settings sets any of them, e.g.::
+
+    [processors.document-rag]
+    class = "processors.document_rag:DocumentRagProcessor"
+    retrieval_mode = "hybrid"
+    keyword_weight = 0.5
+
+and environment variables override them: ``RAGBUS_PROCESSORS__DOCUMENT_RAG__DOC_LIMIT=8``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+from config.settings import ProcessorSettings
+from schema import topics as t
+
+Positive = Annotated[float, msgspec.Meta(gt=0)]
+Weight = Annotated[float, msgspec.Meta(ge=0)]
+
+
+class DocumentRagSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=True):
+    # The mode of a request that names none ("vector" in the request Struct) is the request's;
+    # this is the mode DocumentRag is built with, used by callers of the core.
+    retrieval_mode: Literal["vector", "keyword", "hybrid"] = "vector"
+    # Weighted reciprocal rank fusion of the hybrid mode: score = weight / (60 + rank), summed.
+    vector_weight: Weight = 1.0
+    keyword_weight: Weight = 1.0
+    # Chunks an answer is drawn from, unless the request says; a request may ask for up to max_doc_limit.
+    doc_limit: Annotated[int, msgspec.Meta(ge=0)] = 5
+    max_doc_limit: Annotated[int, msgspec.Meta(ge=1)] = 50
+    # The question plus at most this many concepts from extract-concepts are embedded.
+    max_concepts: Annotated[int, msgspec.Meta(ge=1)] = 4
+    # Graph facts given to the answer.
+    fact_limit: Annotated[int, msgspec.Meta(ge=0)] = 8
+    # Longer questions are refused.
+    max_query_chars: Annotated[int, msgspec.Meta(ge=1)] = 10_000
+    # Each sub-request waits this long for its answer. The keyword side of hybrid and the graph
+    # path are optional: past path_timeout_s the answer goes on without them (and says so).
+    # Both stay under handler_timeout_s, so a dead sub-service degrades the answer, not the reply.
+    call_timeout_s: Positive = 10.0
+    path_timeout_s: Positive = 5.0
+    # Whether the graph path runs at all.
+    use_graph: bool = True
+    # The topics of the processors it calls.
+    prompt_topic: str = t.PROMPT
+    embed_topic: str = t.EMBED
+    doc_embeddings_topic: str = t.DOC_EMBEDDINGS_QUERY
+    fetch_chunk_topic: str = t.FETCH_CHUNK
+    keyword_topic: str = t.KEYWORD_QUERY
+    kg_topic: str = t.KG_QUERY
+
+    def __post_init__(self) -> None:
+        if self.path_timeout_s > self.call_timeout_s:
+            raise ValueError(f"path_timeout_s={self.path_timeout_s} exceeds call_timeout_s={self.call_timeout_s}")

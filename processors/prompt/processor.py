@@ -1,0 +1,102 @@
+"""The prompt processor: a template id and its variables to text, with the backend its settings name."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Protocol
+
+import msgspec
+
+from processors.processor import Processor, RequestContext
+from schema import PromptRequest, PromptResult
+
+from . import templates, variables
+from .settings import PromptSettings
+from .templates import Template
+from .variables import PromptInput
+
+
+class Backend(Protocol):
+    name: str  # what PromptResult.backend says
+
+    async def start(self) -> None: ...
+
+    async def answer(self, template_id: str, prompt: str, inp: PromptInput, deadline: float | None = None) -> PromptResult:
+        """The result for the rendered ``prompt``; ``deadline`` is on the event loop's clock."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+def make_backend(settings: PromptSettings) -> Backend:
+    # Imported here: each backend's dependencies load only when it is chosen.
+    if settings.backend == "extractive":
+        from .extractive_backend import ExtractiveBackend
+
+        return ExtractiveBackend(settings.extractive, settings.max_concepts)
+    if settings.backend == "openai":
+        from .openai_backend import OpenAIBackend
+
+        return OpenAIBackend(settings.openai, settings.max_concepts)
+    raise ValueError(f"unknown prompt backend {settings.backend!r}; expected 'extractive' or 'openai'")
+
+
+def load_templates(settings: PromptSettings) -> dict[str, Template]:
+    """Every template of the settings' directory, checked; ``TemplateError`` names the first bad one."""
+    directory = Path(settings.templates_dir).expanduser() if settings.templates_dir else templates.DEFAULT_DIR
+    allowed_for, default_allowed = variables.allowed_names(settings.template_variables)
+    return templates.load_dir(directory, allowed_for, default_allowed)
+
+
+class PromptProcessor(Processor[PromptRequest, PromptResult]):
+    request_type = PromptRequest
+    response_type = PromptResult
+    Settings = PromptSettings
+
+    settings: PromptSettings
+
+    def __init__(self, name: str, settings: PromptSettings) -> None:
+        super().__init__(name, settings)
+        self.templates: dict[str, Template] = {}
+        self.backend: Backend | None = None
+
+    async def start(self) -> None:
+        # A broken template stops the start: better than an error on every request that uses it.
+        self.templates = load_templates(self.settings)
+        backend = make_backend(self.settings)
+        try:
+            await backend.start()
+        except BaseException:
+            await backend.close()  # the base calls close() only after a successful start()
+            raise
+        self.backend = backend
+
+    async def close(self) -> None:
+        if self.backend is not None:
+            backend, self.backend = self.backend, None
+            await backend.close()
+
+    async def handle(self, request: PromptRequest, context: RequestContext) -> PromptResult:
+        if self.backend is None:
+            raise RuntimeError(f"{self.name} is not started")
+        # The caller's mistakes are answered as such, not logged as failures of this processor.
+        try:
+            template = templates.lookup(self.templates, request.template_id)
+            inp = variables.check(template, request.variables)
+        except templates.UnknownTemplate as exc:
+            return self._refuse(request, "UnknownTemplate", str(exc))
+        except variables.ValidationError as exc:
+            return self._refuse(request, "ValidationError", str(exc))
+        prompt = template.render(inp.values(template.placeholders))
+        return await self.backend.answer(template.template_id, prompt, inp, self._deadline(context))
+
+    def _refuse(self, request: PromptRequest, error_type: str, message: str) -> PromptResult:
+        return msgspec.structs.replace(self._error(error_type, message), template_id=request.template_id[:200])
+
+    def _deadline(self, context: RequestContext) -> float:
+        limit = self.settings.handler_timeout_s
+        left = context.remaining_s()
+        if left is not None:
+            limit = min(limit, left)
+        return asyncio.get_running_loop().time() + limit

