@@ -152,7 +152,7 @@ class DocumentRag:
             raise ValueError("the question is empty")
         if len(question) > self.max_query_chars:
             raise ValueError(f"the question is {len(question)} characters, over the limit of {self.max_query_chars}")
-        mode = mode or self.retrieval_mode
+        mode = self.retrieval_mode if mode is None else mode
         _check_mode(mode, self.kw_index_client)
         limit = self.doc_limit if doc_limit is None else _check_limit("doc_limit", doc_limit)
         when = parse_instant(at_time, what="at_time") if at_time is not None else None
@@ -174,7 +174,7 @@ class DocumentRag:
             await graph
 
         fact_texts = [f.text or f"{f.head} {f.relation} {f.tail}" for f in result.facts]
-        if when is not None and self.kg_client is not None:
+        if when is not None and "kg" in result.paths:
             result.header = render_header(self.header_template, when)
         with t.stage("prompt"):
             kwargs: dict[str, Any] = {
@@ -218,7 +218,7 @@ class DocumentRag:
         if len(failed) == 2:
             raise RuntimeError(f"both retrieval paths failed: {'; '.join(result.problems)}")
         if failed:
-            return (keyword if failed[0][0] == "vector" else vector)[:limit]
+            return _dedup(keyword if failed[0][0] == "vector" else vector, limit)
         with t.stage("fuse"):
             return rrf_fuse([vector, keyword], [self.vector_weight, self.keyword_weight], limit)
 
@@ -235,7 +235,7 @@ class DocumentRag:
             vectors = await self.embeddings_client.embed(concepts)
         with t.stage("vector_query"):
             lists = await asyncio.gather(*(self._vector_query(v, limit, collection) for v in vectors))
-        return rrf_fuse(lists, [1.0] * len(lists), limit) if len(lists) > 1 else list(lists[0])[:limit]
+        return rrf_fuse(lists, [1.0] * len(lists), limit)
 
     async def _vector_query(self, vector, limit, collection) -> list[ChunkMatch]:
         if collection == DEFAULT_COLLECTION:
@@ -260,8 +260,8 @@ class DocumentRag:
     async def _keyword(self, question, limit, collection, t: _Timings) -> list[ChunkMatch]:
         with t.stage("keyword_query"):
             if collection == DEFAULT_COLLECTION:
-                return list(await self.kw_index_client.query(query=question, limit=limit))
-            return list(await self.kw_index_client.query(query=question, limit=limit, collection=collection))
+                return _dedup(await self.kw_index_client.query(query=question, limit=limit), limit)
+            return _dedup(await self.kw_index_client.query(query=question, limit=limit, collection=collection), limit)
 
     # -- chunk texts and the graph -------------------------------------------------------------
 
@@ -313,6 +313,11 @@ def _check_limit(name: str, value: Any) -> int:
     if value < 0:
         raise ValueError(f"{name} must be 0 or more, got {value}")
     return value
+
+
+def _dedup(matches: Sequence[ChunkMatch], limit: int) -> list[ChunkMatch]:
+    """One ranking as it came, each chunk id once (at its best rank), empty ids left out."""
+    return rrf_fuse([matches], [1.0], limit)
 
 
 def _with_text(match: ChunkMatch, text: str) -> ChunkMatch:
