@@ -161,14 +161,19 @@ class Processor(Generic[Req, Resp]):
         left = context.remaining_s()
         if left is not None:
             limit = min(limit, left)
+        deadline = asyncio.timeout(limit)
         try:
-            async with asyncio.timeout(limit):
+            async with deadline:
                 return await self.handle(request, context)
-        except TimeoutError:
-            self._timeouts.inc()
+        except TimeoutError as exc:
             if self.response_type is None:
                 raise
-            return self._error("Timeout", f"{self.name} did not finish within {limit:.3f}s")
+            if deadline.expired():
+                self._timeouts.inc()
+                return self._error("Timeout", f"{self.name} did not finish within {limit:.3f}s")
+            # Not this handler's limit: something it waited for (a sub-request) timed out.
+            log.warning("%s: request %s: %s", self.name, context.request_id, exc or "timed out")
+            return self._error("Timeout", str(exc) or "a call of the handler timed out")
         except Exception as exc:
             if self.response_type is None:
                 raise  # no one to tell: retry, then dead-letter

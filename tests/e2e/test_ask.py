@@ -137,3 +137,17 @@ async def test_hybrid_survives_a_dead_keyword_worker(tmp_path, monkeypatch):
         assert r.degraded == ["keyword"] and "timed out" in r.problems[0]
         assert r.cited and r.cited[0].startswith("loops#")
         assert r.timings_ms["total"] < 30_000  # within the handler timeout, not stuck on the dead path
+
+
+async def test_a_dead_embed_worker_gets_an_error_response_within_the_call_timeout(tmp_path, monkeypatch):
+    url = f"memory://{tmp_path.name}"
+    async with pipeline(url, tmp_path, monkeypatch):
+        pass
+    env = {"RAGBUS_PROCESSORS__DOCUMENT_RAG__CALL_TIMEOUT_S": "1", "RAGBUS_PROCESSORS__DOCUMENT_RAG__PATH_TIMEOUT_S": "1"}
+    async with pipeline(f"{url}-2", tmp_path, monkeypatch, without=("embed", "document-load"), env=env) as ask:
+        # The vector path cannot degrade in vector mode: the answer is an error that says what timed out.
+        with pytest.raises(RemoteError, match="embed"):
+            await ask("What does the else clause of a for loop do?", mode="vector")
+        # Hybrid answers from the keyword path alone, and says the vector path degraded.
+        r = await ask("What does the else clause of a for loop do?", mode="hybrid")
+        assert r.degraded == ["vector"] and r.cited and r.cited[0].startswith("loops#")
