@@ -149,6 +149,9 @@ class OnnxBackend:
         options = ort.SessionOptions()
         options.intra_op_num_threads = s.threads or cpu_count()
         options.inter_op_num_threads = 1
+        spin = "1" if s.spin else "0"
+        options.add_session_config_entry("session.intra_op.allow_spinning", spin)
+        options.add_session_config_entry("session.inter_op.allow_spinning", spin)
         try:
             session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own exception types for a bad file
