@@ -7,8 +7,12 @@ faiss, tantivy, networkx).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
+import json
+import os
+import sys
 import uuid
 
 import msgspec
@@ -125,6 +129,17 @@ async def test_ask_in_every_mode_against_a_real_broker(which, request, tmp_path,
     async with pipeline(url, tmp_path, monkeypatch, bus_settings=settings_for_tests(), collection=collection) as ask:
         await check_modes(ask)
         await check_time_scoped_facts(ask)
+        # `ragbus ask --bus URL` starts nothing: it publishes the question and waits for these workers.
+        env = {**os.environ, "RAGBUS_DATA_DIR": str(tmp_path / "unused"), "RAGBUS_BUS__PULSAR__CONSUMER_ID_SPREAD": "8"}
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "processors.cli", "ask", "What does the else clause of a for loop do?",
+            "--bus", url, "--collection", collection, "--mode", "hybrid", "--json",
+            env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
+        assert proc.returncode == 0, err.decode()
+        answer = json.loads(out)
+        assert answer["cited"] and answer["cited"][0].startswith("loops#")
+        assert not (tmp_path / "unused").exists()  # no store was opened: no processor ran there
 
 
 async def test_hybrid_survives_a_dead_keyword_worker(tmp_path, monkeypatch):
