@@ -11,7 +11,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 
@@ -46,6 +46,9 @@ class ProcessorSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
 
 class ClientSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     request_timeout_s: float = 30.0
+    # An unanswered request is published again (same request id) this often until it times
+    # out, so one lost with a dead worker is served by another replica. 0 = never.
+    resend_after_s: Annotated[float, msgspec.Meta(ge=0)] = 10.0
 
 
 class MetricsSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

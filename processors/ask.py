@@ -89,12 +89,16 @@ async def ask(args: argparse.Namespace) -> int:
     url = args.bus or settings.bus.url
     embedded = url.startswith("memory")
     async with embedded_processors(settings, PIPELINE, url):
-        async with await connect(url, settings.bus) as bus, RequestClient(bus, name="ask") as client:
+        async with await connect(url, settings.bus) as bus:
             if embedded:
-                await first_use(client, settings, args.collection)
-            rag = DocumentRagClient(client, timeout=settings.client.request_timeout_s)
-            response = await rag.ask(args.question, mode=args.mode, at_time=args.at, doc_limit=args.doc_limit,
-                                     collection=args.collection)
+                async with RequestClient(bus, name="ingest") as loader:  # no resending: loads are slow
+                    await first_use(loader, settings, args.collection)
+            client = RequestClient(bus, name="ask", timeout_s=settings.client.request_timeout_s,
+                                   resend_after_s=settings.client.resend_after_s or None)
+            async with client:
+                rag = DocumentRagClient(client, timeout=settings.client.request_timeout_s)
+                response = await rag.ask(args.question, mode=args.mode, at_time=args.at,
+                                         doc_limit=args.doc_limit, collection=args.collection)
     if args.json:
         print(msgspec.json.encode(response).decode())
     else:

@@ -6,6 +6,12 @@ every replica of the caller. One reader task resolves the waiting futures;
 thousands of calls may be in flight. A call that times out raises
 ``RequestTimeout``; a response that arrives after that, or a second response
 to one request, is dropped and counted.
+
+With ``resend_after_s``, a call unanswered after that long is published again
+under the same request id (``attempt`` 2, 3...) until its timeout: a request
+held by a worker that died, or lost by a broker, is then served by another
+replica. The first response wins; the others count as duplicates. Requests
+must therefore be safe to serve twice, which every query topic is.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from schema import REPLY_PREFIX, DecodeError, decode, encode
 
 from . import metrics
 from .bus import Bus, SubscriptionClosed
-from .envelope import REQUEST_ID, new_request_id, request_headers
+from .envelope import ATTEMPT, REQUEST_ID, new_request_id, request_headers
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +61,18 @@ class ClientStats:
     late: int = 0
     duplicates: int = 0
     undecodable: int = 0
+    resent: int = 0
 
 
 class RequestClient:
-    def __init__(self, bus: Bus, *, name: str = "client", timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, bus: Bus, *, name: str = "client", timeout_s: float = 30.0, resend_after_s: float | None = None
+    ) -> None:
+        if resend_after_s is not None and resend_after_s <= 0:
+            raise ValueError(f"resend_after_s must be positive, got {resend_after_s}")
         self.bus = bus
         self.timeout_s = timeout_s
+        self.resend_after_s = resend_after_s
         self.reply_topic = f"{REPLY_PREFIX}{name}.{uuid.uuid4().hex[:16]}"
         self.stats = ClientStats()
         self._pending: dict[str, asyncio.Future[bytes]] = {}
@@ -133,6 +145,15 @@ class RequestClient:
                 await self.bus.publish(topic, body, headers)
                 self.stats.sent += 1
                 counted[0].inc()
+                attempt = 1
+                while self.resend_after_s is not None:
+                    done, _ = await asyncio.wait([future], timeout=self.resend_after_s)
+                    if done:
+                        break
+                    attempt += 1
+                    headers = {**headers, ATTEMPT: str(attempt)}
+                    await self.bus.publish(topic, body, headers)
+                    self.stats.resent += 1
                 response = await future
         except TimeoutError:
             self.stats.timeouts += 1

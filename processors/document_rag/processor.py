@@ -39,7 +39,9 @@ class DocumentRagProcessor(Processor[DocumentRagRequest, DocumentRagResponse]):
 
     async def start(self) -> None:
         s = self.settings
-        self._client = client = await RequestClient(self.bus, name=self.name, timeout_s=s.call_timeout_s).start()
+        self._client = client = await RequestClient(
+            self.bus, name=self.name, timeout_s=s.call_timeout_s, resend_after_s=s.resend_after_s or None
+        ).start()
         self._rag = DocumentRag(
             PromptClient(client, topic=s.prompt_topic),
             EmbedClient(client, topic=s.embed_topic),

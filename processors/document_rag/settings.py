@@ -44,6 +44,9 @@ class DocumentRagSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields
     # Both stay under handler_timeout_s, so a dead sub-service degrades the answer, not the reply.
     call_timeout_s: Positive = 10.0
     path_timeout_s: Positive = 5.0
+    # A sub-request unanswered this long is sent again under the same id, so one held by a
+    # worker that died is served by another replica within the call timeout. 0 = never.
+    resend_after_s: Annotated[float, msgspec.Meta(ge=0)] = 3.0
     # Whether the graph path runs at all.
     use_graph: bool = True
     # The topics of the processors it calls.

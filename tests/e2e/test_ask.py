@@ -16,7 +16,6 @@ import sys
 import uuid
 
 import msgspec
-
 import pytest
 
 from config.settings import load_settings
