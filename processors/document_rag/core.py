@@ -16,9 +16,9 @@ Per query, with the data dependencies as the only ordering:
   - ``keyword``: the raw question to ``kw_index_client.query`` only, in BM25
     order; no concepts, no embedding;
   - ``hybrid``: both concurrently, fused by ``rrf_fuse`` with
-    ``vector_weight`` / ``keyword_weight``. If one side fails (or takes
-    longer than ``path_timeout_s``) the other answers alone and the response
-    says which degraded;
+    ``vector_weight`` / ``keyword_weight``. If one side fails (the keyword
+    side also when it takes longer than ``path_timeout_s``) the other answers
+    alone and the response says which degraded;
 - the graph path, concurrently with the document path, when a ``kg_client``
   is wired: facts about the entities the question names, ontology-checked
   and valid at ``at_time``; a failing graph path degrades, never fails the query;
@@ -204,8 +204,10 @@ class DocumentRag:
             result.paths.append("keyword")
             return await self._keyword(question, limit, collection, t)
         result.paths += ["vector", "keyword"]
+        # The keyword side is optional and bounded by path_timeout_s; the vector side is the
+        # answer's backbone and gets the whole call timeout (its sub-requests are resent meanwhile).
         vector, keyword = await asyncio.gather(
-            self._bounded(self._vector(question, limit, collection, result, t)),
+            self._vector(question, limit, collection, result, t),
             self._bounded(self._keyword(question, limit, collection, t)),
             return_exceptions=True,
         )
