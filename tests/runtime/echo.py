@@ -16,7 +16,6 @@ class EchoRequest(msgspec.Struct, kw_only=True):
     text: str
     delay_s: float = 0.0
     fail: str | None = None  # raise RuntimeError with this message
-    inner_timeout: str | None = None  # raise TimeoutError with this message, as a timed-out sub-request does
 
 
 class EchoResponse(msgspec.Struct, kw_only=True):
@@ -40,6 +39,4 @@ class EchoProcessor(Processor[EchoRequest, EchoResponse]):
             await asyncio.sleep(request.delay_s)
         if request.fail is not None:
             raise RuntimeError(request.fail)
-        if request.inner_timeout is not None:
-            raise TimeoutError(request.inner_timeout)
         return EchoResponse(text=self.settings.prefix + request.text, request_id=context.request_id, pid=os.getpid())

@@ -140,12 +140,20 @@ async def test_handler_over_its_time_limit_gets_a_timeout_error(open_bus, topic)
     assert response.error is not None and response.error.type == "Timeout"
 
 
+class InnerTimeout(EchoProcessor):
+    """Raises TimeoutError with the request's text, as a handler whose sub-request timed out does."""
+
+    async def handle(self, request, context):
+        raise TimeoutError(request.text)
+
+
 async def test_a_timeout_inside_the_handler_is_reported_as_itself_not_as_the_handler_limit(open_bus, topic):
     bus = await open_bus()
     before = counter(metrics.timeouts, "echo")
-    async with serving(bus, echo(topic)), client_on(bus) as client:
+    processor = InnerTimeout("echo", EchoSettings(topic=topic, group=f"echo-{topic}"))
+    async with serving(bus, processor), client_on(bus) as client:
         inner = "no response on 'embed' to request r1 within 1s"
-        response = await client.request(topic, EchoRequest(text="x", inner_timeout=inner), EchoResponse, timeout=30)
+        response = await client.request(topic, EchoRequest(text=inner), EchoResponse, timeout=30)
     assert response.error is not None and (response.error.type, response.error.message) == ("Timeout", inner)
     assert counter(metrics.timeouts, "echo") == before  # the handler itself was within its limit
 
