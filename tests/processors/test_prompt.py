@@ -276,7 +276,9 @@ async def prompt(tmp_path_factory):
     for path in tpl.DEFAULT_DIR.glob("*.txt"):
         (directory / path.name).write_text(path.read_text())
     (directory / "greet.txt").write_text("Hello {name}! You asked: {query}")
-    served = processor(templates_dir=str(directory), template_variables=["name"], handler_timeout_s=10)
+    # Concepts on (the default is off): the module tests what extraction does.
+    served = processor(templates_dir=str(directory), template_variables=["name"], handler_timeout_s=10,
+                       max_concepts=8)
     async with serve(served, timeout=20) as client:
         yield client
 
@@ -376,16 +378,16 @@ async def test_settings_from_a_file_and_the_environment(tmp_path):
     built = build_processor(load_settings(config, environ={}), "prompt")
     assert isinstance(built, PromptProcessor)
     s = built.settings
-    assert s.topic == "prompt" and s.backend == "extractive" and s.max_concepts == 8
+    assert s.topic == "prompt" and s.backend == "extractive" and s.max_concepts == 0
     assert s.extractive.max_sentences == 5 and s.openai.max_retries == 3
     env = {
-        "RAGBUS_PROCESSORS__PROMPT__MAX_CONCEPTS": "0",
+        "RAGBUS_PROCESSORS__PROMPT__MAX_CONCEPTS": "3",
         "RAGBUS_PROCESSORS__PROMPT__BACKEND": "openai",
         "RAGBUS_PROCESSORS__PROMPT__OPENAI__BASE_URL": "http://127.0.0.1:9/v1",
         "RAGBUS_PROCESSORS__PROMPT__EXTRACTIVE__MAX_SENTENCES": "2",
     }
     s = build_processor(load_settings(config, environ=env), "prompt").settings
-    assert s.max_concepts == 0 and s.backend == "openai" and s.openai.base_url == "http://127.0.0.1:9/v1"
+    assert s.max_concepts == 3 and s.backend == "openai" and s.openai.base_url == "http://127.0.0.1:9/v1"
     assert s.extractive.max_sentences == 2
     with pytest.raises(SettingsError, match="backend"):
         build_processor(load_settings(config, environ={"RAGBUS_PROCESSORS__PROMPT__BACKEND": "gpt"}), "prompt")

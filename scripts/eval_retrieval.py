@@ -1,0 +1,372 @@
+"""Retrieval quality of every mode, with LangChain's and LlamaIndex's hybrid retrievers beside it, in one run.
+
+    python scripts/eval_retrieval.py [--slice N] [--modes vector,keyword,hybrid,...]
+                                     [--peers | --no-peers] [--data-dir DIR] [--per-question FILE]
+
+The corpus is the Python language reference (``pydoc_data.topics``),
+ingested through the real pipeline (chunker, embed, faiss and tantivy
+stores) on a ``memory://`` bus into a temporary data dir (``--data-dir``
+keeps it, and reuses it when it already holds the corpus). The questions
+are ``scripts/eval/questions.jsonl`` (see ``scripts/eval/evalset.py`` for
+how they were made and what counts as relevant); ``--slice N`` takes a
+fixed, kind-stratified subset.
+
+Each mode asks its own document-rag processor through
+``DocumentRagClient`` for 10 chunks (graph path off, so only retrieval and
+the extractive answer run), one question at a time, the modes interleaved
+question by question so machine noise hits them alike:
+
+- ``vector``, ``keyword``, ``hybrid``: the configured defaults (today:
+  hybrid fuses by RRF with vector_weight = keyword_weight = 1; vector
+  embeds the question alone: the prompt processor's ``max_concepts = 0``);
+- ``vector-c1``, ``vector-c3``, ``hybrid-c3``: the question plus at most
+  1 or 3 concepts from extract-concepts (a prompt processor with concepts
+  on), the measurement that set that default;
+- ``hybrid-v2k1``, ``hybrid-v1k2``, ``hybrid-v1k3``: other RRF weightings
+  (vector:keyword).
+
+Peers (``--peers``, the default when their packages are installed: ``pip
+install -e '.[eval]'``) run in this process on the very chunks the stores
+hold and the same MiniLM vectors, k = 10: see ``scripts/eval/peers.py``.
+
+Printed: one markdown table, per question kind and overall, of nDCG@10,
+recall@5 and MRR@10 (computed by ``ir-measures`` on pytrec_eval, binary
+relevance) and the median latency: end to end (a document-rag request over
+the bus, including the extractive answer) and of retrieval alone (the
+orchestrator's total minus its answer stage; for a peer, its call).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+for p in (ROOT, ROOT / "scripts" / "eval"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+import evalset  # noqa: E402  (scripts/eval/evalset.py)
+
+from config.settings import Settings, load_settings, processor_settings  # noqa: E402
+from processors.bus import connect  # noqa: E402
+from processors.bus.memory import drop_memory_broker  # noqa: E402
+from processors.chunker.settings import ChunkerSettings  # noqa: E402
+from processors.client import RequestClient  # noqa: E402
+from processors.clients import DocumentRagClient, FetchChunkClient  # noqa: E402
+from processors.ingest import builtin_corpus, ingest  # noqa: E402
+from processors.worker import processors_running  # noqa: E402
+
+K = 10
+INGEST = ["embed", "document-load", "doc-embeddings-store", "doc-embeddings-delete", "keyword-store", "keyword-delete"]
+QUERY = ["embed", "doc-embeddings-query", "fetch-chunk", "keyword-query", "prompt"]
+STORES = ["doc-embeddings-store", "doc-embeddings-delete", "doc-embeddings-query", "fetch-chunk",
+          "keyword-store", "keyword-delete", "keyword-query"]
+CONCEPTS_PROMPT = "prompt-with-concepts"
+KINDS = (*evalset.KINDS, "all")
+
+
+@dataclass(frozen=True, slots=True)
+class Mode:
+    """One configuration of the orchestrator; None keeps the configured default."""
+
+    mode: str  # the request's retrieval mode
+    vector_weight: float | None = None
+    keyword_weight: float | None = None
+    # Concepts from extract-concepts embedded beside the question: n = at most n (a prompt processor
+    # with concepts on, and document-rag's max_concepts = n + 1); None = the configured default.
+    concepts: int | None = None
+
+
+MODES: dict[str, Mode] = {
+    "vector": Mode("vector"),
+    "vector-c1": Mode("vector", concepts=1),
+    "vector-c3": Mode("vector", concepts=3),
+    "keyword": Mode("keyword"),
+    "hybrid": Mode("hybrid"),
+    "hybrid-c3": Mode("hybrid", concepts=3),
+    "hybrid-v2k1": Mode("hybrid", 2.0, 1.0),
+    "hybrid-v1k2": Mode("hybrid", 1.0, 2.0),
+    "hybrid-v1k3": Mode("hybrid", 1.0, 3.0),
+}
+
+
+def processor_of(name: str) -> str:
+    """The document-rag section that serves mode ``name``."""
+    return f"document-rag-eval-{name}"
+
+
+@dataclass
+class Runs:
+    """What each system retrieved per question, and how long it took."""
+
+    ranked: dict[str, dict[str, list[str]]] = field(default_factory=lambda: defaultdict(dict))
+    latency_ms: dict[str, dict[str, float]] = field(default_factory=lambda: defaultdict(dict))  # end to end
+    retrieval_ms: dict[str, dict[str, float]] = field(default_factory=lambda: defaultdict(dict))
+    problems: list[str] = field(default_factory=list)
+
+
+# -- settings and the pipeline -----------------------------------------------------------------
+
+
+def eval_settings(data_dir: Path, modes: Mapping[str, Mode]) -> Settings:
+    """The packaged defaults, the stores in ``data_dir``, one document-rag section per mode (graph off)."""
+    settings = load_settings(environ={})
+    procs = {name: dict(section) for name, section in settings.processors.items()}
+    for name in STORES:
+        procs[name]["data_dir"] = str(data_dir)
+    for name in ("keyword-query", "doc-embeddings-query", "fetch-chunk"):
+        procs[name]["refresh_interval_s"] = 0
+    procs[CONCEPTS_PROMPT] = {**procs["prompt"], "max_concepts": 8}
+    for name, m in modes.items():
+        section = {**procs["document-rag"], "use_graph": False, "max_doc_limit": max(K, 50)}
+        if m.vector_weight is not None:
+            section["vector_weight"] = m.vector_weight
+        if m.keyword_weight is not None:
+            section["keyword_weight"] = m.keyword_weight
+        if m.concepts is not None:
+            section["prompt_topic"] = CONCEPTS_PROMPT
+            section["max_concepts"] = m.concepts + 1
+        procs[processor_of(name)] = section
+    settings.processors = procs
+    return settings
+
+
+def chunker_of(settings: Settings) -> ChunkerSettings:
+    return processor_settings(settings, "document-load", ChunkerSettings)
+
+
+async def ingest_corpus(settings: Settings, data_dir: Path, out=sys.stderr) -> None:
+    """The default corpus through document-load, unless ``data_dir`` already holds it."""
+    from processors.keyword.index import exists, index_path
+
+    if exists(index_path(data_dir, "default")):
+        print(f"reusing the corpus ingested in {data_dir}", file=out)
+        return
+    url = f"memory://eval-ingest-{uuid.uuid4().hex[:8]}"
+    documents = builtin_corpus("default")
+    print(f"ingesting {len(documents)} topics into {data_dir}", file=out)
+    started = time.perf_counter()
+    try:
+        async with processors_running(settings, INGEST, url, ready_timeout=300):
+            async with await connect(url, settings.bus) as bus, RequestClient(bus, name="eval-ingest") as client:
+                summary = await ingest(client, documents, timeout=600)
+    finally:
+        drop_memory_broker(url.removeprefix("memory://"))
+    if summary.failed:
+        raise RuntimeError(f"ingesting the corpus failed: {summary.failed[0]}")
+    print(f"ingested {summary.chunks} chunks in {time.perf_counter() - started:.0f} s", file=out)
+
+
+async def stored_chunks(client: RequestClient, expected: Mapping[str, str]) -> dict[str, str]:
+    """The chunks as the store holds them; their ids and texts must be the chunker's."""
+    fetch = FetchChunkClient(client, timeout=120)
+    ids = list(expected)
+    found: dict[str, str] = {}
+    for i in range(0, len(ids), 200):
+        found.update({c.chunk_id: c.text or "" for c in await fetch.fetch(ids[i : i + 200])})
+    differ = [i for i in ids if found.get(i) != expected[i]]
+    if differ or len(found) != len(expected):
+        raise RuntimeError(f"the store does not hold the chunker's chunks: {len(differ)} differ, e.g. {differ[:3]}")
+    return found
+
+
+async def run_modes(settings: Settings, questions: Sequence[evalset.Question], modes: Mapping[str, Mode],
+                    runs: Runs, expected: Mapping[str, str]) -> dict[str, str]:
+    """Every question through every mode's document-rag, interleaved; returns the stored chunks."""
+    url = f"memory://eval-query-{uuid.uuid4().hex[:8]}"
+    names = [*QUERY, *([CONCEPTS_PROMPT] if any(m.concepts is not None for m in modes.values()) else []),
+             *(processor_of(name) for name in modes)]
+    try:
+        async with processors_running(settings, names, url, ready_timeout=300):
+            async with await connect(url, settings.bus) as bus, RequestClient(bus, name="eval") as client:
+                chunks = await stored_chunks(client, expected)
+                clients = {name: DocumentRagClient(client, topic=processor_of(name), timeout=120) for name in modes}
+                for q in questions[:3]:  # warm up: first loads, first connections
+                    for name, m in modes.items():
+                        await clients[name].ask(q.question, mode=m.mode, doc_limit=K)
+                for n, q in enumerate(questions, 1):
+                    for name, m in modes.items():
+                        started = time.perf_counter()
+                        r = await clients[name].ask(q.question, mode=m.mode, doc_limit=K)
+                        runs.latency_ms[name][q.id] = (time.perf_counter() - started) * 1000
+                        runs.retrieval_ms[name][q.id] = r.timings_ms.get("total", 0.0) - r.timings_ms.get("prompt", 0.0)
+                        runs.ranked[name][q.id] = [c.chunk_id for c in r.chunks]
+                        if r.degraded:
+                            runs.problems.append(f"{name} {q.id}: degraded: {'; '.join(r.problems)}")
+                    if n % 25 == 0:
+                        print(f"  {n}/{len(questions)} questions", file=sys.stderr)
+    finally:
+        drop_memory_broker(url.removeprefix("memory://"))
+    return chunks
+
+
+def run_peers(settings: Settings, questions: Sequence[evalset.Question], chunks: Mapping[str, str],
+              runs: Runs, libraries: Sequence[str]) -> None:
+    import peers
+    from processors.embed.onnx_backend import OnnxBackend
+    from processors.embed.settings import EmbedSettings
+
+    embed = processor_settings(settings, "embed", EmbedSettings)
+    if embed.backend != "onnx":
+        runs.problems.append(f"peers skipped: the embed backend is {embed.backend!r}, not onnx")
+        return
+    backend = OnnxBackend(embed.onnx)
+    backend.load()
+    ids = list(chunks)
+    print(f"peers: embedding {len(ids)} chunks once for both libraries", file=sys.stderr)
+    corpus = peers.Corpus(
+        ids=ids, texts=[chunks[i] for i in ids], vectors=backend.embed_sync([chunks[i] for i in ids]),
+        embed_one=lambda text: backend.embed_sync([text])[0].tolist(),
+        embed_many=lambda texts: backend.embed_sync(list(texts)).tolist(),
+    )
+    retrievers, problems = peers.build(corpus, K, libraries)
+    runs.problems += [f"peer {p}" for p in problems]
+    for name, retrieve in retrievers.items():
+        for q in questions[:3]:
+            retrieve(q.question)
+        for q in questions:
+            started = time.perf_counter()
+            runs.ranked[name][q.id] = retrieve(q.question)
+            runs.retrieval_ms[name][q.id] = (time.perf_counter() - started) * 1000
+
+
+# -- metrics and the table ---------------------------------------------------------------------
+
+
+def measures():
+    from ir_measures import RR, R, nDCG
+
+    return {"nDCG@10": nDCG @ 10, "R@5": R @ 5, "MRR@10": RR @ 10}
+
+
+def per_question(relevant: Mapping[str, Sequence[str]], ranked: Mapping[str, Sequence[str]]) -> dict[str, dict[str, float]]:
+    """Metric name -> question id -> value, by ir-measures; a question with nothing retrieved scores 0."""
+    import ir_measures
+
+    wanted = measures()
+    qrels = [ir_measures.Qrel(qid, cid, 1) for qid, cids in relevant.items() for cid in cids]
+    run = [ir_measures.ScoredDoc(qid, cid, float(len(ids) - rank))  # strictly decreasing: no ties to re-sort
+           for qid, ids in ranked.items() for rank, cid in enumerate(dict.fromkeys(ids))]
+    by_measure = {str(m): name for name, m in wanted.items()}
+    values: dict[str, dict[str, float]] = {name: dict.fromkeys(relevant, 0.0) for name in wanted}
+    for metric in ir_measures.iter_calc(list(wanted.values()), qrels, run):
+        values[by_measure[str(metric.measure)]][metric.query_id] = float(metric.value)
+    return values
+
+
+def _median(values: Iterable[float]) -> float | None:
+    values = list(values)
+    return statistics.median(values) if values else None
+
+
+def table(questions: Sequence[evalset.Question], relevant: Mapping[str, Sequence[str]], runs: Runs,
+          systems: Sequence[str]) -> tuple[list[str], dict]:
+    kinds = {q.id: q.kind for q in questions}
+    scores = {s: per_question(relevant, runs.ranked[s]) for s in systems}
+    rows: dict[tuple[str, str], dict[str, float | None]] = {}
+    for kind in KINDS:
+        ids = [q.id for q in questions if kind in ("all", kinds[q.id])]
+        if not ids:
+            continue
+        for s in systems:
+            row: dict[str, float | None] = {m: statistics.fmean(scores[s][m][i] for i in ids) for m in measures()}
+            row["e2e"] = _median(runs.latency_ms[s][i] for i in ids if i in runs.latency_ms.get(s, {}))
+            row["retrieval"] = _median(runs.retrieval_ms[s][i] for i in ids if i in runs.retrieval_ms.get(s, {}))
+            row["n"] = len(ids)
+            rows[(kind, s)] = row
+    lines = ["| kind (questions) | system | nDCG@10 | R@5 | MRR@10 | p50 ms end to end | p50 ms retrieval |",
+             "|---|---|---|---|---|---|---|"]
+    for kind in KINDS:
+        group = {s: rows[(kind, s)] for s in systems if (kind, s) in rows}
+        if not group:
+            continue
+        best = {m: max(r[m] for r in group.values()) for m in measures()}
+        for s, r in group.items():
+            cells = [f"**{r[m]:.3f}**" if r[m] >= best[m] - 1e-12 else f"{r[m]:.3f}" for m in measures()]
+            ms = ["-" if r[c] is None else f"{r[c]:.1f}" for c in ("e2e", "retrieval")]
+            lines.append(f"| {kind} ({r['n']}) | {s} | {' | '.join(cells)} | {' | '.join(ms)} |")
+    return lines, {"rows": {f"{k}/{s}": r for (k, s), r in rows.items()}, "per_question": scores}
+
+
+# -- the run -----------------------------------------------------------------------------------
+
+
+async def evaluate(questions: Sequence[evalset.Question], mode_names: Sequence[str], *, data_dir: Path,
+                   peer_libraries: Sequence[str] = ()) -> tuple[list[str], dict, Runs]:
+    """Ingest if needed, run the modes (and peers), and return the table's lines, the numbers and the runs."""
+    modes = {name: MODES[name] for name in mode_names}
+    settings = eval_settings(data_dir, modes)
+    await ingest_corpus(settings, data_dir)
+    chunker = chunker_of(settings)
+    expected = evalset.corpus_chunks(chunker.chunk_size, chunker.chunk_overlap)
+    relevant = evalset.resolve(questions, expected)
+    runs = Runs()
+    print(f"asking {len(questions)} questions in {len(modes)} modes", file=sys.stderr)
+    chunks = await run_modes(settings, questions, modes, runs, expected)
+    if peer_libraries:
+        run_peers(settings, questions, chunks, runs, peer_libraries)
+    systems = [*modes, *(s for s in runs.ranked if s not in modes)]
+    lines, numbers = table(questions, relevant, runs, systems)
+    return lines, numbers, runs
+
+
+def peers_installed() -> list[str]:
+    import importlib.util
+
+    found = []
+    if importlib.util.find_spec("langchain_community") and importlib.util.find_spec("rank_bm25"):
+        found.append("langchain")
+    if importlib.util.find_spec("llama_index.core") and importlib.util.find_spec("llama_index.retrievers.bm25"):
+        found.append("llamaindex")
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--slice", type=int, default=0, help="a fixed kind-stratified subset of N questions")
+    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of: {', '.join(MODES)}")
+    parser.add_argument("--peers", action=argparse.BooleanOptionalAction, default=True,
+                        help="run the LangChain / LlamaIndex peers that are installed (default: on)")
+    parser.add_argument("--data-dir", type=Path, help="keep the ingested stores here (reused when present)")
+    parser.add_argument("--per-question", type=Path, help="write every system's per-question scores as JSON")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.ERROR)
+    names = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if unknown := [m for m in names if m not in MODES]:
+        parser.error(f"unknown mode(s) {unknown}; choose from {', '.join(MODES)}")
+    questions = evalset.load_questions()
+    if args.slice:
+        questions = evalset.stratified_slice(questions, args.slice)
+    libraries = peers_installed() if args.peers else []
+    if args.peers and not libraries:
+        print("no peer library installed (pip install -e '.[eval]'): ours only", file=sys.stderr)
+    data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="eval-retrieval-"))
+    try:
+        lines, numbers, runs = asyncio.run(evaluate(questions, names, data_dir=data_dir, peer_libraries=libraries))
+    finally:
+        if args.data_dir is None:
+            shutil.rmtree(data_dir, ignore_errors=True)
+    for problem in runs.problems:
+        print(f"note: {problem}", file=sys.stderr)
+    if args.per_question:
+        import json
+
+        args.per_question.write_text(json.dumps({"numbers": numbers, "ranked": runs.ranked}, indent=1))
+    print()
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
