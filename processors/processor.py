@@ -121,6 +121,7 @@ class Processor(Generic[Req, Resp]):
                     lambda d: self._on_delivery(bus, d),
                     concurrency=s.concurrency,
                     max_attempts=s.max_attempts,
+                    max_message_bytes=s.max_message_bytes,
                     stop=stop,
                     drain_timeout=s.drain_timeout_s,
                     on_dead_letter=lambda d, error: metrics.dead_lettered.labels(self.name, error).inc(),

@@ -44,6 +44,8 @@ def decode(body: bytes, message_type: type[T]) -> T:
         return _decoder(message_type).decode(body)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise DecodeError(f"invalid {message_type.__name__}: {exc}") from None
+    except RecursionError:  # a kilobyte of nested arrays is enough to get here
+        raise DecodeError(f"invalid {message_type.__name__}: nested too deeply") from None
 
 
 def to_json(body: bytes) -> str:

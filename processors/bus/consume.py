@@ -62,6 +62,7 @@ async def consume(
     concurrency: int = 16,
     max_attempts: int = 3,
     dead_letter_suffix: str = ".dlq",
+    max_message_bytes: int | None = None,
     stop: asyncio.Event | None = None,
     drain_timeout: float = 10.0,
     stats: ConsumeStats | None = None,
@@ -110,12 +111,14 @@ async def consume(
         if on_dead_letter is not None:
             on_dead_letter(d, error)
 
+    # A consumer may accept less than the bus carries (a processor's own max_message_bytes).
+    limit = bus.max_message_bytes if max_message_bytes is None else min(max_message_bytes, bus.max_message_bytes)
+
     async def handle(d: Delivery) -> None:
         try:
-            if len(d.body) > bus.max_message_bytes:
+            if len(d.body) > limit:
                 await dead_letter(
-                    d, f"body of {len(d.body)} bytes exceeds max_message_bytes={bus.max_message_bytes}",
-                    "MessageTooLarge",
+                    d, f"body of {len(d.body)} bytes exceeds max_message_bytes={limit}", "MessageTooLarge"
                 )
                 return
             try:

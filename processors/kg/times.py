@@ -31,8 +31,10 @@ class TimeError(ValueError):
     """A time that cannot be read, or an interval that ends before it starts."""
 
 
-_YEAR = re.compile(r"^([+-]?\d{4})$")
-_YEAR_MONTH = re.compile(r"^(\d{4})-(\d{2})$")
+_YEAR = re.compile(r"^([+-]?[0-9]{4})$")
+_YEAR_MONTH = re.compile(r"^([0-9]{4})-([0-9]{2})$")
+# fromisoformat accepts digits of any script and stops reading at a NUL; neither is ISO 8601.
+_NOT_ISO = re.compile(r"[^0-9A-Za-z:+\-.,_ ]")
 
 
 def parse_instant(value: object, *, what: str = "time") -> datetime:
@@ -40,13 +42,18 @@ def parse_instant(value: object, *, what: str = "time") -> datetime:
     if isinstance(value, bool) or value is None:
         raise TimeError(f"{what} must be an ISO 8601 date or datetime, got {value!r}")
     if isinstance(value, datetime):
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        try:
+            return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        except OverflowError:  # 0001-01-01T00:00+01:00 is before the first instant Python has
+            raise TimeError(f"{what} {value.isoformat()} is out of range in UTC") from None
     if isinstance(value, date):
         return datetime(value.year, value.month, value.day, tzinfo=UTC)
     if not isinstance(value, str):
         raise TimeError(f"{what} must be an ISO 8601 date or datetime, got {type(value).__name__} {value!r}")
     text = value.strip()
     try:
+        if _NOT_ISO.search(text):
+            raise ValueError(text)
         if m := _YEAR.match(text):
             return datetime(int(m.group(1)), 1, 1, tzinfo=UTC)
         if m := _YEAR_MONTH.match(text):
