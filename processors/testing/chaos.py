@@ -178,7 +178,12 @@ async def build_stores(data_dir: str, collection: str, documents: Sequence) -> N
     from ..kg.load import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology
     from ..worker import processors_running
 
-    settings = load_settings(environ={"RAGBUS_DATA_DIR": data_dir})
+    from ..worker import processor_class
+
+    settings = load_settings(environ={})
+    for section in settings.processors.values():  # every store in data_dir, whatever the environment says
+        if "data_dir" in processor_class(section["class"]).Settings.__struct_fields__:
+            section["data_dir"] = data_dir
     url = f"memory://chaos-{uuid.uuid4().hex[:8]}"
     async with processors_running(settings, PIPELINE, url, ready_timeout=300):
         async with await connect(url) as bus, RequestClient(bus, name="load") as client:
