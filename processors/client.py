@@ -172,11 +172,18 @@ class RequestClient:
 
     async def _read_replies(self) -> None:
         sub = self._subscription
+        failures = 0
         while True:
             try:
                 d = await sub.receive()
             except SubscriptionClosed:
                 return
+            except Exception:  # one bad read must not leave every waiting call to time out
+                failures += 1
+                log.exception("reading replies on %s failed (%d in a row)", self.reply_topic, failures)
+                await asyncio.sleep(min(5.0, 0.05 * 2**failures))
+                continue
+            failures = 0
             await d.ack()  # a reply is consumed once, whatever happens to it
             request_id = d.headers.get(REQUEST_ID, "")
             waiting = self._pending.pop(request_id, None)

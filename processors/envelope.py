@@ -110,6 +110,10 @@ def response_headers(envelope: Envelope) -> dict[str, str]:
     }
 
 
+# Epoch milliseconds of the year 9999: later deadlines are not times, they are garbage.
+_MAX_DEADLINE_MS = 253_402_300_800_000
+
+
 def parse_envelope(headers: Mapping[str, str]) -> Envelope:
     """Read the envelope of a received request; raises ``EnvelopeError`` on malformed values.
 
@@ -127,10 +131,14 @@ def parse_envelope(headers: Mapping[str, str]) -> Envelope:
     raw_deadline = headers.get(DEADLINE)
     deadline = None
     if raw_deadline is not None:
+        if len(raw_deadline) > 40:  # int() of a megabyte of digits is itself slow
+            raise EnvelopeError(f"deadline header is not epoch milliseconds: {raw_deadline[:100]!r}...")
         try:
             deadline = int(raw_deadline)
         except ValueError:
             raise EnvelopeError(f"deadline header is not epoch milliseconds: {raw_deadline!r}") from None
+        # Past the year 9999 is no time at all: as good as no deadline, and no float overflows on it.
+        deadline = min(deadline, _MAX_DEADLINE_MS)
     return Envelope(
         request_id=request_id,
         reply_to=headers.get(REPLY_TO) or None,

@@ -35,7 +35,13 @@ from schema import REPLY_PREFIX, DecodeError, Error, decode, encode
 from . import metrics
 from .bus import Bus, Delivery, Undecodable, consume
 from .bus.consume import ConsumeStats
-from .envelope import Envelope, EnvelopeError, parse_envelope, response_headers
+from .envelope import (
+    REQUEST_ID,
+    Envelope,
+    EnvelopeError,
+    parse_envelope,
+    response_headers,
+)
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +146,9 @@ class Processor(Generic[Req, Resp]):
             raise Undecodable(f"bad envelope: {exc}") from None
         if envelope.reply_to is not None and not envelope.reply_to.startswith(REPLY_PREFIX):
             raise Undecodable(f"reply-to {envelope.reply_to[:200]!r} is outside {REPLY_PREFIX!r}")
+        if self.response_type is not None and (envelope.reply_to is None or not d.headers.get(REQUEST_ID)):
+            # The answer would reach no one (no reply-to), or no caller could tell whose it is.
+            raise Undecodable(f"a request to {self.name} needs a reply-to and a request-id header")
         if envelope.expired():
             self._expired.inc()
             log.info("%s: dropped request %s, deadline passed", self.name, envelope.request_id)
@@ -188,4 +197,10 @@ class Processor(Generic[Req, Resp]):
 
     async def _reply(self, bus: Bus, envelope: Envelope, response: msgspec.Struct) -> None:
         assert envelope.reply_to is not None
-        await bus.publish(envelope.reply_to, encode(response), response_headers(envelope))
+        body = encode(response)
+        if len(body) > bus.max_message_bytes and self.response_type is not None:
+            # Doing the work again would give the same answer: tell the caller why instead.
+            body = encode(self._error(
+                "ResponseTooLarge", f"the answer is {len(body)} bytes, over max_message_bytes={bus.max_message_bytes}"
+            ))
+        await bus.publish(envelope.reply_to, body, response_headers(envelope))

@@ -20,13 +20,25 @@ import contextlib
 import logging
 from collections.abc import Mapping
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import (
+    AIOKafkaConsumer,
+    AIOKafkaProducer,
+    ConsumerRebalanceListener,
+    TopicPartition,
+)
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExistsError
 
 from config.bus import BusSettings
 
-from .base import Bus, BusError, BusUnavailable, Delivery, Subscription, SubscriptionClosed
+from .base import (
+    Bus,
+    BusError,
+    BusUnavailable,
+    Delivery,
+    Subscription,
+    SubscriptionClosed,
+)
 from .offsets import PartitionOffsets
 from .url import BusAddress
 
@@ -40,11 +52,16 @@ def retry_topic(topic: str, group: str) -> str:
     return f"{topic}.retry.{group}"
 
 
+def _headers(record) -> dict[str, str]:
+    # Kafka allows a header without a value: read as "", not a crash of the consumer.
+    return {k: (v or b"").decode("utf-8", "replace") for k, v in (record.headers or ())}
+
+
 class KafkaDelivery(Delivery):
-    __slots__ = ("_sub", "_tp", "_offset", "_tracker")
+    __slots__ = ("_offset", "_sub", "_tp", "_tracker")
 
     def __init__(self, sub: KafkaSubscription, record, tracker: PartitionOffsets) -> None:
-        headers = {k: v.decode("utf-8", "replace") for k, v in (record.headers or ())}
+        headers = _headers(record)
         attempt = _parse_attempt(headers.pop(ATTEMPT_HEADER, None))
         key = record.key.decode("utf-8", "replace") if record.key is not None else None
         super().__init__(sub.topic, record.value or b"", headers, key, attempt)
@@ -120,7 +137,7 @@ class KafkaSubscription(Subscription):
             # Joining a group takes a rebalance; a subscription that returns
             # before it owns partitions would make "publish then receive" racy.
             await asyncio.wait_for(self._assigned.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await self._consumer.stop()
             raise BusUnavailable(
                 f"kafka group {self.group!r} got no partitions of {self.topic!r} within {timeout}s"
@@ -239,7 +256,7 @@ class KafkaListener(Subscription):
             if self._closed:
                 raise SubscriptionClosed(f"listener on {self.topic!r} is closed") from None
             raise BusError(f"kafka receive from {self.topic!r} failed: {exc!r}") from exc
-        headers = {k: v.decode("utf-8", "replace") for k, v in (record.headers or ())}
+        headers = _headers(record)
         key = record.key.decode("utf-8", "replace") if record.key is not None else None
         return _Read(self.topic, record.value or b"", headers, key, 1)
 
@@ -285,7 +302,7 @@ class KafkaBus(Bus):
         bus = cls(url, address, settings)
         try:
             await asyncio.wait_for(bus._producer.start(), settings.connect_timeout_s)
-        except (asyncio.TimeoutError, KafkaConnectionError, OSError) as exc:
+        except (TimeoutError, KafkaConnectionError, OSError) as exc:
             with contextlib.suppress(Exception):
                 await bus._producer.stop()
             raise BusUnavailable(

@@ -91,6 +91,7 @@ class LoadReport:
     sent: int = 0
     answered: int = 0  # an answer with no degraded path
     degraded: int = 0  # an answer that says a path degraded
+    grounded: int = 0  # answers (degraded or not) citing a chunk or carrying a fact
     errors: collections.Counter = field(default_factory=collections.Counter)  # error responses, by type
     lost: int = 0  # no response within the call's timeout
     max_latency_s: float = 0.0
@@ -107,7 +108,8 @@ class LoadReport:
     def line(self) -> str:
         p50 = sorted(self.latencies)[len(self.latencies) // 2] * 1000 if self.latencies else 0.0
         errors = ", ".join(f"{k} {v}" for k, v in sorted(self.errors.items())) or "0"
-        return (f"sent {self.sent}, answered {self.answered}, degraded {self.degraded}, errors {errors}, "
+        return (f"sent {self.sent}, answered {self.answered}, degraded {self.degraded}, "
+                f"grounded {self.grounded}, errors {errors}, "
                 f"lost {self.lost}, duplicates dropped {self.duplicates}, late dropped {self.late}, "
                 f"resent {self.resent}, p50 {p50:.0f} ms, max {self.max_latency_s:.1f} s, "
                 f"{self.sent / self.seconds if self.seconds else 0:.0f} q/s")
@@ -155,6 +157,7 @@ class QueryLoad:
             except RemoteError as exc:
                 self.report.errors[exc.error.type] += 1
             else:
+                self.report.grounded += bool(response.cited or response.facts)
                 if response.degraded:
                     self.report.degraded += 1
                 else:
@@ -176,9 +179,7 @@ async def build_stores(data_dir: str, collection: str, documents: Sequence) -> N
     from ..bus import connect
     from ..ingest import ingest
     from ..kg.load import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology
-    from ..worker import processors_running
-
-    from ..worker import processor_class
+    from ..worker import processor_class, processors_running
 
     settings = load_settings(environ={})
     for section in settings.processors.values():  # every store in data_dir, whatever the environment says

@@ -66,3 +66,4 @@ async def test_pulsar_restart_under_load_loses_no_query(tmp_path, monkeypatch):
     assert report.sent == QUERIES and report.finished == QUERIES
     assert report.lost == 0, report.line()
     assert report.max_latency_s < CALL_TIMEOUT_S
+    assert report.grounded >= 0.95 * (report.answered + report.degraded), report.line()
