@@ -44,6 +44,54 @@ QUESTIONS = [
 ]
 
 
+async def run(args, broker, workdir: Path, workers: list[WorkerProcess]):
+    """Ingest, start the workers (into ``workers``, for the caller to stop), load and break things."""
+    collection = "default"
+    docs = builtin_corpus(collection)
+    if args.corpus == "small":
+        docs = docs[:10]
+    print(f"{broker.name} on {broker.url}; ingesting {len(docs)} documents into {workdir}", file=sys.stderr)
+    await build_stores(str(workdir), collection, docs)
+    env = worker_env(str(workdir), uuid.uuid4().hex[:8])
+    workers.extend(await asyncio.gather(*(WorkerProcess(QUERY_PROCESSORS, broker.url, env).start()
+                                          for _ in range(args.workers))))
+    kills = 0
+    settings = BusSettings(pulsar=PulsarOptions(consumer_id_spread=8))
+    async with await connect(broker.url, settings) as bus, \
+            RequestClient(bus, name="chaos", timeout_s=args.timeout, resend_after_s=10) as client:
+        load = QueryLoad(client, QUESTIONS, total=args.queries, concurrency=args.concurrency,
+                         timeout=args.timeout, collection=collection)
+        running = asyncio.ensure_future(load.run())
+
+        async def faults() -> None:
+            nonlocal kills
+            rng = random.Random(1)
+            while args.kill_every > 0:
+                await asyncio.sleep(args.kill_every)
+                victim = rng.randrange(len(workers))
+                workers[victim].kill()
+                kills += 1
+                print(f"  killed worker {workers[victim].pid} at {load.report.finished} calls", file=sys.stderr)
+                await asyncio.sleep(args.restart_after)
+                await workers[victim].stop()
+                workers[victim] = await WorkerProcess(QUERY_PROCESSORS, broker.url, env).start()
+
+        async def restart_broker() -> None:
+            await load.reached(args.queries // 3)
+            in_flight = load.report.sent - load.report.finished
+            print(f"  restarting {broker.name} with {in_flight} calls in flight", file=sys.stderr)
+            await asyncio.to_thread(broker.restart)
+
+        extra = [asyncio.ensure_future(faults())]
+        if args.restart_broker:
+            extra.append(asyncio.ensure_future(restart_broker()))
+        report = await running
+        for task in extra:
+            task.cancel()
+        await asyncio.gather(*extra, return_exceptions=True)
+    return report, kills
+
+
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=["kafka", "pulsar"], default="pulsar")
@@ -62,51 +110,10 @@ async def main() -> int:
 
     workdir = Path(tempfile.mkdtemp(prefix="ragbus-chaos-"))
     broker = (brokers.tansu if args.backend == "kafka" else brokers.pulsar_lite)(workdir).start()
-    collection = "default"
-    docs = builtin_corpus(collection)
-    if args.corpus == "small":
-        docs = docs[:10]
-    print(f"{broker.name} on {broker.url}; ingesting {len(docs)} documents into {workdir}", file=sys.stderr)
-    await build_stores(str(workdir), collection, docs)
-    env = worker_env(str(workdir), uuid.uuid4().hex[:8])
-    workers = list(await asyncio.gather(*(WorkerProcess(QUERY_PROCESSORS, broker.url, env).start()
-                                          for _ in range(args.workers))))
-    kills = 0
-    settings = BusSettings(pulsar=PulsarOptions(consumer_id_spread=8))
+    workers: list[WorkerProcess] = []
     try:
-        async with await connect(broker.url, settings) as bus, \
-                RequestClient(bus, name="chaos", timeout_s=args.timeout, resend_after_s=10) as client:
-            load = QueryLoad(client, QUESTIONS, total=args.queries, concurrency=args.concurrency,
-                             timeout=args.timeout, collection=collection)
-            running = asyncio.ensure_future(load.run())
-
-            async def faults() -> None:
-                nonlocal kills
-                rng = random.Random(1)
-                while args.kill_every > 0:
-                    await asyncio.sleep(args.kill_every)
-                    victim = rng.randrange(len(workers))
-                    workers[victim].kill()
-                    kills += 1
-                    print(f"  killed worker {workers[victim].pid} at {load.report.finished} calls", file=sys.stderr)
-                    await asyncio.sleep(args.restart_after)
-                    await workers[victim].stop()
-                    workers[victim] = await WorkerProcess(QUERY_PROCESSORS, broker.url, env).start()
-
-            async def restart_broker() -> None:
-                await load.reached(args.queries // 3)
-                in_flight = load.report.sent - load.report.finished
-                print(f"  restarting {broker.name} with {in_flight} calls in flight", file=sys.stderr)
-                await asyncio.to_thread(broker.restart)
-
-            extra = [asyncio.ensure_future(faults())]
-            if args.restart_broker:
-                extra.append(asyncio.ensure_future(restart_broker()))
-            report = await running
-            for task in extra:
-                task.cancel()
-            await asyncio.gather(*extra, return_exceptions=True)
-    finally:
+        report, kills = await run(args, broker, workdir, workers)
+    finally:  # whatever failed, no broker or worker outlives the run
         for w in workers:
             await w.stop()
         broker.stop()
