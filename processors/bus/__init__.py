@@ -57,19 +57,23 @@ async def connect(url: str | None = None, settings: BusSettings | None = None) -
     settings = settings or bus_settings()
     url = url or settings.url
     address = parse_bus_url(url)
+    bus: Bus
     if address.scheme == "memory":
         from .memory import MemoryBus
 
-        return MemoryBus(
+        bus = MemoryBus(
             url,
             address.name,
             max_message_bytes=settings.max_message_bytes,
             retention=settings.memory_retention,
         )
-    if address.scheme == "kafka":
+    elif address.scheme == "kafka":
         from .kafka import KafkaBus
 
-        return await KafkaBus.open(url, address, settings)
-    from .pulsar import PulsarBus
+        bus = await KafkaBus.open(url, address, settings)
+    else:
+        from .pulsar import PulsarBus
 
-    return await PulsarBus.open(url, address, settings)
+        bus = await PulsarBus.open(url, address, settings)
+    bus.dead_letter_suffix = settings.dead_letter_suffix
+    return bus

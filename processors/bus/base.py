@@ -133,6 +133,8 @@ class Bus(abc.ABC):
 
     url: str
     max_message_bytes: int
+    # Where the consume loop dead-letters a topic's messages: <topic><suffix> (BusSettings).
+    dead_letter_suffix: str = ".dlq"
 
     @abc.abstractmethod
     async def publish(

@@ -61,7 +61,7 @@ async def consume(
     *,
     concurrency: int = 16,
     max_attempts: int = 3,
-    dead_letter_suffix: str = ".dlq",
+    dead_letter_suffix: str | None = None,
     max_message_bytes: int | None = None,
     stop: asyncio.Event | None = None,
     drain_timeout: float = 10.0,
@@ -85,7 +85,7 @@ async def consume(
     stop = stop or asyncio.Event()
     slots = asyncio.Semaphore(concurrency)
     running: set[asyncio.Task[None]] = set()
-    dlq = dead_letter_topic(subscription.topic, dead_letter_suffix)
+    dlq = dead_letter_topic(subscription.topic, bus.dead_letter_suffix if dead_letter_suffix is None else dead_letter_suffix)
 
     async def dead_letter(d: Delivery, reason: str, error: str) -> None:
         headers = dict(d.headers)

@@ -68,6 +68,23 @@ async def test_undecodable_message_is_dead_lettered_at_once(open_bus, topic):
     assert calls == [b"\xff\xfegarbage"]
 
 
+async def test_the_dead_letter_suffix_of_the_bus_settings_names_the_dead_letter_topic(open_bus, topic):
+    bus = await open_bus(dead_letter_suffix=".dead")
+    dlq = await bus.subscribe(dead_letter_topic(topic, ".dead"), f"inspect-{topic}")
+    sub = await bus.subscribe(topic, f"workers-{topic}")
+
+    async def handler(d):
+        raise Undecodable("never readable")
+
+    await bus.publish(topic, b"garbage")
+    stop, task = start(bus, sub, handler, max_attempts=5)
+    dead = await receive(dlq)
+    await dead.ack()
+    stop.set()
+    await task
+    assert dead.body == b"garbage" and dead.headers[H_ERROR] == "Undecodable"
+
+
 async def test_oversized_message_is_dead_lettered_without_running_the_handler(open_bus, topic):
     big_publisher = await open_bus(max_message_bytes=100_000)
     bus = await open_bus(max_message_bytes=1000)
