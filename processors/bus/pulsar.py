@@ -134,7 +134,9 @@ class PulsarBus(Bus):
         if opts.tls_allow_insecure_connection:
             kwargs["tls_allow_insecure_connection"] = True
         service_url = f"{address.scheme}://{host}:{port}"
-        ident = (service_url, opts.auth_token, opts.tls_trust_certs_file_path, asyncio.get_running_loop())
+        # Buses share a client only when every option that shaped it is the same.
+        shaping = tuple(sorted((k, repr(v)) for k, v in kwargs.items() if k not in ("authentication", "logger")))
+        ident = (service_url, shaping, opts.auth_token, opts.consumer_id_spread, asyncio.get_running_loop())
         shared = _CLIENTS.get(ident)
         if shared is None:
             shared = _CLIENTS[ident] = _SharedClient(pulsar_async.Client(service_url, **kwargs))
