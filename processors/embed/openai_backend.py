@@ -13,6 +13,8 @@ import httpx
 import msgspec
 import numpy as np
 
+from processors.http import json_client
+
 from .settings import OpenAISettings
 
 
@@ -41,10 +43,7 @@ class OpenAIBackend:
         self._client: httpx.AsyncClient | None = None
 
     async def start(self) -> None:
-        headers = {"Content-Type": "application/json"}
-        if self.settings.api_key:
-            headers["Authorization"] = f"Bearer {self.settings.api_key}"
-        self._client = httpx.AsyncClient(headers=headers, timeout=self.settings.timeout_s)
+        self._client = json_client(self.settings.api_key, self.settings.timeout_s)
 
     async def close(self) -> None:
         if self._client is not None:

@@ -29,6 +29,7 @@ from email.utils import parsedate_to_datetime
 import httpx
 import msgspec
 
+from processors.http import json_client
 from schema import PromptResult
 
 from .settings import OpenAISettings
@@ -107,10 +108,7 @@ class OpenAIBackend:
         self._client: httpx.AsyncClient | None = None
 
     async def start(self) -> None:
-        headers = {"Content-Type": "application/json"}
-        if self.settings.api_key:
-            headers["Authorization"] = f"Bearer {self.settings.api_key}"
-        self._client = httpx.AsyncClient(headers=headers, timeout=self.settings.timeout_s)
+        self._client = json_client(self.settings.api_key, self.settings.timeout_s)
 
     async def close(self) -> None:
         if self._client is not None:
