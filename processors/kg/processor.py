@@ -172,9 +172,15 @@ class KgStoreProcessor(Processor[LoadTriples, IngestResult]):
         def load() -> IngestResult:
             store, graph_log = graphs.open(request.collection)
             batch = stamped(request, datetime.now(UTC))
-            result = store.apply(batch)  # an OntologyError refuses the batch before anything is logged
-            if result.count or batch.ontology is not None:
-                graph_log.append(batch)
+            try:
+                result = store.apply(batch)  # an OntologyError refuses the batch before anything is logged
+                if result.count or batch.ontology is not None:
+                    graph_log.append(batch)
+            except BaseException:
+                # The store may hold part of a batch the log does not (a full disk, say): forget it,
+                # so the retry rebuilds from the log and applies the whole batch again.
+                graphs.graphs.pop(request.collection, None)
+                raise
             return IngestResult(count=result.count, rejected=result.rejected)
 
         return await graphs.run(load)

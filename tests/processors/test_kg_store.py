@@ -216,3 +216,32 @@ def test_a_torn_last_record_is_waited_for_by_readers_and_cut_by_the_next_writer(
     assert path.stat().st_size == good and len(again) == 1
     again_log.append(LoadTriples(facts=[Fact("bob", "knows", "carol", recorded_at="2020")]))
     assert len(load_log(path)[0]) == 2
+
+
+async def test_a_batch_the_log_could_not_take_is_applied_again_on_retry(tmp_path, monkeypatch):
+    from processors.kg import KgSettings, KgStoreProcessor
+    from processors.kg.store import GraphLog as Log
+    from processors.processor import RequestContext
+
+    writer = KgStoreProcessor("kg-store", KgSettings(topic="t", group="g", data_dir=str(tmp_path)))
+    await writer.start()
+    try:
+        real_append = Log.append
+        calls = []
+
+        def full_disk(self, batch):
+            calls.append(batch)
+            if len(calls) == 1:
+                raise OSError(28, "No space left on device")
+            real_append(self, batch)
+
+        monkeypatch.setattr(Log, "append", full_disk)
+        batch = LoadTriples(facts=[Fact("ada", "knows", "bob")])
+        context = RequestContext(envelope=None, topic="t", delivery_attempt=1)  # type: ignore[arg-type]
+        with pytest.raises(OSError):
+            await writer.handle(batch, context)
+        again = await writer.handle(batch, context)  # the bus redelivers it
+        assert again.count == 1  # applied anew, not taken for "already held"
+    finally:
+        await writer.close()
+    assert texts(load_log(graph_path(tmp_path, "default"))[0].query("ada")) == ["ada knows bob"]
