@@ -52,6 +52,7 @@ from processors.document_rag import DocumentRag
 from processors.envelope import Envelope
 from processors.processor import RequestContext
 from processors.testing import brokers
+from processors.testing.chaos import QUERY_PROCESSORS
 from processors.worker import build_processor, processors_running
 
 QUESTIONS = [
@@ -65,7 +66,8 @@ QUESTIONS = [
     "How do augmented assignments like += work?", "What does the pass statement do?",
     "Which methods make an object a context manager?",
 ]
-QUERY_PROCESSORS = ["embed", "doc-embeddings-query", "fetch-chunk", "keyword-query", "kg-query", "prompt"]
+# What document-rag calls; (a) hands it their requests directly, (b)-(d) run them as workers.
+RETRIEVAL = [name for name in QUERY_PROCESSORS if name != "document-rag"]
 
 
 class DirectClient:
@@ -83,7 +85,7 @@ class DirectClient:
 @contextlib.asynccontextmanager
 async def direct_rag(settings):
     processors = {}
-    for name in QUERY_PROCESSORS:
+    for name in RETRIEVAL:
         p = build_processor(settings, name)
         await p.start()
         processors[p.settings.topic] = p
@@ -101,7 +103,7 @@ async def direct_rag(settings):
 
 @contextlib.asynccontextmanager
 async def bus_rag(settings, url):
-    async with processors_running(settings, [*QUERY_PROCESSORS, "document-rag"], url, ready_timeout=300):
+    async with processors_running(settings, QUERY_PROCESSORS, url, ready_timeout=300):
         async with await connect(url, settings.bus) as bus, RequestClient(bus, name="bench") as client:
             rag = DocumentRagClient(client, timeout=120)
             yield lambda q: rag.ask(q, mode="hybrid")

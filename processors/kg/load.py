@@ -34,7 +34,7 @@ from schema import DEFAULT_COLLECTION, Entity, Fact, IngestResult, LoadTriples
 from schema import topics as t
 
 from ..client import RequestClient
-from .ontology import Ontology
+from .ontology import Ontology, OntologyError, read_mapping
 
 SAMPLE_GRAPH = Path(__file__).resolve().parents[2] / "config" / "kg" / "sample.jsonl"
 SAMPLE_ONTOLOGY = SAMPLE_GRAPH.with_name("ontology.toml")
@@ -158,14 +158,16 @@ class LoadSummary:
 
 
 def read_ontology(path: Path) -> dict:
-    """The ontology file as the mapping ``LoadTriples.ontology`` carries, checked here first."""
-    ontology = Ontology.load(path)  # OntologyError (a ValueError) names what is wrong
-    del ontology
-    if path.suffix.lower() == ".json":
-        return json.loads(path.read_text(encoding="utf-8"))
-    import tomllib
+    """The ontology file as the mapping ``LoadTriples.ontology`` carries, checked here first.
 
-    return tomllib.loads(path.read_text(encoding="utf-8"))
+    The file is read once; a problem is an ``OntologyError`` (a ValueError) naming it.
+    """
+    mapping = read_mapping(path)
+    try:
+        Ontology.from_dict(mapping)
+    except OntologyError as e:
+        raise OntologyError(f"{path}: {e}") from e
+    return mapping
 
 
 async def load_graph(

@@ -122,15 +122,10 @@ class Ontology:
     @classmethod
     def load(cls, path: str | Path) -> Ontology:
         """Read a ``.toml`` or ``.json`` ontology file; any problem is an ``OntologyError`` naming the file."""
-        path = Path(path)
-        suffix = path.suffix.lower()
-        if suffix not in (".toml", ".json"):
-            raise OntologyError(f"{path}: an ontology file must end in .toml or .json")
+        mapping = read_mapping(path)
         try:
-            text = path.read_text(encoding="utf-8")
-            data = tomllib.loads(text) if suffix == ".toml" else json.loads(text)
-            return cls.from_dict(data)
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, json.JSONDecodeError, OntologyError) as e:
+            return cls.from_dict(mapping)
+        except OntologyError as e:
             raise OntologyError(f"{path}: {e}") from e
 
     def _chain(self, name: str) -> tuple[str, ...]:
@@ -254,6 +249,19 @@ class Ontology:
                 if self.are_disjoint(a, b):
                     return a, b
         return None
+
+
+def read_mapping(path: str | Path) -> dict[str, Any]:
+    """A ``.toml`` or ``.json`` ontology file as the mapping ``Ontology.from_dict`` takes; unchecked."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".toml", ".json"):
+        raise OntologyError(f"{path}: an ontology file must end in .toml or .json")
+    try:
+        text = path.read_text(encoding="utf-8")
+        return tomllib.loads(text) if suffix == ".toml" else json.loads(text)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
+        raise OntologyError(f"{path}: {e}") from e
 
 
 def _read_classes(classes: Mapping[str, str | None]) -> dict[str, str | None]:

@@ -21,7 +21,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import ClassVar, TypeVar
+
+import msgspec
 
 from config.settings import default_data_dir
 from processors.processor import Processor, RequestContext
@@ -39,6 +41,8 @@ from .times import iso, parse_instant
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+Req = TypeVar("Req", bound=msgspec.Struct)
+Resp = TypeVar("Resp", bound=msgspec.Struct)
 
 
 class _Graphs:
@@ -78,7 +82,32 @@ class _Graphs:
         return opened
 
 
-class KgQueryProcessor(Processor[KgQueryRequest, KgQueryResponse]):
+class _GraphProcessor(Processor[Req, Resp]):
+    """What both kg processors share: their graphs, opened in ``start`` and closed in ``close``."""
+
+    Settings = KgSettings
+    settings: KgSettings
+    writer: ClassVar[bool]
+
+    def __init__(self, name: str, settings: KgSettings) -> None:
+        super().__init__(name, settings)
+        self._graphs: _Graphs | None = None
+
+    async def start(self) -> None:
+        self._graphs = _Graphs(self.name, self.settings, writer=self.writer)
+
+    async def close(self) -> None:
+        if self._graphs is not None:
+            graphs, self._graphs = self._graphs, None
+            await graphs.close()
+
+    def _require_graphs(self) -> _Graphs:
+        if self._graphs is None:
+            raise RuntimeError(f"{self.name} is not started")
+        return self._graphs
+
+
+class KgQueryProcessor(_GraphProcessor[KgQueryRequest, KgQueryResponse]):
     """Facts about what a question names, valid at ``at_time``, as recorded at ``as_of``.
 
     A negative ``limit`` is refused, one above ``max_limit`` clamped; a bad
@@ -88,28 +117,17 @@ class KgQueryProcessor(Processor[KgQueryRequest, KgQueryResponse]):
 
     request_type = KgQueryRequest
     response_type = KgQueryResponse
-    Settings = KgSettings
-
-    settings: KgSettings
-
-    def __init__(self, name: str, settings: KgSettings) -> None:
-        super().__init__(name, settings)
-        self._graphs: _Graphs | None = None
+    writer = False
 
     async def start(self) -> None:
-        self._graphs = graphs = _Graphs("kg-query", self.settings, writer=False)
+        await super().start()
+        graphs = self._require_graphs()
         for collection in graphs.existing():
             store, _ = await graphs.run(graphs.open, collection)
             log.info("%s: %s: %d fact versions, %d entities", self.name, collection, len(store), len(store.nodes))
 
-    async def close(self) -> None:
-        if self._graphs is not None:
-            graphs, self._graphs = self._graphs, None
-            await graphs.close()
-
     async def handle(self, request: KgQueryRequest, context: RequestContext) -> KgQueryResponse:
-        if self._graphs is None:
-            raise RuntimeError(f"{self.name} is not started")
+        graphs = self._require_graphs()
         if request.limit < 0:
             raise ValueError(f"limit must be 0 or more, got {request.limit}")
         if len(request.question) > self.settings.max_question_chars:
@@ -120,7 +138,6 @@ class KgQueryProcessor(Processor[KgQueryRequest, KgQueryResponse]):
         at_time = parse_instant(request.at_time, what="at_time") if request.at_time is not None else None
         as_of = parse_instant(request.as_of, what="as_of") if request.as_of is not None else None
         limit = min(request.limit, self.settings.max_limit)
-        graphs = self._graphs
 
         def query():
             store, _ = graphs.open(request.collection)
@@ -136,7 +153,7 @@ class KgQueryProcessor(Processor[KgQueryRequest, KgQueryResponse]):
         )
 
 
-class KgStoreProcessor(Processor[LoadTriples, IngestResult]):
+class KgStoreProcessor(_GraphProcessor[LoadTriples, IngestResult]):
     """Apply a batch to its collection's graph and log it; reply with how much was added and what was not.
 
     ``count`` is entities declared plus fact versions added (a fact already
@@ -147,27 +164,11 @@ class KgStoreProcessor(Processor[LoadTriples, IngestResult]):
 
     request_type = LoadTriples
     response_type = IngestResult
-    Settings = KgSettings
-
-    settings: KgSettings
-
-    def __init__(self, name: str, settings: KgSettings) -> None:
-        super().__init__(name, settings)
-        self._graphs: _Graphs | None = None
-
-    async def start(self) -> None:
-        self._graphs = _Graphs("kg-store", self.settings, writer=True)
-
-    async def close(self) -> None:
-        if self._graphs is not None:
-            graphs, self._graphs = self._graphs, None
-            await graphs.close()
+    writer = True
 
     async def handle(self, request: LoadTriples, context: RequestContext) -> IngestResult:
-        if self._graphs is None:
-            raise RuntimeError(f"{self.name} is not started")
+        graphs = self._require_graphs()
         check_collection(request.collection)
-        graphs = self._graphs
 
         def load() -> IngestResult:
             store, graph_log = graphs.open(request.collection)

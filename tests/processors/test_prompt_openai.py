@@ -14,6 +14,7 @@ timeout, a refused connection) need a server that fails on purpose: a small
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import json
 import signal
@@ -30,16 +31,13 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from processors.bus import connect
-from processors.bus.memory import drop_memory_broker
-from processors.client import RequestClient
-from processors.clients import PromptClient, RemoteError
+from processors.clients import RemoteError
 from processors.prompt import OpenAISettings, PromptProcessor, PromptSettings
 from processors.prompt.openai_backend import concept_lines, retry_after_s
 from processors.testing.brokers import free_port, in_ci
 from schema import PromptResult
 
-from ..runtime.test_processor import serving
+from .test_prompt import serve as serve_on_private_bus
 
 module_loop = pytest.mark.asyncio(loop_scope="module")
 
@@ -50,17 +48,8 @@ READY_TIMEOUT_S = 90.0
 MAX_TOKENS = 48
 
 
-@contextlib.asynccontextmanager
-async def serve(processor: PromptProcessor, timeout: float = 60):
-    """A PromptClient talking to ``processor`` on a private memory bus."""
-    name = f"prompt-openai-{uuid.uuid4().hex[:12]}"
-    bus = await connect(f"memory://{name}")
-    try:
-        async with serving(bus, processor), RequestClient(bus) as client:
-            yield PromptClient(client, topic=processor.settings.topic, timeout=timeout)
-    finally:
-        await bus.close()
-        drop_memory_broker(name)
+# The model answers in seconds, not milliseconds: a longer call timeout than the extractive tests'.
+serve = functools.partial(serve_on_private_bus, timeout=60)
 
 
 def openai_processor(handler_timeout_s: float = 30.0, max_concepts: int = 8, **openai) -> PromptProcessor:

@@ -65,13 +65,13 @@ from processors.envelope import (
 )
 from processors.ingest import ingest
 from processors.kg.load import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology
+from processors.testing.chaos import QUERY_PROCESSORS
 from processors.worker import processors_running
 from schema import (
     CONTENT_TYPE,
     REPLY_PREFIX,
     DecodeError,
     DocEmbeddingsRequest,
-    Document,
     DocumentRagRequest,
     EmbedRequest,
     FetchChunkRequest,
@@ -84,28 +84,16 @@ from schema import (
 from schema import topics as t
 
 from ..conftest import settings_for_tests
+from ..e2e.test_ask import DOCS
 from ..runtime.echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
 from ..runtime.test_processor import serving
 
-# The request topics under attack; each processor's section name is its default topic.
-QUERY_PROCESSORS = [t.EMBED, t.DOC_EMBEDDINGS_QUERY, t.FETCH_CHUNK, t.KEYWORD_QUERY, t.KG_QUERY, t.PROMPT,
-                    t.DOCUMENT_RAG]
+# The request topics under attack (each processor's section name is its default topic), and the corpus:
+# the query processors of a worker, and the documents of the end-to-end tests.
 MAX_MESSAGE_BYTES = 64 * 1024
 RETENTION = 16  # the memory bus keeps this many messages per topic
 HOSTILE = "x-hostile"  # the id of a hostile message; headers survive dead-lettering
 
-DOCS = [
-    Document(document_id="with", title="with statement",
-             text="The with statement wraps the execution of a block with methods defined by a context "
-                  "manager. The context manager's __enter__ method is called before the block runs, and its "
-                  "__exit__ method is called after it, even when the block raises an exception."),
-    Document(document_id="loops", title="for statement",
-             text="The for statement iterates over the elements of a sequence such as a string, tuple or "
-                  "list. The else clause of a loop runs when the loop finishes without break."),
-    Document(document_id="slots", title="__slots__",
-             text="The __slots__ declaration reserves space for declared variables and prevents the "
-                  "automatic creation of __dict__ for each instance, which saves memory."),
-]
 CONTEXT_MANAGER_QUESTION = "How does a context manager wrap a block of code?"
 ELSE_QUESTION = "What does the else clause of a for loop do?"
 UK_QUESTION = "Who was head of government of the United Kingdom?"
