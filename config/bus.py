@@ -63,10 +63,9 @@ class BusSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_message_bytes: int = 1_000_000
     # connect() fails with BusUnavailable after this long instead of hanging.
     connect_timeout_s: float = 10.0
-    # A message whose handler failed this many times goes to the dead-letter topic.
+    # A message whose handler failed this many times goes to the dead-letter topic: the
+    # default of every consumer on this bus (a processor's own max_attempts overrides it).
     max_attempts: int = 3
-    # How many handlers one consumer runs at once.
-    concurrency: int = 16
     dead_letter_suffix: str = ".dlq"
     # The memory bus keeps this many messages per topic for groups that join later.
     memory_retention: int = 100_000

@@ -37,7 +37,8 @@ class ProcessorSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     # A handler running longer than this (or past the request's deadline) gets an error response.
     handler_timeout_s: float = 30.0
     # Failures (transport, not business errors) before a request is dead-lettered.
-    max_attempts: int = 3
+    # None: the bus's max_attempts (RAGBUS_BUS__MAX_ATTEMPTS).
+    max_attempts: int | None = None
     # Requests above this size are dead-lettered unread.
     max_message_bytes: int = 1_000_000
     # SIGTERM: how long requests in flight may take to finish before they are nacked.
@@ -45,6 +46,7 @@ class ProcessorSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
 
 
 class ClientSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    # How long a caller waits for a response unless the call says otherwise.
     request_timeout_s: float = 30.0
     # An unanswered request is published again (same request id) this often until it times
     # out, so one lost with a dead worker is served by another replica. 0 = never.
@@ -52,16 +54,18 @@ class ClientSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class MetricsSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    # Prometheus text format on http://HOST:PORT/metrics; 0 = off.
     port: int = 0
     host: str = "127.0.0.1"
 
 
 class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    bus: BusSettings
-    client: ClientSettings
-    metrics: MetricsSettings
-    # Raw sections; ``processor_settings`` types them with the processor's own class.
-    processors: dict[str, dict[str, Any]]
+    bus: BusSettings = msgspec.field(default_factory=BusSettings)
+    client: ClientSettings = msgspec.field(default_factory=ClientSettings)
+    metrics: MetricsSettings = msgspec.field(default_factory=MetricsSettings)
+    # Raw sections (config/defaults.toml wires them); ``processor_settings`` types them with
+    # the processor's own class.
+    processors: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
 
 
 def _merge(base: dict, over: Mapping) -> dict:
@@ -144,3 +148,8 @@ def default_data_dir() -> Path:
         return Path(explicit).expanduser()
     base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
     return Path(base) / "ragbus"
+
+
+def data_dir(configured: str = "") -> Path:
+    """A store's directory: its processor's ``data_dir`` setting (``~`` expanded), else ``default_data_dir()``."""
+    return Path(configured).expanduser() if configured else default_data_dir()

@@ -59,8 +59,8 @@ from config.bus import BusSettings, PulsarOptions
 from config.settings import ProcessorSettings
 from processors.bus import Bus, connect
 from processors.bus.memory import drop_memory_broker
-from processors.client import RequestClient
-from processors.processor import Processor, RequestContext
+from processors.runtime.client import RequestClient
+from processors.runtime.processor import Processor, RequestContext
 from processors.testing import brokers
 from schema import Error
 

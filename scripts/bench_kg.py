@@ -33,12 +33,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from processors.bus import connect
-from processors.client import RequestClient
-from processors.clients import KgClient
 from processors.kg import KgQueryProcessor, KgSettings
 from processors.kg.store import GraphLog, GraphStore, graph_path, load_log, stamped
-from processors.kg.times import parse_instant
+from processors.runtime.client import RequestClient
+from processors.runtime.clients import KgClient
 from schema import Entity, Fact, LoadTriples
+from schema.times import parse_instant
 
 FIRST = ["Ada", "Bela", "Cyra", "Dov", "Esme", "Finn", "Gita", "Hugo", "Ines", "Jari", "Kofi", "Lena", "Milo",
          "Nora", "Oren", "Pia", "Quin", "Rosa", "Sami", "Tova", "Umar", "Vera", "Wren", "Xena", "Yuki", "Zane"]

@@ -35,11 +35,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from config import pipelines
 from config.settings import load_settings
-from processors.ask import PIPELINE, first_use
 from processors.bus import connect
-from processors.client import RequestClient
-from processors.clients import (
+from processors.cli.seed import first_use
+from processors.document_rag import DocumentRag
+from processors.runtime.client import RequestClient
+from processors.runtime.clients import (
     DocEmbeddingsClient,
     DocumentRagClient,
     EmbedClient,
@@ -48,12 +50,10 @@ from processors.clients import (
     KgClient,
     PromptClient,
 )
-from processors.document_rag import DocumentRag
-from processors.envelope import Envelope
-from processors.processor import RequestContext
+from processors.runtime.envelope import Envelope
+from processors.runtime.processor import RequestContext
+from processors.runtime.worker import build_processor, processors_running
 from processors.testing import brokers
-from processors.testing.chaos import QUERY_PROCESSORS
-from processors.worker import build_processor, processors_running
 
 QUESTIONS = [
     "What does the with statement do?", "How does nonlocal differ from global?", "What is __slots__ for?",
@@ -67,7 +67,7 @@ QUESTIONS = [
     "Which methods make an object a context manager?",
 ]
 # What document-rag calls; (a) hands it their requests directly, (b)-(d) run them as workers.
-RETRIEVAL = [name for name in QUERY_PROCESSORS if name != "document-rag"]
+RETRIEVAL = [name for name in pipelines.QUERY if name != "document-rag"]
 
 
 class DirectClient:
@@ -103,7 +103,7 @@ async def direct_rag(settings):
 
 @contextlib.asynccontextmanager
 async def bus_rag(settings, url):
-    async with processors_running(settings, QUERY_PROCESSORS, url, ready_timeout=300):
+    async with processors_running(settings, pipelines.QUERY, url, ready_timeout=300):
         async with await connect(url, settings.bus) as bus, RequestClient(bus, name="bench") as client:
             rag = DocumentRagClient(client, timeout=120)
             yield lambda q: rag.ask(q, mode="hybrid")
@@ -155,7 +155,7 @@ async def main() -> None:
     os.environ["RAGBUS_DATA_DIR"] = str(data_dir)
     settings = load_settings(environ={})
     print(f"ingesting the corpus and the sample graph into {data_dir}", file=sys.stderr)
-    async with processors_running(settings, PIPELINE, "memory://bench-ingest", ready_timeout=300):
+    async with processors_running(settings, pipelines.EVERYTHING, "memory://bench-ingest", ready_timeout=300):
         async with await connect("memory://bench-ingest") as bus, RequestClient(bus, name="ingest") as client:
             await first_use(client, settings, "default")
 

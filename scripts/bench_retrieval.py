@@ -37,26 +37,23 @@ from pathlib import Path
 
 import numpy as np
 
+from config import pipelines
 from config.settings import load_settings
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
-from processors.client import RequestClient
-from processors.clients import DocEmbeddingsClient, KeywordClient
+from processors.cli.documents import builtin_corpus
+from processors.cli.ingest import ingest
 from processors.doc_embeddings.processor import DocEmbeddingsStoreProcessor
 from processors.doc_embeddings.store import VectorStore, collection_dir
 from processors.embed.onnx_backend import OnnxBackend
-from processors.ingest import builtin_corpus, ingest
 from processors.keyword import processor as keyword_processor
 from processors.keyword.index import KeywordIndex
 from processors.keyword.settings import KeywordSettings
-from processors.worker import processors_running
+from processors.runtime.client import RequestClient
+from processors.runtime.clients import DocEmbeddingsClient, KeywordClient
+from processors.runtime.worker import processors_running
 from schema import DEFAULT_COLLECTION, Chunk
 
-INGEST_PIPELINE = [  # document-load deletes a document's old chunks first: the delete processors too
-    "embed", "document-load", "document-delete", "doc-embeddings-store", "doc-embeddings-delete",
-    "keyword-store", "keyword-delete", "doc-embeddings-query", "fetch-chunk", "keyword-query",
-]
-QUERY_PIPELINE = ["keyword-query", "doc-embeddings-query"]
 DIMENSION = 384
 SEED = 20240601
 WORDS_PER_CHUNK = (60, 140)  # about 400-1000 characters, like the chunker's default chunk_size of 1000
@@ -106,7 +103,7 @@ async def bench_ingest(quick: bool, tmp: Path) -> None:
         documents = documents[:15]
     data_dir = tmp / "ingest"
     data_dir.mkdir()
-    async with running(INGEST_PIPELINE, data_dir) as client:
+    async with running(pipelines.INGEST, data_dir) as client:
         BUSY.clear()
         summary = await ingest(client, documents, timeout=300)
         busy = dict(BUSY)
@@ -226,7 +223,7 @@ async def bench_queries(n: int, n_queries: int, tmp: Path, vocab) -> list[tuple]
     texts = keyword_queries(n_queries + 1, rng, vocab)
     vectors = unit_vectors(n_queries + 1, rng)
     rows = []
-    async with running(QUERY_PIPELINE, data_dir) as client:
+    async with running(pipelines.RETRIEVAL, data_dir) as client:
         keyword = KeywordClient(client, timeout=300)
         vector = DocEmbeddingsClient(client, timeout=300)
         for name, call, inputs, build, index_type in [

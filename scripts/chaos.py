@@ -29,12 +29,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from config import pipelines  # noqa: E402
 from config.bus import BusSettings, PulsarOptions  # noqa: E402
 from processors.bus import connect  # noqa: E402
-from processors.client import RequestClient  # noqa: E402
-from processors.ingest import builtin_corpus  # noqa: E402
+from processors.cli.documents import builtin_corpus  # noqa: E402
+from processors.cli.seed import build_stores  # noqa: E402
+from processors.runtime.client import RequestClient  # noqa: E402
 from processors.testing import brokers  # noqa: E402
-from processors.testing.chaos import QUERY_PROCESSORS, QueryLoad, WorkerProcess, build_stores, worker_env  # noqa: E402
+from processors.testing.chaos import QueryLoad, WorkerProcess, worker_env  # noqa: E402
 
 QUESTIONS = [
     "What does the with statement do?", "How does nonlocal differ from global?", "What is __slots__ for?",
@@ -53,7 +55,7 @@ async def run(args, broker, workdir: Path, workers: list[WorkerProcess]):
     print(f"{broker.name} on {broker.url}; ingesting {len(docs)} documents into {workdir}", file=sys.stderr)
     await build_stores(str(workdir), collection, docs)
     env = worker_env(str(workdir), uuid.uuid4().hex[:8])
-    workers.extend(await asyncio.gather(*(WorkerProcess(QUERY_PROCESSORS, broker.url, env).start()
+    workers.extend(await asyncio.gather(*(WorkerProcess(pipelines.QUERY, broker.url, env).start()
                                           for _ in range(args.workers))))
     kills = 0
     settings = BusSettings(pulsar=PulsarOptions(consumer_id_spread=8))
@@ -74,7 +76,7 @@ async def run(args, broker, workdir: Path, workers: list[WorkerProcess]):
                 print(f"  killed worker {workers[victim].pid} at {load.report.finished} calls", file=sys.stderr)
                 await asyncio.sleep(args.restart_after)
                 await workers[victim].stop()
-                workers[victim] = await WorkerProcess(QUERY_PROCESSORS, broker.url, env).start()
+                workers[victim] = await WorkerProcess(pipelines.QUERY, broker.url, env).start()
 
         async def restart_broker() -> None:
             await load.reached(args.queries // 3)

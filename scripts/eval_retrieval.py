@@ -59,20 +59,19 @@ for p in (ROOT, ROOT / "scripts" / "eval"):
 
 import evalset  # noqa: E402  (scripts/eval/evalset.py)
 
+from config import pipelines  # noqa: E402
 from config.settings import Settings, load_settings, processor_settings  # noqa: E402
 from processors.bus import connect  # noqa: E402
 from processors.bus.memory import drop_memory_broker  # noqa: E402
 from processors.chunker.settings import ChunkerSettings  # noqa: E402
-from processors.client import RequestClient  # noqa: E402
-from processors.clients import DocumentRagClient, FetchChunkClient  # noqa: E402
-from processors.ingest import builtin_corpus, ingest  # noqa: E402
-from processors.worker import processors_running  # noqa: E402
+from processors.cli.documents import builtin_corpus  # noqa: E402
+from processors.cli.ingest import ingest  # noqa: E402
+from processors.runtime.client import RequestClient  # noqa: E402
+from processors.runtime.clients import DocumentRagClient, FetchChunkClient  # noqa: E402
+from processors.runtime.worker import processors_running, put_stores_in  # noqa: E402
 
 K = 10
-INGEST = ["embed", "document-load", "doc-embeddings-store", "doc-embeddings-delete", "keyword-store", "keyword-delete"]
-QUERY = ["embed", "doc-embeddings-query", "fetch-chunk", "keyword-query", "prompt"]
-STORES = ["doc-embeddings-store", "doc-embeddings-delete", "doc-embeddings-query", "fetch-chunk",
-          "keyword-store", "keyword-delete", "keyword-query"]
+QUERY = [*pipelines.RETRIEVAL, "prompt"]  # document-rag sections of their own are added per mode
 CONCEPTS_PROMPT = "prompt-with-concepts"
 KINDS = (*evalset.KINDS, "all")
 
@@ -123,9 +122,8 @@ class Runs:
 def eval_settings(data_dir: Path, modes: Mapping[str, Mode]) -> Settings:
     """The packaged defaults, the stores in ``data_dir``, one document-rag section per mode (graph off)."""
     settings = load_settings(environ={})
+    put_stores_in(settings, data_dir)
     procs = {name: dict(section) for name, section in settings.processors.items()}
-    for name in STORES:
-        procs[name]["data_dir"] = str(data_dir)
     for name in ("keyword-query", "doc-embeddings-query", "fetch-chunk"):
         procs[name]["refresh_interval_s"] = 0
     procs[CONCEPTS_PROMPT] = {**procs["prompt"], "max_concepts": 8}
@@ -159,7 +157,7 @@ async def ingest_corpus(settings: Settings, data_dir: Path, out=sys.stderr) -> N
     print(f"ingesting {len(documents)} topics into {data_dir}", file=out)
     started = time.perf_counter()
     try:
-        async with processors_running(settings, INGEST, url, ready_timeout=300):
+        async with processors_running(settings, pipelines.INGEST, url, ready_timeout=300):
             async with await connect(url, settings.bus) as bus, RequestClient(bus, name="eval-ingest") as client:
                 summary = await ingest(client, documents, timeout=600)
     finally:
@@ -215,6 +213,7 @@ async def run_modes(settings: Settings, questions: Sequence[evalset.Question], m
 def run_peers(settings: Settings, questions: Sequence[evalset.Question], chunks: Mapping[str, str],
               runs: Runs, libraries: Sequence[str]) -> None:
     import peers
+
     from processors.embed.onnx_backend import OnnxBackend
     from processors.embed.settings import EmbedSettings
 

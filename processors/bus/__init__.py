@@ -12,7 +12,6 @@ dead-letter rules every processor shares.
 from __future__ import annotations
 
 from config.bus import BusSettings
-from config.settings import bus_settings
 
 from .base import (
     Bus,
@@ -49,12 +48,15 @@ __all__ = [
 
 
 async def connect(url: str | None = None, settings: BusSettings | None = None) -> Bus:
-    """Open a bus. ``url`` overrides ``settings.url``; settings default to the environment.
+    """Open a bus. ``url`` overrides ``settings.url``; no settings means ``BusSettings()``'s defaults.
+
+    Settings are passed in, never read here: callers that honour files and
+    ``RAGBUS_BUS__*`` variables load them (``config.settings.load_settings``).
 
     Raises ``BusConfigError`` for a bad URL and ``BusUnavailable`` when the
     broker does not answer within ``settings.connect_timeout_s``.
     """
-    settings = settings or bus_settings()
+    settings = settings or BusSettings()
     url = url or settings.url
     address = parse_bus_url(url)
     bus: Bus
@@ -76,4 +78,5 @@ async def connect(url: str | None = None, settings: BusSettings | None = None) -
 
         bus = await PulsarBus.open(url, address, settings)
     bus.dead_letter_suffix = settings.dead_letter_suffix
+    bus.max_attempts = settings.max_attempts
     return bus

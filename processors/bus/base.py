@@ -12,6 +12,10 @@ import abc
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 
+from config.bus import BusSettings
+
+_DEFAULTS = BusSettings()
+
 
 class BusError(Exception):
     """Base class of every error the bus layer raises on purpose."""
@@ -133,8 +137,11 @@ class Bus(abc.ABC):
 
     url: str
     max_message_bytes: int
-    # Where the consume loop dead-letters a topic's messages: <topic><suffix> (BusSettings).
-    dead_letter_suffix: str = ".dlq"
+    # The consume loop's rules for every consumer of this bus, set by connect() from its
+    # BusSettings: where a topic's messages are dead-lettered (<topic><suffix>), and after
+    # how many failed attempts (unless the consumer says otherwise).
+    dead_letter_suffix: str = _DEFAULTS.dead_letter_suffix
+    max_attempts: int = _DEFAULTS.max_attempts
 
     @abc.abstractmethod
     async def publish(

@@ -60,7 +60,7 @@ async def consume(
     handler: Handler,
     *,
     concurrency: int = 16,
-    max_attempts: int = 3,
+    max_attempts: int | None = None,
     dead_letter_suffix: str | None = None,
     max_message_bytes: int | None = None,
     stop: asyncio.Event | None = None,
@@ -75,10 +75,12 @@ async def consume(
     back-pressure instead of piling messages up in memory. On stop, handlers
     in flight get ``drain_timeout`` seconds to finish; the rest are cancelled
     and their messages nacked. ``on_dead_letter(delivery, error_type)`` is
-    called for each message dead-lettered (for metrics).
+    called for each message dead-lettered (for metrics). ``max_attempts`` and
+    ``dead_letter_suffix`` default to the bus's own (``BusSettings``).
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    max_attempts = bus.max_attempts if max_attempts is None else max_attempts
     if max_attempts < 1:
         raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
     stats = stats if stats is not None else ConsumeStats()

@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from processors.client import RequestClient
-from processors.clients import EmbedClient, RemoteError
-from processors.processor import Processor, RequestContext
+from processors.runtime.client import RequestClient
+from processors.runtime.clients import EmbedClient, RemoteError
+from processors.runtime.processor import Processor, RequestContext
 from schema import DeleteDocument, Document, EmbeddedChunks, IngestResult
 
 from .chunking import chunk_document

@@ -44,9 +44,8 @@ from typing import Any
 import msgspec
 
 from schema import DEFAULT_COLLECTION, ChunkMatch, Fact, RejectedFact
+from schema.times import DEFAULT_HEADER_TEMPLATE, iso, parse_instant, render_header
 
-from ..kg.temporal import DEFAULT_HEADER_TEMPLATE, render_header
-from ..kg.times import iso, parse_instant
 from .fusion import rrf_fuse
 
 log = logging.getLogger(__name__)

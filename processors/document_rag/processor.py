@@ -9,8 +9,8 @@ become error responses (or degraded answers, see ``core.py``).
 
 from __future__ import annotations
 
-from processors.client import RequestClient
-from processors.clients import (
+from processors.runtime.client import RequestClient
+from processors.runtime.clients import (
     DocEmbeddingsClient,
     EmbedClient,
     FetchChunkClient,
@@ -18,7 +18,7 @@ from processors.clients import (
     KgClient,
     PromptClient,
 )
-from processors.processor import Processor, RequestContext
+from processors.runtime.processor import Processor, RequestContext
 from schema import DocumentRagRequest, DocumentRagResponse, check_collection
 
 from .core import DocumentRag

@@ -13,7 +13,7 @@ import httpx
 import msgspec
 import numpy as np
 
-from processors.http import json_client
+from processors.runtime.http import json_client
 
 from .settings import OpenAISettings
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from processors.processor import Processor, RequestContext
+from processors.runtime.processor import Processor, RequestContext
 from schema import EmbedRequest, EmbedResponse
 
 from .settings import EmbedSettings

@@ -35,7 +35,7 @@ from typing import TypeVar
 import msgspec
 
 from config.settings import default_data_dir
-from processors.processor import Processor, RequestContext
+from processors.runtime.processor import Processor, RequestContext
 from schema import Chunk, DeleteDocument, EmbeddedChunks, IngestResult, KeywordQueryRequest, KeywordQueryResponse
 
 from .index import KeywordIndex, check_collection, exists, index_path

@@ -6,11 +6,14 @@
 - ``TemporalGraphRetriever`` and ``RetrievedContext``: contexts filtered to an instant (``temporal.py``);
 - ``ContextRetriever``: all of it in-process, for library users without a bus (``facade.py``);
 - ``GraphStore``: the networkx multigraph, bi-temporal, rebuilt from a log (``store.py``);
-- ``KgQueryProcessor`` (kg-query) and ``KgStoreProcessor`` (triples-load) (``processor.py``);
-- ``ragbus kg load`` / ``ragbus kg query`` (``load.py``, ``commands.py``).
+- ``KgQueryProcessor`` (kg-query) and ``KgStoreProcessor`` (triples-load) (``processor.py``).
+
+Graph files and the ``ragbus kg`` commands live with the other commands, in ``processors/cli/``.
 
 How times are read and compared: ``times.py``. Settings and defaults: ``settings.py``.
 """
+
+from schema.times import TimeError, parse_instant
 
 from .facade import ContextRetriever
 from .linking import EntityLinker, link_entities
@@ -24,7 +27,6 @@ from .temporal import (
     TemporalGraphRetriever,
     render_header,
 )
-from .times import TimeError, parse_instant
 from .triples import retrieve_triples
 
 __all__ = [

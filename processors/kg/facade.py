@@ -36,6 +36,8 @@ from typing import Any, Protocol
 
 import networkx as nx
 
+from schema.times import Instant
+
 from .linking import link_entities
 from .temporal import (
     DEFAULT_HEADER_TEMPLATE,
@@ -44,7 +46,6 @@ from .temporal import (
     TemporalGraphRetriever,
     render_header,
 )
-from .times import Instant
 from .triples import check_k
 
 __all__ = ["MAX_PATH_HOPS", "MAX_REASONING_PATHS", "ContextRetriever", "build_prompt", "reasoning_paths"]

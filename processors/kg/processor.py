@@ -26,7 +26,7 @@ from typing import ClassVar, TypeVar
 import msgspec
 
 from config.settings import default_data_dir
-from processors.processor import Processor, RequestContext
+from processors.runtime.processor import Processor, RequestContext
 from schema import (
     IngestResult,
     KgQueryRequest,
@@ -34,10 +34,10 @@ from schema import (
     LoadTriples,
     check_collection,
 )
+from schema.times import iso, parse_instant
 
 from .settings import KgSettings
 from .store import GraphLog, GraphStore, graph_path, stamped
-from .times import iso, parse_instant
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -39,10 +39,10 @@ import msgspec
 import networkx as nx
 
 from schema import Entity, Fact, LoadTriples, RejectedFact, check_collection
+from schema.times import TimeError, covers, iso, parse_instant, parse_interval
 
 from .linking import EntityLinker
 from .ontology import Ontology
-from .times import TimeError, covers, iso, parse_instant, parse_interval
 
 __all__ = ["GraphLog", "GraphStore", "QueryResult", "fact_text", "graph_path"]
 

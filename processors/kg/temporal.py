@@ -30,13 +30,21 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from .times import Instant, TimeError, covers, iso, parse_instant, parse_interval
+from schema.times import (
+    DEFAULT_HEADER_TEMPLATE,
+    DEFAULT_SOURCE,
+    Instant,
+    TimeError,
+    covers,
+    parse_instant,
+    parse_interval,
+    render_header,
+)
 
 __all__ = [
     "DEFAULT_HEADER_TEMPLATE",
@@ -51,11 +59,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-DEFAULT_HEADER_TEMPLATE = "Graph context valid as of {at_time} (source: {source})"
-DEFAULT_SOURCE = "KnowledgeGraph snapshot"
-
-_PLACEHOLDER = re.compile(r"\{(at_time|source)\}")
 
 
 @dataclass
@@ -92,21 +95,6 @@ class ScopedContexts:
     contexts: list[Any]
     base: list[Any]
     dropped: list[DroppedItem]
-
-
-def render_header(template: str, at_time: Instant, source: str = DEFAULT_SOURCE) -> str:
-    """``template`` with ``{at_time}`` (UTC ISO) and ``{source}`` filled in; any other brace is literal.
-
-    One pass of plain substitution, never ``str.format``: a template or a
-    source holding ``{0}``, ``{query}`` or ``{x.__class__}`` is text, and a
-    source containing ``{at_time}`` is not expanded again.
-    """
-    if not isinstance(template, str):
-        raise TypeError(f"header_template must be a str, got {type(template).__name__}")
-    if not isinstance(source, str):
-        raise TypeError(f"source must be a str, got {type(source).__name__}")
-    values = {"at_time": iso(parse_instant(at_time, what="at_time")), "source": source}
-    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
 
 
 def filter_contexts(contexts: Iterable[Any], at_time: Instant) -> tuple[list[RetrievedContext], list[DroppedItem]]:

@@ -29,7 +29,7 @@ from email.utils import parsedate_to_datetime
 import httpx
 import msgspec
 
-from processors.http import json_client
+from processors.runtime.http import json_client
 from schema import PromptResult
 
 from .settings import OpenAISettings

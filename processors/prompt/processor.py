@@ -8,7 +8,7 @@ from typing import Protocol
 
 import msgspec
 
-from processors.processor import Processor, RequestContext
+from processors.runtime.processor import Processor, RequestContext
 from schema import PromptRequest, PromptResult
 
 from . import templates, variables

@@ -19,11 +19,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..client import RequestClient, RequestTimeout
-from ..clients import DocumentRagClient, RemoteError
-
-# The query side of the pipeline: what each worker replica runs.
-QUERY_PROCESSORS = ["embed", "doc-embeddings-query", "fetch-chunk", "keyword-query", "kg-query", "prompt", "document-rag"]
+from config import pipelines
+from processors.runtime.client import RequestClient, RequestTimeout
+from processors.runtime.clients import DocumentRagClient, RemoteError
 
 
 class WorkerProcess:
@@ -169,38 +167,10 @@ class QueryLoad:
                 self._progress.notify_all()
 
 
-async def build_stores(data_dir: str, collection: str, documents: Sequence) -> None:
-    """Documents and the sample graph written into ``data_dir`` by the real ingestion processors on memory://."""
-    import uuid
-
-    from config.settings import load_settings
-
-    from ..ask import PIPELINE
-    from ..bus import connect
-    from ..ingest import ingest
-    from ..kg.load import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology
-    from ..worker import processor_class, processors_running
-
-    settings = load_settings(environ={})
-    for section in settings.processors.values():  # every store in data_dir, whatever the environment says
-        if "data_dir" in processor_class(section["class"]).Settings.__struct_fields__:
-            section["data_dir"] = data_dir
-    url = f"memory://chaos-{uuid.uuid4().hex[:8]}"
-    async with processors_running(settings, PIPELINE, url, ready_timeout=300):
-        async with await connect(url) as bus, RequestClient(bus, name="load") as client:
-            ingested = await ingest(client, list(documents), timeout=600)
-            if ingested.failed:
-                raise RuntimeError(f"ingestion failed: {ingested.failed[0]}")
-            loaded = await load_graph(client, SAMPLE_GRAPH, collection=collection,
-                                      ontology=read_ontology(SAMPLE_ONTOLOGY))
-            if loaded.rejected:
-                raise RuntimeError(f"loading the sample graph failed: {loaded.rejected[0]}")
-
-
 def worker_env(data_dir: str, suffix: str, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a worker: the shared data dir, consumer groups of this run's own."""
     env = {**os.environ, "RAGBUS_DATA_DIR": data_dir, "RAGBUS_BUS__PULSAR__CONSUMER_ID_SPREAD": "8"}
-    for name in QUERY_PROCESSORS:
+    for name in pipelines.QUERY:
         env[f"RAGBUS_PROCESSORS__{name.upper().replace('-', '_')}__GROUP"] = f"{name}-{suffix}"
     env.update(extra or {})
     return env

@@ -23,13 +23,12 @@ from typing import Any
 
 import msgspec
 
+from processors.bus import Bus
+from processors.runtime.client import RequestClient, RequestTimeout
+from processors.runtime.envelope import REPLY_TO, REQUEST_ID, parse_envelope, response_headers
+from processors.runtime.processor import error_response
+from processors.runtime.recording import Recorded, read_recording
 from schema import SCHEMAS, Error, encode
-
-from ..bus import Bus
-from ..client import RequestClient, RequestTimeout
-from ..envelope import REPLY_TO, REQUEST_ID, parse_envelope, response_headers
-from ..processor import error_response
-from ..recording import Recorded, read_recording
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from processors.recording import read_recording, record, replay
+from processors.runtime.recording import read_recording, record, replay
 
 from .test_delivery import receive
 
@@ -49,7 +49,7 @@ async def test_record_then_replay_reproduces_messages_in_order(open_bus, topic, 
 
 
 async def test_replay_keeps_recorded_timing_when_asked(open_bus, topic, tmp_path):
-    from processors.recording import Recorded, _encoder
+    from processors.runtime.recording import Recorded, _encoder
 
     path = tmp_path / "timed.jsonl"
     with open(path, "wb") as f:

@@ -18,14 +18,14 @@ import uuid
 import msgspec
 import pytest
 
+from config import pipelines
 from config.settings import load_settings
-from processors.ask import PIPELINE
 from processors.bus import connect
-from processors.client import RequestClient
-from processors.clients import DocumentRagClient, RemoteError
-from processors.ingest import ingest
-from processors.kg.load import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology
-from processors.worker import processors_running
+from processors.cli.graph_files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology
+from processors.cli.ingest import ingest
+from processors.runtime.client import RequestClient
+from processors.runtime.clients import DocumentRagClient, RemoteError
+from processors.runtime.worker import processors_running
 from schema import Document
 
 from ..conftest import settings_for_tests
@@ -59,11 +59,11 @@ async def pipeline(url, data_dir, monkeypatch, *, bus_settings=None, without=(),
         **(env or {}),
     })
     suffix = uuid.uuid4().hex[:8]
-    for name in PIPELINE:
+    for name in pipelines.EVERYTHING:
         settings.processors[name]["group"] = f"{name}-{suffix}"
     if bus_settings is not None:
         settings.bus = bus_settings
-    names = [n for n in PIPELINE if n not in without]
+    names = [n for n in pipelines.EVERYTHING if n not in without]
     async with processors_running(settings, names, url, ready_timeout=120):
         async with await connect(url, bus_settings) as bus, RequestClient(bus, name="test") as client:
             if "document-load" not in without:

@@ -18,8 +18,6 @@ import pytest
 from config.settings import SettingsError, default_data_dir, load_settings
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
-from processors.client import RequestClient
-from processors.clients import DocEmbeddingsClient, FetchChunkClient, RemoteError
 from processors.doc_embeddings import (
     DocEmbeddingsDeleteProcessor,
     DocEmbeddingsQueryProcessor,
@@ -29,7 +27,9 @@ from processors.doc_embeddings import (
     StoreError,
     VectorStore,
 )
-from processors.worker import build_processor
+from processors.runtime.client import RequestClient
+from processors.runtime.clients import DocEmbeddingsClient, FetchChunkClient, RemoteError
+from processors.runtime.worker import build_processor
 from schema import Chunk, DeleteDocument, EmbeddedChunks, IngestResult
 from schema import topics as t
 

@@ -17,11 +17,11 @@ import pytest_asyncio
 from config.settings import SettingsError, load_settings
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
-from processors.client import RequestClient
-from processors.clients import EmbedClient, RemoteError
 from processors.embed import EmbedProcessor, EmbedSettings, OnnxSettings, OpenAISettings
 from processors.embed.onnx_backend import ModelError, OnnxBackend, default_vocab_path, load_vocab
-from processors.worker import build_processor
+from processors.runtime.client import RequestClient
+from processors.runtime.clients import EmbedClient, RemoteError
+from processors.runtime.worker import build_processor
 
 from ..runtime.test_processor import serving
 

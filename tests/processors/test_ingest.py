@@ -10,22 +10,21 @@ import contextlib
 
 import pytest
 
+from config import pipelines
 from config.settings import load_settings
 from processors.bus import connect
-from processors.client import RequestClient
-from processors.clients import DocEmbeddingsClient, EmbedClient, FetchChunkClient, KeywordClient
-from processors.ingest import builtin_corpus, ingest, load_documents
-from processors.processor import Processor
-from processors.worker import processors_running
+from processors.cli.documents import builtin_corpus, load_documents
+from processors.cli.ingest import ingest
+from processors.runtime.client import RequestClient
+from processors.runtime.clients import DocEmbeddingsClient, EmbedClient, FetchChunkClient, KeywordClient
+from processors.runtime.processor import Processor
+from processors.runtime.worker import processors_running
 from schema import DeleteDocument, Document, EmbeddedChunks, IngestResult
 from schema import topics as t
 
 from ..conftest import settings_for_tests
 
-PIPELINE = [
-    "embed", "document-load", "document-delete", "doc-embeddings-store", "doc-embeddings-delete",
-    "keyword-store", "keyword-delete", "doc-embeddings-query", "fetch-chunk", "keyword-query",
-]
+PIPELINE = (*pipelines.INGEST, *pipelines.RETRIEVAL)
 
 DOCS = [
     Document(document_id="slots", title="__slots__",

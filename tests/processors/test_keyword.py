@@ -13,8 +13,6 @@ import pytest
 from config.settings import load_settings
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
-from processors.client import RequestClient
-from processors.clients import KeywordClient, RemoteError
 from processors.keyword import (
     KeywordDeleteProcessor,
     KeywordIndex,
@@ -23,7 +21,9 @@ from processors.keyword import (
     KeywordStoreProcessor,
 )
 from processors.keyword.index import identifier_tokens, words
-from processors.worker import build_processor
+from processors.runtime.client import RequestClient
+from processors.runtime.clients import KeywordClient, RemoteError
+from processors.runtime.worker import build_processor
 from schema import Chunk, DeleteDocument, EmbeddedChunks, IngestResult
 from schema import topics as t
 

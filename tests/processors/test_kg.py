@@ -17,16 +17,10 @@ import pytest
 
 from config.settings import load_settings
 from processors.bus import connect
-from processors.client import RequestClient
-from processors.clients import KgClient, RemoteError
-from processors.kg.load import (
-    SAMPLE_GRAPH,
-    SAMPLE_ONTOLOGY,
-    load_graph,
-    read_items,
-    read_ontology,
-)
-from processors.worker import processors_running
+from processors.cli.graph_files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_items, read_ontology
+from processors.runtime.client import RequestClient
+from processors.runtime.clients import KgClient, RemoteError
+from processors.runtime.worker import processors_running
 from schema import Entity, Fact, IngestResult, LoadTriples
 from schema import topics as t
 

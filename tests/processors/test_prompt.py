@@ -16,8 +16,6 @@ import pytest_asyncio
 from config.settings import SettingsError, load_settings
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
-from processors.client import RequestClient
-from processors.clients import PromptClient, RemoteError
 from processors.prompt import ExtractiveSettings, PromptProcessor, PromptSettings
 from processors.prompt import templates as tpl
 from processors.prompt.answer import compose
@@ -26,7 +24,9 @@ from processors.prompt.lexical import bm25, sentences, terms
 from processors.prompt.processor import load_templates
 from processors.prompt.templates import TemplateError, parse
 from processors.prompt.variables import ValidationError, check
-from processors.worker import build_processor
+from processors.runtime.client import RequestClient
+from processors.runtime.clients import PromptClient, RemoteError
+from processors.runtime.worker import build_processor
 
 from ..runtime.test_processor import serving
 

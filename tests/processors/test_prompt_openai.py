@@ -31,9 +31,9 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from processors.clients import RemoteError
 from processors.prompt import OpenAISettings, PromptProcessor, PromptSettings
 from processors.prompt.openai_backend import concept_lines, retry_after_s
+from processors.runtime.clients import RemoteError
 from processors.testing.brokers import free_port, in_ci
 from schema import PromptResult
 

@@ -14,16 +14,12 @@ import uuid
 
 import pytest
 
+from config import pipelines
 from processors.bus import connect
-from processors.client import RequestClient
+from processors.cli.seed import build_stores
+from processors.runtime.client import RequestClient
 from processors.testing import brokers
-from processors.testing.chaos import (
-    QUERY_PROCESSORS,
-    QueryLoad,
-    WorkerProcess,
-    build_stores,
-    worker_env,
-)
+from processors.testing.chaos import QueryLoad, WorkerProcess, worker_env
 
 from ..conftest import settings_for_tests
 from .test_worker_crash import QUESTIONS, documents
@@ -46,7 +42,7 @@ async def test_pulsar_restart_under_load_loses_no_query(tmp_path, monkeypatch):
     try:
         await build_stores(str(tmp_path), collection, documents(collection))
         env = worker_env(str(tmp_path), uuid.uuid4().hex[:8])
-        workers = await asyncio.gather(*(WorkerProcess(QUERY_PROCESSORS, broker.url, env).start() for _ in range(2)))
+        workers = await asyncio.gather(*(WorkerProcess(pipelines.QUERY, broker.url, env).start() for _ in range(2)))
         async with await connect(broker.url, settings_for_tests()) as bus, \
                 RequestClient(bus, name="restart", timeout_s=CALL_TIMEOUT_S, resend_after_s=10) as client:
             load = QueryLoad(client, QUESTIONS, total=QUERIES, concurrency=64, timeout=CALL_TIMEOUT_S,

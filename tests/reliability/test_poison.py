@@ -37,14 +37,16 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from config import pipelines
 from config.settings import load_settings
-from processors import metrics
-from processors.ask import PIPELINE
 from processors.bus import SubscriptionClosed, connect, dead_letter_topic
 from processors.bus.consume import H_ATTEMPTS, H_ERROR, H_ORIGIN, H_REASON
 from processors.bus.memory import _BROKERS, drop_memory_broker
-from processors.client import RequestClient
-from processors.clients import (
+from processors.cli.graph_files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology
+from processors.cli.ingest import ingest
+from processors.runtime import metrics
+from processors.runtime.client import RequestClient
+from processors.runtime.clients import (
     DocEmbeddingsClient,
     DocumentRagClient,
     EmbedClient,
@@ -53,7 +55,7 @@ from processors.clients import (
     KgClient,
     PromptClient,
 )
-from processors.envelope import (
+from processors.runtime.envelope import (
     ATTEMPT,
     CONTENT_TYPE_HEADER,
     DEADLINE,
@@ -63,10 +65,7 @@ from processors.envelope import (
     now_ms,
     request_headers,
 )
-from processors.ingest import ingest
-from processors.kg.load import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology
-from processors.testing.chaos import QUERY_PROCESSORS
-from processors.worker import processors_running
+from processors.runtime.worker import processors_running
 from schema import (
     CONTENT_TYPE,
     REPLY_PREFIX,
@@ -110,7 +109,7 @@ async def ingest_corpus(data_dir: Path) -> None:
         mp.setenv("RAGBUS_DATA_DIR", str(data_dir))
         settings = load_settings(environ={})
         try:
-            async with processors_running(settings, PIPELINE, f"memory://{name}", ready_timeout=120), \
+            async with processors_running(settings, pipelines.EVERYTHING, f"memory://{name}", ready_timeout=120), \
                     await connect(f"memory://{name}") as bus, RequestClient(bus, name="ingest") as client:
                 summary = await ingest(client, DOCS, timeout=120)
                 assert summary.failed == [] and summary.documents == len(DOCS)
@@ -127,7 +126,7 @@ def corpus(tmp_path_factory) -> Path:
     return data_dir
 
 
-def query_settings(bus_settings, *, rename_topics: bool, names=QUERY_PROCESSORS):
+def query_settings(bus_settings, *, rename_topics: bool, names=pipelines.QUERY):
     """Settings running ``names`` in groups of their own; ``rename_topics`` gives them private topics too.
 
     On a broker shared by the test session a new group reads a topic from its start, so there
@@ -136,7 +135,7 @@ def query_settings(bus_settings, *, rename_topics: bool, names=QUERY_PROCESSORS)
     """
     settings = load_settings(environ={})
     suffix = uuid.uuid4().hex[:8]
-    topics = {name: f"{name}-{suffix}" if rename_topics else name for name in QUERY_PROCESSORS}
+    topics = {name: f"{name}-{suffix}" if rename_topics else name for name in pipelines.QUERY}
     for name in names:
         settings.processors[name]["group"] = f"{name}-{suffix}"
         settings.processors[name]["topic"] = topics[name]
@@ -348,7 +347,7 @@ class HostileFactory:
 
     def k_wrong_schema(self):
         def other_topic(n, hid, i):
-            for other in QUERY_PROCESSORS[i % 7:] + QUERY_PROCESSORS[:i % 7]:
+            for other in pipelines.QUERY[i % 7:] + pipelines.QUERY[:i % 7]:
                 body = encode(valid_request(other, hid))
                 with contextlib.suppress(DecodeError):
                     decode(body, t.SCHEMAS[n].request)
@@ -407,7 +406,7 @@ class HostileFactory:
 
     def k_forged_headers(self):
         def reflect(n, hid, i):  # back onto a request topic, possibly its own: a loop if obeyed
-            return self.topics[QUERY_PROCESSORS[i % 7]]
+            return self.topics[pipelines.QUERY[i % 7]]
 
         lookalikes = [" " + REPLY_PREFIX + "x", REPLY_PREFIX.upper() + "x", REPLY_PREFIX[:-1] + "x",
                       "ragbus.reply", "ragbus-reply.x"]
@@ -464,8 +463,8 @@ class HostileFactory:
 
         Topic ``k`` starts a kind's variants at the ``k``-th, so even a small wave has every variant.
         """
-        cells = [(name, kind) for kind in KINDS for name in QUERY_PROCESSORS]
-        messages = [self.make(*cells[j % len(cells)], j // len(cells) + j % len(QUERY_PROCESSORS))
+        cells = [(name, kind) for kind in KINDS for name in pipelines.QUERY]
+        messages = [self.make(*cells[j % len(cells)], j // len(cells) + j % len(pipelines.QUERY))
                     for j in range(count)]
         self.rng.shuffle(messages)
         return messages
@@ -610,13 +609,13 @@ class Accounting:
         assert not problems, f"{len(problems)} hostile messages ended wrongly, e.g. {problems[:5]}"
         assert not self.unknown, f"messages nobody sent: {self.unknown[:3]}"
         assert not self.reflected, f"a hostile header came back in a reply: {self.reflected[:3]}"
-        assert dict(expired_seen) == {n: self.expected_expired[n] for n in QUERY_PROCESSORS}, \
+        assert dict(expired_seen) == {n: self.expected_expired[n] for n in pipelines.QUERY}, \
             (expired_seen, self.expected_expired)
         return summary
 
 
 def expired_counts() -> dict[str, float]:
-    return {n: metrics.expired.labels(n)._value.get() for n in QUERY_PROCESSORS}
+    return {n: metrics.expired.labels(n)._value.get() for n in pipelines.QUERY}
 
 
 async def until(condition, timeout: float, describe, *, progress=None, stall: float | None = None) -> None:
@@ -665,7 +664,7 @@ async def run_wave(h: Harness, count: int, *, chunk: int, settle_timeout: float)
 
     def expired_now():
         now = expired_counts()
-        return {n: now[n] - before[n] for n in QUERY_PROCESSORS}
+        return {n: now[n] - before[n] for n in pipelines.QUERY}
 
     def settled() -> bool:
         accounting.update(h.recorder)
@@ -680,7 +679,7 @@ async def run_wave(h: Harness, count: int, *, chunk: int, settle_timeout: float)
         for m in messages[j:j + chunk]:
             await h.hostile_bus.publish(h.topics[m.name], m.body, m.headers)
         # A real request behind the chunk in its topic's queue: answered correctly, right away.
-        real_calls.append(asyncio.ensure_future(h.real.check(QUERY_PROCESSORS[(j // chunk) % 7])))
+        real_calls.append(asyncio.ensure_future(h.real.check(pipelines.QUERY[(j // chunk) % 7])))
         await asyncio.sleep(0)
     try:
         await asyncio.gather(*real_calls)
@@ -692,7 +691,7 @@ async def run_wave(h: Harness, count: int, *, chunk: int, settle_timeout: float)
                 lambda: f"{accounting.ended()}/{accounting.ending_count} ended, expired {expired_now()}",
                 progress=lambda: (accounting.ended(), sum(expired_now().values())), stall=10)
     # The workers still serve every topic, after all of it.
-    for name in QUERY_PROCESSORS:
+    for name in pipelines.QUERY:
         await h.real.check(name)
     accounting.update(h.recorder)
     assert not h.recorder.victim, f"a forged reply-to was published to: {h.recorder.victim[0].headers}"
@@ -711,13 +710,13 @@ async def harness(url: str, *, rename_topics: bool, oversize: tuple[int, int], s
     victim = f"victim-{run}"
     # The attacker's bus lets oversized bodies out; the workers' refuses them.
     attacker_settings = settings_for_tests(max_message_bytes=4 * 1024 * 1024, memory_retention=RETENTION)
-    async with processors_running(settings, QUERY_PROCESSORS, url, ready_timeout=120), \
+    async with processors_running(settings, pipelines.QUERY, url, ready_timeout=120), \
             await connect(url, attacker_settings) as hostile_bus, \
             await connect(url, bus_settings) as bus, \
             RequestClient(bus, name="real") as client:
         recorder = Recorder()
         try:
-            for name in QUERY_PROCESSORS:
+            for name in pipelines.QUERY:
                 await recorder.follow(bus, dead_letter_topic(topics[name]), recorder.dead)
             await recorder.follow(bus, reply_to, recorder.replies)
             await recorder.follow(bus, victim, recorder.victim)
@@ -755,7 +754,7 @@ async def test_a_thousand_hostile_messages_on_the_memory_bus_and_memory_stays_bo
             assert {kind for kind, _ in summary} == set(KINDS)
             assert {ending for _, ending in summary} == {DLQ, ERROR, EXPIRED, SERVED}
             assert set(h.sent) == h.factory.all_variants()
-            assert all(h.real.answered[n] >= 7 for n in QUERY_PROCESSORS), h.real.answered
+            assert all(h.real.answered[n] >= 7 for n in pipelines.QUERY), h.real.answered
 
             # A second wave under tracemalloc: what it leaves alive is what the bus retains, no more.
             gc.collect()
@@ -779,7 +778,7 @@ async def test_a_thousand_hostile_messages_on_the_memory_bus_and_memory_stays_bo
                     for member in group.members:
                         assert not member._buffer and not member._inflight, topic_name
             # The cap did bind: every request topic received far more than it keeps.
-            for n in QUERY_PROCESSORS:
+            for n in pipelines.QUERY:
                 assert len(broker.topics[n].retained) == RETENTION
             allowed = retained_bytes + 8 * 1024 * 1024
             assert allowed < h.last_wave_bytes / 2  # so keeping the wave's messages alive would fail

@@ -26,7 +26,7 @@ from config.bus import BusSettings, KafkaOptions, PulsarOptions
 from config.settings import load_settings
 from processors.bus import connect, dead_letter_topic
 from processors.bus.consume import H_ERROR, H_REASON
-from processors.envelope import REQUEST_ID, request_headers
+from processors.runtime.envelope import REQUEST_ID, request_headers
 from schema import REPLY_PREFIX, decode, encode
 
 from ..conformance.test_delivery import receive

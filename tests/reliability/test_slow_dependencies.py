@@ -29,27 +29,21 @@ import uuid
 import msgspec
 import pytest
 
+from config import pipelines
 from config.settings import ProcessorSettings
 from processors.bus import connect
-from processors.client import RequestClient
-from processors.clients import DocumentRagClient, RemoteError
 from processors.document_rag import DocumentRagProcessor
 from processors.document_rag.settings import DocumentRagSettings
-from processors.processor import Processor, RequestContext
-from processors.worker import processors_running
+from processors.runtime.client import RequestClient
+from processors.runtime.clients import DocumentRagClient, RemoteError
+from processors.runtime.processor import Processor, RequestContext
+from processors.runtime.worker import processors_running
 from schema import ChunkMatch, EmbedResponse, KeywordQueryResponse, KgQueryResponse
 from schema import topics as t
 
 from ..conftest import settings_for_tests
 from ..runtime.test_processor import serving
-from .test_poison import (
-    ELSE_QUESTION,
-    QUERY_PROCESSORS,
-    UK_QUESTION,
-    ingest_corpus,
-    query_settings,
-    until,
-)
+from .test_poison import ELSE_QUESTION, UK_QUESTION, ingest_corpus, query_settings, until
 
 PATH_TIMEOUT_S = 1.0
 # Well above the path timeout, so an answer within it shows that the path timeout cut the call.
@@ -129,7 +123,7 @@ def corpus(tmp_path_factory):
 async def pipeline_with(replaced: str, url: str):
     """document-rag (run here, so its client can be inspected), the real retrieval processors, one stand-in."""
     bus_settings = settings_for_tests()
-    real = [n for n in QUERY_PROCESSORS if n not in (replaced, t.DOCUMENT_RAG)]
+    real = [n for n in pipelines.QUERY if n not in (replaced, t.DOCUMENT_RAG)]
     settings, topics = query_settings(bus_settings, rename_topics=False, names=real)
     rag_settings = dict(settings.processors[t.DOCUMENT_RAG], path_timeout_s=PATH_TIMEOUT_S,
                         call_timeout_s=CALL_TIMEOUT_S, group=f"rag-{uuid.uuid4().hex[:8]}", topic=t.DOCUMENT_RAG)

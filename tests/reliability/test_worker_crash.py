@@ -18,15 +18,11 @@ import uuid
 import msgspec
 import pytest
 
+from config import pipelines
 from processors.bus import connect
-from processors.client import RequestClient
-from processors.testing.chaos import (
-    QUERY_PROCESSORS,
-    QueryLoad,
-    WorkerProcess,
-    build_stores,
-    worker_env,
-)
+from processors.cli.seed import build_stores
+from processors.runtime.client import RequestClient
+from processors.testing.chaos import QueryLoad, WorkerProcess, worker_env
 
 from ..conftest import settings_for_tests
 from ..e2e.test_ask import DOCS
@@ -57,7 +53,7 @@ async def test_a_killed_replica_under_load_loses_no_query(which, request, tmp_pa
         "RAGBUS_PROCESSORS__DOC_EMBEDDINGS_QUERY__REFRESH_INTERVAL_S": "0",
         "RAGBUS_PROCESSORS__FETCH_CHUNK__REFRESH_INTERVAL_S": "0",
     })
-    workers = await asyncio.gather(*(WorkerProcess(QUERY_PROCESSORS, url, env).start() for _ in range(2)))
+    workers = await asyncio.gather(*(WorkerProcess(pipelines.QUERY, url, env).start() for _ in range(2)))
     restarted = None
     try:
         async with await connect(url, settings_for_tests()) as bus, \
@@ -68,7 +64,7 @@ async def test_a_killed_replica_under_load_loses_no_query(which, request, tmp_pa
             await load.reached(QUERIES // 4)
             workers[0].kill()
             await load.reached(QUERIES // 2)
-            restarted = await WorkerProcess(QUERY_PROCESSORS, url, env).start()
+            restarted = await WorkerProcess(pipelines.QUERY, url, env).start()
             report = await asyncio.wait_for(running, 540)
     finally:
         for w in [*workers, restarted]:

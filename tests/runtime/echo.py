@@ -8,7 +8,7 @@ import os
 import msgspec
 
 from config.settings import ProcessorSettings
-from processors.processor import Processor, RequestContext
+from processors.runtime.processor import Processor, RequestContext
 from schema import Error
 
 

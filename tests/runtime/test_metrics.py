@@ -7,9 +7,9 @@ import urllib.request
 
 from config.settings import load_settings
 from processors.bus import connect
-from processors.client import RequestClient
+from processors.runtime.client import RequestClient
+from processors.runtime.worker import run_workers
 from processors.testing.brokers import free_port
-from processors.worker import run_workers
 
 from .echo import EchoRequest, EchoResponse
 from .workers import write_config

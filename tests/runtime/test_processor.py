@@ -7,12 +7,12 @@ import contextlib
 
 import pytest
 
-from processors import metrics
 from processors.bus import dead_letter_topic
 from processors.bus.consume import H_REASON
-from processors.client import RequestClient, RequestTimeout
-from processors.envelope import DEADLINE, REPLY_TO, REQUEST_ID, now_ms, request_headers
-from processors.processor import error_response
+from processors.runtime import metrics
+from processors.runtime.client import RequestClient, RequestTimeout
+from processors.runtime.envelope import DEADLINE, REPLY_TO, REQUEST_ID, now_ms, request_headers
+from processors.runtime.processor import error_response
 from schema import REPLY_PREFIX, Error, PromptResult, encode
 
 from ..conformance.test_delivery import receive

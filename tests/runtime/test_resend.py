@@ -10,8 +10,8 @@ import asyncio
 
 import pytest
 
-from processors.client import RequestClient, RequestTimeout
-from processors.processor import RequestContext
+from processors.runtime.client import RequestClient, RequestTimeout
+from processors.runtime.processor import RequestContext
 
 from .echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
 from .test_processor import client_on, serving

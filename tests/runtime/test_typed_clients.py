@@ -6,8 +6,8 @@ import msgspec
 import pytest
 
 from processors.bus import connect
-from processors.client import RequestClient
-from processors.clients import (
+from processors.runtime.client import RequestClient
+from processors.runtime.clients import (
     DocEmbeddingsClient,
     EmbedClient,
     FetchChunkClient,
@@ -16,7 +16,7 @@ from processors.clients import (
     PromptClient,
     RemoteError,
 )
-from processors.processor import Processor
+from processors.runtime.processor import Processor
 from schema import SCHEMAS, ChunkMatch, Error, Fact, KgQueryResponse, PromptResult
 from schema import topics as t
 

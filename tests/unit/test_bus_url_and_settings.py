@@ -82,7 +82,7 @@ def test_settings_from_environment_reach_nested_broker_options():
     assert s.url == "kafka://k:9092" and s.max_attempts == 7
     assert s.kafka.sasl_mechanism == "SCRAM-SHA-512" and s.kafka.security_protocol == "SASL_SSL"
     assert s.pulsar.auth_token == "secret"
-    assert s.concurrency == BusSettings().concurrency  # untouched defaults stay
+    assert s.connect_timeout_s == BusSettings().connect_timeout_s  # untouched defaults stay
 
 
 def test_overrides_beat_environment():

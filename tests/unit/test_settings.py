@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from config.settings import ProcessorSettings, SettingsError, load_settings, processor_settings
-from processors.worker import build_processor
+from processors.runtime.worker import build_processor
 
 from ..runtime.echo import EchoProcessor, EchoSettings
 

@@ -6,7 +6,7 @@ import pytest
 
 from processors.kg.facade import ContextRetriever, build_prompt, reasoning_paths
 from processors.kg.temporal import RetrievedContext
-from processors.kg.times import TimeError
+from schema.times import TimeError
 
 
 def fact(head, relation, tail, valid_from=None, valid_until=None):

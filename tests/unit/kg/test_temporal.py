@@ -15,7 +15,7 @@ from processors.kg.temporal import (
     filter_contexts,
     render_header,
 )
-from processors.kg.times import TimeError
+from schema.times import TimeError
 
 
 def entity(id_, valid_from=None, valid_until=None, **extra):

@@ -13,26 +13,26 @@ from pathlib import Path
 
 import msgspec
 
+from config import pipelines
+from config.settings import load_settings
+from processors.bus import connect
+from processors.runtime.client import RequestClient
+from processors.runtime.clients import KgClient
 from schema import KgQueryResponse
 
-from .load import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology, report
+from .common import add_bus_options, embedded_processors
+from .graph_files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology, report
+from .progress import progress_bar
 
 
 async def kg_load(args: argparse.Namespace) -> int:
-    from config.settings import load_settings
-
-    from ..bus import connect
-    from ..cli import embedded_processors
-    from ..client import RequestClient
-    from ..ingest import progress_bar
-
     settings = load_settings(args.config)
     url = args.bus or settings.bus.url
     path = Path(args.file) if args.file else SAMPLE_GRAPH
     ontology_path = Path(args.ontology) if args.ontology else (None if args.file else SAMPLE_ONTOLOGY)
     ontology = read_ontology(ontology_path) if ontology_path is not None else None
     print(f"loading {path} into collection {args.collection!r} over {url}", file=sys.stderr)
-    async with embedded_processors(settings, ["kg-store"], url):
+    async with embedded_processors(settings, pipelines.GRAPH_LOAD, url):
         async with await connect(url, settings.bus) as bus, RequestClient(bus, name="kg-load") as client:
             summary = await load_graph(
                 client, path, collection=args.collection, ontology=ontology,
@@ -43,16 +43,9 @@ async def kg_load(args: argparse.Namespace) -> int:
 
 
 async def kg_query(args: argparse.Namespace) -> int:
-    from config.settings import load_settings
-
-    from ..bus import connect
-    from ..cli import embedded_processors
-    from ..client import RequestClient
-    from ..clients import KgClient
-
     settings = load_settings(args.config)
     url = args.bus or settings.bus.url
-    async with embedded_processors(settings, ["kg-query"], url):
+    async with embedded_processors(settings, pipelines.GRAPH_QUERY, url):
         async with await connect(url, settings.bus) as bus, RequestClient(bus, name="kg-query") as client:
             kg = KgClient(client, timeout=settings.client.request_timeout_s)
             response = await kg.query(
@@ -77,7 +70,7 @@ def _show(r: KgQueryResponse) -> None:
         print(f"  no facts{when}")
 
 
-def add_parser(sub, default_bus: str, config_help: str) -> None:
+def add_parsers(sub) -> None:
     kg = sub.add_parser("kg", help="load or query the knowledge graph").add_subparsers(dest="kg_command", required=True)
 
     p = kg.add_parser("load", help="load a graph file (.jsonl, .csv, .nt); default: the sample graph and its ontology")
@@ -85,8 +78,7 @@ def add_parser(sub, default_bus: str, config_help: str) -> None:
     p.add_argument("--ontology", help="ontology file (.toml or .json) checked against every query's facts")
     p.add_argument("--collection", default="default")
     p.add_argument("--batch-size", type=int, default=1000, help="items a message")
-    p.add_argument("--bus", help=default_bus)
-    p.add_argument("--config", help=config_help)
+    add_bus_options(p)
     p.set_defaults(run=kg_load)
 
     p = kg.add_parser("query", help="the facts about what a question names")
@@ -96,6 +88,5 @@ def add_parser(sub, default_bus: str, config_help: str) -> None:
     p.add_argument("--limit", type=int, default=8)
     p.add_argument("--collection", default="default")
     p.add_argument("--json", action="store_true", help="print the whole response as JSON")
-    p.add_argument("--bus", help=default_bus)
-    p.add_argument("--config", help=config_help)
+    add_bus_options(p)
     p.set_defaults(run=kg_query)

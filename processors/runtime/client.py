@@ -29,8 +29,8 @@ import msgspec
 
 from schema import REPLY_PREFIX, DecodeError, decode, encode
 
+from ..bus import Bus, SubscriptionClosed
 from . import metrics
-from .bus import Bus, SubscriptionClosed
 from .envelope import ATTEMPT, REQUEST_ID, new_request_id, request_headers
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""Instants and validity intervals: the one place that reads a user's time.
+"""Instants, validity intervals and the snapshot header: the one place that reads a user's time.
 
 Every time ragbus compares is an aware ``datetime`` in UTC, so a fact dated
 ``2021-12-08`` and a question asked ``at 2021-12-08T00:00:00+01:00`` compare
@@ -22,7 +22,18 @@ from __future__ import annotations
 import re
 from datetime import UTC, date, datetime
 
-__all__ = ["Instant", "TimeError", "covers", "iso", "parse_bound", "parse_instant", "parse_interval"]
+__all__ = [
+    "DEFAULT_HEADER_TEMPLATE",
+    "DEFAULT_SOURCE",
+    "Instant",
+    "TimeError",
+    "covers",
+    "iso",
+    "parse_bound",
+    "parse_instant",
+    "parse_interval",
+    "render_header",
+]
 
 Instant = datetime | date | str
 
@@ -90,3 +101,26 @@ def covers(start: datetime | None, end: datetime | None, at: datetime) -> bool:
 def iso(value: datetime) -> str:
     """The canonical text of an instant: ``2023-06-01T00:00:00Z``."""
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+# The line a prompt puts above graph facts when the question names a time (document-rag and
+# the kg library's ContextRetriever write the same header).
+DEFAULT_HEADER_TEMPLATE = "Graph context valid as of {at_time} (source: {source})"
+DEFAULT_SOURCE = "KnowledgeGraph snapshot"
+
+_PLACEHOLDER = re.compile(r"\{(at_time|source)\}")
+
+
+def render_header(template: str, at_time: Instant, source: str = DEFAULT_SOURCE) -> str:
+    """``template`` with ``{at_time}`` (UTC ISO) and ``{source}`` filled in; any other brace is literal.
+
+    One pass of plain substitution, never ``str.format``: a template or a
+    source holding ``{0}``, ``{query}`` or ``{x.__class__}`` is text, and a
+    source containing ``{at_time}`` is not expanded again.
+    """
+    if not isinstance(template, str):
+        raise TypeError(f"header_template must be a str, got {type(template).__name__}")
+    if not isinstance(source, str):
+        raise TypeError(f"source must be a str, got {type(source).__name__}")
+    values = {"at_time": iso(parse_instant(at_time, what="at_time")), "source": source}
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)

@@ -13,12 +13,13 @@ import contextlib
 import importlib
 import logging
 import signal
+from pathlib import Path
 
 from config.settings import Settings, SettingsError, processor_settings
 
+from ..bus import connect
+from ..bus.consume import ConsumeStats
 from . import metrics
-from .bus import connect
-from .bus.consume import ConsumeStats
 from .processor import Processor
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,13 @@ def processor_class(path: str) -> type[Processor]:
     if not (isinstance(cls, type) and issubclass(cls, Processor)):
         raise SettingsError(f"{path!r} is not a Processor subclass")
     return cls
+
+
+def put_stores_in(settings: Settings, directory: str | Path) -> None:
+    """Point every processor that keeps a store (its Settings has ``data_dir``) at ``directory``."""
+    for section in settings.processors.values():
+        if "class" in section and "data_dir" in processor_class(section["class"]).Settings.__struct_fields__:
+            section["data_dir"] = str(directory)
 
 
 def build_processor(settings: Settings, name: str) -> Processor:

@@ -1,27 +1,19 @@
-"""``ragbus ingest``: read documents and send them through the bus to be chunked, embedded and stored.
+"""Documents from files: what ``ragbus ingest`` reads.
 
 With no path, the corpus is the Python language reference that ships with
 every Python (``pydoc_data.topics``: 79 topics), so a fresh machine has
 something to ask about. Files: ``.txt``, ``.md``, ``.rst``, ``.html``/``.htm``
 (tags stripped) and ``.pdf`` when ``pypdf`` is installed; folders are walked.
-A file that cannot be read or decoded is reported and skipped; the others go
-on, and the command exits non-zero at the end.
+A file that cannot be read or decoded is reported with why, and the others go on.
 """
 
 from __future__ import annotations
 
-import asyncio
 import html.parser
-import sys
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 
-from schema import DEFAULT_COLLECTION, Document, IngestResult
-from schema import topics as t
-
-from .client import RequestClient
+from schema import DEFAULT_COLLECTION, Document
 
 TEXT_SUFFIXES = {".txt", ".md", ".rst", ".text"}
 HTML_SUFFIXES = {".html", ".htm"}
@@ -99,62 +91,6 @@ def find_files(paths: list[Path]) -> Iterator[Path]:
                     yield p
         else:
             yield path  # a named file is read whatever its suffix; missing ones are reported
-
-
-@dataclass
-class IngestSummary:
-    documents: int = 0
-    chunks: int = 0
-    failed: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-
-
-def progress_bar(out=sys.stderr) -> Callable[[int, int, str], None]:
-    def show(done: int, total: int, label: str) -> None:
-        width = 30
-        filled = width * done // max(total, 1)
-        print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label[:40]:<40}", end="", file=out, flush=True)
-        if done == total:
-            print(file=out)
-
-    return show
-
-
-async def ingest(
-    client: RequestClient,
-    documents: list[Document],
-    *,
-    concurrency: int = 4,
-    timeout: float = 600.0,
-    on_progress: Callable[[int, int, str], None] | None = None,
-    failed: list[str] | None = None,
-) -> IngestSummary:
-    """Send each document to ``document-load`` and wait for its chunk count."""
-    summary = IngestSummary(failed=failed if failed is not None else [])
-    started = time.perf_counter()
-    slots = asyncio.Semaphore(concurrency)
-    done = 0
-
-    async def one(doc: Document) -> None:
-        nonlocal done
-        async with slots:
-            try:
-                result = await client.request(t.DOCUMENT_LOAD, doc, IngestResult, timeout=timeout)
-            except Exception as exc:  # a timeout or a transport failure: report, go on
-                summary.failed.append(f"{doc.source or doc.document_id}: {exc}")
-            else:
-                if result.error is not None:
-                    summary.failed.append(f"{doc.source or doc.document_id}: {result.error.type}: {result.error.message}")
-                else:
-                    summary.documents += 1
-                    summary.chunks += result.count
-            done += 1
-            if on_progress is not None:
-                on_progress(done, len(documents), doc.title or doc.document_id)
-
-    await asyncio.gather(*(one(d) for d in documents))
-    summary.seconds = time.perf_counter() - started
-    return summary
 
 
 def load_documents(paths: list[str], collection: str = DEFAULT_COLLECTION) -> tuple[list[Document], list[str]]:

@@ -32,16 +32,10 @@ import msgspec
 from config.settings import ProcessorSettings
 from schema import REPLY_PREFIX, DecodeError, Error, decode, encode
 
+from ..bus import Bus, Delivery, Undecodable, consume
+from ..bus.consume import ConsumeStats
 from . import metrics
-from .bus import Bus, Delivery, Undecodable, consume
-from .bus.consume import ConsumeStats
-from .envelope import (
-    REQUEST_ID,
-    Envelope,
-    EnvelopeError,
-    parse_envelope,
-    response_headers,
-)
+from .envelope import REQUEST_ID, Envelope, EnvelopeError, parse_envelope, response_headers
 
 log = logging.getLogger(__name__)
 

@@ -8,19 +8,21 @@ flaky one succeeds on its second attempt, a poison one is dead-lettered after
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import time
 import uuid
 
-from config.settings import bus_settings
+from config.bus import BusSettings
+from config.settings import load_settings
+from processors.bus import Undecodable, connect, consume, dead_letter_topic
+from processors.bus.consume import H_ATTEMPTS, H_REASON
 
-from .bus import Undecodable, connect, consume, dead_letter_topic
-from .bus.consume import H_ATTEMPTS, H_REASON
+from .common import BUS_HELP
 
 
-async def run_selfcheck(url: str | None, *, out=print) -> int:
-    settings = bus_settings()
+async def run_selfcheck(url: str | None, settings: BusSettings, *, out=print) -> int:
     topic = f"ragbus-check-{uuid.uuid4().hex[:8]}"
     good = [f"good-{i}".encode() for i in range(5)]
     expected_dlq = {b"poison": str(settings.max_attempts), b"garbage": "1"}
@@ -65,3 +67,13 @@ async def run_selfcheck(url: str | None, *, out=print) -> int:
         f"dead-lettered {stats.dead_lettered}, nacked {stats.nacked}, "
         f"in {time.perf_counter() - started:.2f}s: {'OK' if ok else 'FAILED'}")
     return 0 if ok else 1
+
+
+async def _check(args: argparse.Namespace) -> int:
+    return await run_selfcheck(args.bus, load_settings().bus)
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("check", help="prove delivery, retry and dead-lettering work on a bus")
+    p.add_argument("--bus", help=BUS_HELP)
+    p.set_defaults(run=_check)

@@ -1,4 +1,4 @@
-"""``ragbus kg load``: read a graph file and send it, in batches, over the bus to kg-store.
+"""Graph files for ``ragbus kg load``: read one, and send it in batches over the bus to kg-store.
 
 Formats, by suffix:
 
@@ -30,13 +30,13 @@ from pathlib import Path
 
 import msgspec
 
+import config
+from processors.kg.ontology import Ontology, OntologyError, read_mapping
+from processors.runtime.client import RequestClient
 from schema import DEFAULT_COLLECTION, Entity, Fact, IngestResult, LoadTriples
 from schema import topics as t
 
-from ..client import RequestClient
-from .ontology import Ontology, OntologyError, read_mapping
-
-SAMPLE_GRAPH = Path(__file__).resolve().parents[2] / "config" / "kg" / "sample.jsonl"
+SAMPLE_GRAPH = Path(config.__file__).with_name("kg") / "sample.jsonl"
 SAMPLE_ONTOLOGY = SAMPLE_GRAPH.with_name("ontology.toml")
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".nt": "nt"}
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import msgspec
 
-from .bus import Bus
+from ..bus import Bus
 
 
 class Recorded(msgspec.Struct, kw_only=True):

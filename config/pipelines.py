@@ -1,0 +1,27 @@
+"""Which processors work together: every list of processor names is written here, once.
+
+A name is a ``[processors.NAME]`` section of ``config/defaults.toml``;
+``tests/unit/test_pipelines.py`` checks each list against it. Commands on the
+embedded bus start the list they need in their own process; benchmarks,
+tests and ``ragbus worker`` deployments use the same lists.
+"""
+
+from __future__ import annotations
+
+# Write the stores: documents in, chunked, embedded and stored; documents out again.
+# document-load deletes a document's old chunks first, so the delete side belongs here too.
+DELETE = ("document-delete", "doc-embeddings-delete", "keyword-delete")
+INGEST = ("embed", "document-load", "doc-embeddings-store", "keyword-store", *DELETE)
+
+# Read the document stores directly: what retrieval benchmarks ask (with embed for the query vector).
+RETRIEVAL = ("embed", "doc-embeddings-query", "fetch-chunk", "keyword-query")
+
+# The knowledge graph: kg-store writes it, kg-query reads it.
+GRAPH_LOAD = ("kg-store",)
+GRAPH_QUERY = ("kg-query",)
+
+# Answer questions: what every query replica runs.
+QUERY = (*RETRIEVAL, *GRAPH_QUERY, "prompt", "document-rag")
+
+# Everything the embedded pipeline needs in one process (``ragbus ask`` on memory://).
+EVERYTHING = tuple(dict.fromkeys((*INGEST, *GRAPH_LOAD, *QUERY)))

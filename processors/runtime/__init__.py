@@ -1,0 +1,11 @@
+"""What every processor and caller shares above the bus, and below any one processor.
+
+- ``processor.py``: the base class that does all transport work for a processor;
+- ``client.py``: ``RequestClient``, request/response over the bus, correlated by request id;
+- ``clients.py``: one typed client per request topic;
+- ``envelope.py``: the headers every request and response carries;
+- ``worker.py``: processors built from settings and run as workers of one process;
+- ``metrics.py``: Prometheus counters and histograms;
+- ``recording.py``: topics recorded to JSON Lines and replayed;
+- ``http.py``: the client of OpenAI-compatible HTTP endpoints (embed and prompt backends).
+"""
