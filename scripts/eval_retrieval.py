@@ -84,7 +84,7 @@ class Mode:
     vector_weight: float | None = None
     keyword_weight: float | None = None
     # Concepts from extract-concepts embedded beside the question: n = at most n (a prompt processor
-    # with concepts on, and document-rag's max_concepts = n + 1); None = the configured default.
+    # with concepts on, and document-rag's max_concepts = n); None = the configured default.
     concepts: int | None = None
 
 
@@ -135,7 +135,7 @@ def eval_settings(data_dir: Path, modes: Mapping[str, Mode]) -> Settings:
             section["keyword_weight"] = m.keyword_weight
         if m.concepts is not None:
             section["prompt_topic"] = CONCEPTS_PROMPT
-            section["max_concepts"] = m.concepts + 1
+            section["max_concepts"] = m.concepts
         procs[processor_of(name)] = section
     settings.processors = procs
     return settings

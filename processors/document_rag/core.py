@@ -108,7 +108,7 @@ class DocumentRag:
         keyword_weight: float = 1.0,
         doc_limit: int = DEFAULT_DOC_LIMIT,
         *,
-        max_concepts: int = 4,
+        max_concepts: int = 3,
         fact_limit: int = 8,
         path_timeout_s: float | None = None,
         max_query_chars: int = 10_000,
@@ -254,7 +254,7 @@ class DocumentRag:
         concepts = [question]
         for line in reply.text.splitlines():
             line = line.strip()
-            if line and line not in concepts and len(concepts) < self.max_concepts:
+            if line and line not in concepts and len(concepts) <= self.max_concepts:  # the question is not counted
                 concepts.append(line)
         return concepts
 

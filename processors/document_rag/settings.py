@@ -24,8 +24,7 @@ Weight = Annotated[float, msgspec.Meta(ge=0)]
 
 
 class DocumentRagSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=True):
-    # The mode of a request that names none ("vector" in the request Struct) is the request's;
-    # this is the mode DocumentRag is built with, used by callers of the core.
+    # The mode of a request that names none (DocumentRagRequest.mode = None).
     retrieval_mode: Literal["vector", "keyword", "hybrid"] = "vector"
     # Weighted reciprocal rank fusion of the hybrid mode: score = weight / (60 + rank), summed.
     vector_weight: Weight = 1.0
@@ -33,8 +32,10 @@ class DocumentRagSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields
     # Chunks an answer is drawn from, unless the request says; a request may ask for up to max_doc_limit.
     doc_limit: Annotated[int, msgspec.Meta(ge=0)] = 5
     max_doc_limit: Annotated[int, msgspec.Meta(ge=1)] = 50
-    # The question plus at most this many concepts from extract-concepts are embedded.
-    max_concepts: Annotated[int, msgspec.Meta(ge=1)] = 4
+    # The question plus at most this many concepts from extract-concepts are embedded; it counts
+    # what follows the question, as the prompt processor's max_concepts does. 0 = the question only.
+    # (The prompt processor extracts none by default, so by default only the question is embedded.)
+    max_concepts: Annotated[int, msgspec.Meta(ge=0)] = 3
     # Graph facts given to the answer.
     fact_limit: Annotated[int, msgspec.Meta(ge=0)] = 8
     # Longer questions are refused.

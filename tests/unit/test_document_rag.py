@@ -298,6 +298,16 @@ async def test_vector_mode_embeds_all_concepts_in_one_batch_question_first():
     assert r.embed.calls == [[QUESTION, "alpha", "beta"]]
 
 
+@pytest.mark.parametrize("max_concepts", [0, 1, 3])
+async def test_max_concepts_counts_the_concepts_after_the_question(max_concepts):
+    # The same meaning as the prompt processor's max_concepts: 0 embeds the question alone.
+    r = rig(prompt=PromptStub(concepts=["alpha", "beta", "gamma", "delta"]), max_concepts=max_concepts)
+
+    await r.rag.query(QUESTION)
+
+    assert r.embed.calls == [[QUESTION, *["alpha", "beta", "gamma", "delta"][:max_concepts]]]
+
+
 async def test_vector_mode_queries_the_store_once_per_vector_concurrently():
     embed = EmbedStub()
     meet = Rendezvous(3)
