@@ -19,6 +19,7 @@ RETRIEVAL = ("embed", "doc-embeddings-query", "fetch-chunk", "keyword-query")
 # The knowledge graph: kg-store writes it, kg-query reads it.
 GRAPH_LOAD = ("kg-store",)
 GRAPH_QUERY = ("kg-query",)
+GRAPH = (*GRAPH_LOAD, *GRAPH_QUERY)
 
 # Answer questions: what every query replica runs.
 QUERY = (*RETRIEVAL, *GRAPH_QUERY, "prompt", "document-rag")

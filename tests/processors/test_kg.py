@@ -15,6 +15,7 @@ import uuid
 
 import pytest
 
+from config import pipelines
 from config.settings import load_settings
 from processors.bus import connect
 from processors.cli.graph_files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_items, read_ontology
@@ -33,11 +34,11 @@ async def kg_processors(url, data_dir, monkeypatch, bus_settings=None):
     monkeypatch.setenv("RAGBUS_DATA_DIR", str(data_dir))
     settings = load_settings(environ={})
     suffix = uuid.uuid4().hex[:8]
-    for name in ("kg-store", "kg-query"):
+    for name in pipelines.GRAPH:
         settings.processors[name]["group"] = f"{name}-{suffix}"
     if bus_settings is not None:
         settings.bus = bus_settings
-    async with processors_running(settings, ["kg-store", "kg-query"], url, ready_timeout=120):
+    async with processors_running(settings, pipelines.GRAPH, url, ready_timeout=120):
         async with await connect(url, bus_settings) as bus, RequestClient(bus, name="test") as client:
             yield client
 
