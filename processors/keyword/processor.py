@@ -25,10 +25,8 @@ other processors of the process.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
@@ -36,6 +34,7 @@ import msgspec
 
 from config.settings import default_data_dir
 from processors.runtime.processor import Processor, RequestContext
+from processors.runtime.threads import OneThread
 from schema import Chunk, DeleteDocument, EmbeddedChunks, IngestResult, KeywordQueryRequest, KeywordQueryResponse
 
 from .index import KeywordIndex, check_collection, exists, index_path
@@ -56,21 +55,19 @@ class _Worker:
         self.data_dir = data_dir
         self.settings = settings
         self.indexes: dict[str, KeywordIndex] = {}
-        self._executor: ThreadPoolExecutor | None = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._thread = OneThread(name, closed_message="the keyword index is closed")
 
     async def run(self, fn: Callable[..., T], *args) -> T:
-        if self._executor is None:
-            raise RuntimeError("the keyword index is closed")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        return await self._thread.run(fn, *args)
 
     async def close(self) -> None:
-        if self._executor is None:
+        """Close the indexes on the thread, after any write queued before; then end the thread."""
+        if self._thread.closed:
             return
         try:
             await self.run(self._close_indexes)
         finally:
-            executor, self._executor = self._executor, None
-            await asyncio.to_thread(executor.shutdown, wait=True)
+            await self._thread.close()
 
     def _close_indexes(self) -> None:
         indexes, self.indexes = self.indexes, {}
