@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from config.settings import data_dir
 from processors.runtime.processor import Processor, RequestContext
 from processors.runtime.threads import OneThread
 from schema import (
@@ -54,7 +55,7 @@ class _StoreProcessor(Processor):
         self._thread: OneThread | None = None  # from start to close
 
     async def start(self) -> None:
-        self.data_dir = self.settings.resolved_data_dir()
+        self.data_dir = data_dir(self.settings.data_dir)
         self._thread = OneThread(f"{self.name}-store")
 
     async def close(self) -> None:

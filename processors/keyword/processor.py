@@ -32,7 +32,7 @@ from typing import TypeVar
 
 import msgspec
 
-from config.settings import default_data_dir
+from config.settings import data_dir
 from processors.runtime.processor import Processor, RequestContext
 from processors.runtime.threads import OneThread
 from schema import Chunk, DeleteDocument, EmbeddedChunks, IngestResult, KeywordQueryRequest, KeywordQueryResponse
@@ -42,10 +42,6 @@ from .settings import KeywordSettings
 
 T = TypeVar("T")
 Req = TypeVar("Req", bound=msgspec.Struct)
-
-
-def data_dir_of(settings: KeywordSettings) -> Path:
-    return Path(settings.data_dir).expanduser() if settings.data_dir else default_data_dir()
 
 
 class _Worker:
@@ -123,7 +119,7 @@ class _KeywordWriter(Processor[Req, IngestResult]):
         self._worker: _Worker | None = None
 
     async def start(self) -> None:
-        self._worker = _acquire_writers(data_dir_of(self.settings), self.settings)
+        self._worker = _acquire_writers(data_dir(self.settings.data_dir), self.settings)
 
     async def close(self) -> None:
         if self._worker is not None:
@@ -206,7 +202,7 @@ class KeywordQueryProcessor(Processor[KeywordQueryRequest, KeywordQueryResponse]
         self._worker: _Worker | None = None
 
     async def start(self) -> None:
-        self._worker = _Worker("keyword-query", data_dir_of(self.settings), self.settings)
+        self._worker = _Worker("keyword-query", data_dir(self.settings.data_dir), self.settings)
 
     async def close(self) -> None:
         if self._worker is not None:

@@ -18,12 +18,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import ClassVar, TypeVar
 
 import msgspec
 
-from config.settings import default_data_dir
+from config.settings import data_dir
 from processors.runtime.processor import Processor, RequestContext
 from processors.runtime.threads import OneThread
 from schema import (
@@ -48,7 +47,7 @@ class _Graphs:
     """The stores a processor opened, one per collection, and the one thread that touches them."""
 
     def __init__(self, name: str, settings: KgSettings, *, writer: bool) -> None:
-        self.data_dir = Path(settings.data_dir).expanduser() if settings.data_dir else default_data_dir()
+        self.data_dir = data_dir(settings.data_dir)
         self.writer = writer
         self.graphs: dict[str, tuple[GraphStore, GraphLog]] = {}
         self._thread = OneThread(name, closed_message="the graph store is closed")
