@@ -16,14 +16,13 @@ share.
 
 from __future__ import annotations
 
-import asyncio
-import functools
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from config.settings import data_dir
 from processors.runtime.processor import Processor, RequestContext
+from processors.runtime.threads import OneThread
 from schema import (
     ChunkMatch,
     DeleteDocument,
@@ -53,22 +52,22 @@ class _StoreProcessor(Processor):
         super().__init__(name, settings)
         self.stores: dict[str, VectorStore] = {}  # touched only on the worker thread
         self.data_dir: Path | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self._thread: OneThread | None = None  # from start to close
 
     async def start(self) -> None:
-        self.data_dir = self.settings.resolved_data_dir()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{self.name}-store")
+        self.data_dir = data_dir(self.settings.data_dir)
+        self._thread = OneThread(f"{self.name}-store")
 
     async def close(self) -> None:
-        if self._executor is not None:
-            executor, self._executor = self._executor, None
-            await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
+        if self._thread is not None:
+            thread, self._thread = self._thread, None
+            await thread.close(cancel_pending=True)  # work not yet started is cancelled, not run
         self.stores.clear()
 
     async def _blocking(self, fn: Callable[..., T], *args: Any) -> T:
-        if self._executor is None:
+        if self._thread is None:
             raise RuntimeError(f"{self.name} is not started")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args))
+        return await self._thread.run(fn, *args)
 
     def _store(self, collection: str, *, create: bool) -> VectorStore | None:
         """The open store of ``collection``; None if it was never written and ``create`` is false.

@@ -16,18 +16,17 @@ and environment variables override them:
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import msgspec
 
-from config.settings import ProcessorSettings, default_data_dir
+from config.settings import ProcessorSettings
 
 Positive = Annotated[int, msgspec.Meta(ge=1)]
 
 
 class DocEmbeddingsSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=True):
-    # Where the collections live: <data_dir>/<collection>/faiss/. "" = config.settings.default_data_dir()
+    # Where the collections live: <data_dir>/<collection>/faiss/, ~ expanded. "" = config.settings.default_data_dir()
     # (RAGBUS_DATA_DIR, else $XDG_DATA_HOME/ragbus, else ~/.local/share/ragbus). The writer and every
     # query replica must name the same directory.
     data_dir: str = ""
@@ -51,6 +50,3 @@ class DocEmbeddingsSettings(ProcessorSettings, kw_only=True, forbid_unknown_fiel
     refresh_interval_s: Annotated[float, msgspec.Meta(ge=0)] = 1.0
     # A query asking for more matches than this gets this many: the limit is clamped, not refused.
     max_limit: Positive = 100
-
-    def resolved_data_dir(self) -> Path:
-        return Path(self.data_dir).expanduser() if self.data_dir else default_data_dir()

@@ -21,14 +21,14 @@ stays free for the other processors of the process.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
 import numpy as np
+
+from processors.runtime.threads import OneThread
 
 from .settings import OnnxSettings
 
@@ -100,23 +100,23 @@ class OnnxBackend:
         self.settings = settings
         self.model = settings.model_name
         self.dimension = 0
-        self._executor: ThreadPoolExecutor | None = None
+        self._thread: OneThread | None = None  # from start to close
         self._session = None
         self._tokenizer = None
 
     async def start(self) -> None:
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-onnx")
-        await asyncio.get_running_loop().run_in_executor(self._executor, self.load)
+        self._thread = OneThread("embed-onnx")
+        await self._thread.run(self.load)
 
     async def close(self) -> None:
-        if self._executor is not None:
-            executor, self._executor = self._executor, None
-            await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
+        if self._thread is not None:
+            thread, self._thread = self._thread, None
+            await thread.close(cancel_pending=True)
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
-        if self._executor is None:
+        if self._thread is None:
             raise RuntimeError("the onnx backend is not started")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self._embed_lists, texts)
+        return await self._thread.run(self._embed_lists, texts)
 
     def _embed_lists(self, texts: list[str]) -> list[list[float]]:
         return self.embed_sync(texts).tolist()  # off the event loop too: 384 floats a text

@@ -25,17 +25,16 @@ other processors of the process.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
 import msgspec
 
-from config.settings import default_data_dir
+from config.settings import data_dir
 from processors.runtime.processor import Processor, RequestContext
+from processors.runtime.threads import OneThread
 from schema import Chunk, DeleteDocument, EmbeddedChunks, IngestResult, KeywordQueryRequest, KeywordQueryResponse
 
 from .index import KeywordIndex, check_collection, exists, index_path
@@ -45,10 +44,6 @@ T = TypeVar("T")
 Req = TypeVar("Req", bound=msgspec.Struct)
 
 
-def data_dir_of(settings: KeywordSettings) -> Path:
-    return Path(settings.data_dir).expanduser() if settings.data_dir else default_data_dir()
-
-
 class _Worker:
     """One thread that runs every tantivy call of its owner, and the indexes it opened."""
 
@@ -56,21 +51,19 @@ class _Worker:
         self.data_dir = data_dir
         self.settings = settings
         self.indexes: dict[str, KeywordIndex] = {}
-        self._executor: ThreadPoolExecutor | None = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._thread = OneThread(name, closed_message="the keyword index is closed")
 
     async def run(self, fn: Callable[..., T], *args) -> T:
-        if self._executor is None:
-            raise RuntimeError("the keyword index is closed")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        return await self._thread.run(fn, *args)
 
     async def close(self) -> None:
-        if self._executor is None:
+        """Close the indexes on the thread, after any write queued before; then end the thread."""
+        if self._thread.closed:
             return
         try:
             await self.run(self._close_indexes)
         finally:
-            executor, self._executor = self._executor, None
-            await asyncio.to_thread(executor.shutdown, wait=True)
+            await self._thread.close()
 
     def _close_indexes(self) -> None:
         indexes, self.indexes = self.indexes, {}
@@ -126,7 +119,7 @@ class _KeywordWriter(Processor[Req, IngestResult]):
         self._worker: _Worker | None = None
 
     async def start(self) -> None:
-        self._worker = _acquire_writers(data_dir_of(self.settings), self.settings)
+        self._worker = _acquire_writers(data_dir(self.settings.data_dir), self.settings)
 
     async def close(self) -> None:
         if self._worker is not None:
@@ -209,7 +202,7 @@ class KeywordQueryProcessor(Processor[KeywordQueryRequest, KeywordQueryResponse]
         self._worker: _Worker | None = None
 
     async def start(self) -> None:
-        self._worker = _Worker("keyword-query", data_dir_of(self.settings), self.settings)
+        self._worker = _Worker("keyword-query", data_dir(self.settings.data_dir), self.settings)
 
     async def close(self) -> None:
         if self._worker is not None:

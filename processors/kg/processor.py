@@ -15,18 +15,16 @@ hub entity walks thousands of edges. One thread, so the store needs no lock.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import ClassVar, TypeVar
 
 import msgspec
 
-from config.settings import default_data_dir
+from config.settings import data_dir
 from processors.runtime.processor import Processor, RequestContext
+from processors.runtime.threads import OneThread
 from schema import (
     IngestResult,
     KgQueryRequest,
@@ -49,20 +47,16 @@ class _Graphs:
     """The stores a processor opened, one per collection, and the one thread that touches them."""
 
     def __init__(self, name: str, settings: KgSettings, *, writer: bool) -> None:
-        self.data_dir = Path(settings.data_dir).expanduser() if settings.data_dir else default_data_dir()
+        self.data_dir = data_dir(settings.data_dir)
         self.writer = writer
         self.graphs: dict[str, tuple[GraphStore, GraphLog]] = {}
-        self._executor: ThreadPoolExecutor | None = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._thread = OneThread(name, closed_message="the graph store is closed")
 
     async def run(self, fn: Callable[..., T], *args) -> T:
-        if self._executor is None:
-            raise RuntimeError("the graph store is closed")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        return await self._thread.run(fn, *args)
 
     async def close(self) -> None:
-        if self._executor is not None:
-            executor, self._executor = self._executor, None
-            await asyncio.to_thread(executor.shutdown, wait=True)
+        await self._thread.close()  # a load already queued is applied and logged, not dropped
 
     def existing(self) -> list[str]:
         if not self.data_dir.is_dir():

@@ -14,9 +14,7 @@ free for the other processors of the process.
 
 from __future__ import annotations
 
-import asyncio
-from concurrent.futures import ThreadPoolExecutor
-
+from processors.runtime.threads import OneThread
 from schema import PromptResult
 
 from . import answer, concepts
@@ -32,21 +30,21 @@ class ExtractiveBackend:
     def __init__(self, settings: ExtractiveSettings, max_concepts: int) -> None:
         self.settings = settings
         self.max_concepts = max_concepts
-        self._executor: ThreadPoolExecutor | None = None
+        self._thread: OneThread | None = None  # from start to close
 
     async def start(self) -> None:
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prompt-extractive")
+        self._thread = OneThread("prompt-extractive")
 
     async def close(self) -> None:
-        if self._executor is not None:
-            executor, self._executor = self._executor, None
-            await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
+        if self._thread is not None:
+            thread, self._thread = self._thread, None
+            await thread.close(cancel_pending=True)
 
     async def answer(self, template_id: str, prompt: str, inp: PromptInput, deadline: float | None = None) -> PromptResult:
         """The answer; ``deadline`` is not needed here: the processor's time limit cancels the wait."""
-        if self._executor is None:
+        if self._thread is None:
             raise RuntimeError("the extractive backend is not started")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self.answer_sync, template_id, prompt, inp)
+        return await self._thread.run(self.answer_sync, template_id, prompt, inp)
 
     def answer_sync(self, template_id: str, prompt: str, inp: PromptInput) -> PromptResult:
         if template_id == EXTRACT_CONCEPTS:

@@ -15,7 +15,7 @@ import faiss
 import numpy as np
 import pytest
 
-from config.settings import SettingsError, default_data_dir, load_settings
+from config.settings import SettingsError, data_dir, default_data_dir, load_settings
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
 from processors.doc_embeddings import (
@@ -404,7 +404,7 @@ def test_settings_defaults_and_wiring_from_a_config_file(tmp_path):
     defaults = DocEmbeddingsSettings()
     assert (defaults.hnsw_threshold, defaults.hnsw_m, defaults.hnsw_ef_search) == (50_000, 32, 64)
     assert defaults.max_limit == 100 and defaults.hnsw_ef_construction == 40
-    assert defaults.refresh_interval_s == 1.0 and defaults.resolved_data_dir() == default_data_dir()
+    assert defaults.refresh_interval_s == 1.0 and data_dir(defaults.data_dir) == default_data_dir()
     config = tmp_path / "ragbus.toml"
     config.write_text(
         '[processors.doc-embeddings-query]\n'
@@ -416,7 +416,7 @@ def test_settings_defaults_and_wiring_from_a_config_file(tmp_path):
     processor = build_processor(load_settings(config, environ=env), "doc-embeddings-query")
     assert isinstance(processor, DocEmbeddingsQueryProcessor)
     s = processor.settings
-    assert (s.topic, s.hnsw_ef_search, s.refresh_interval_s, s.resolved_data_dir()) == (
+    assert (s.topic, s.hnsw_ef_search, s.refresh_interval_s, data_dir(s.data_dir)) == (
         "doc-embeddings-query", 128, 0.25, tmp_path
     )
     env = {"RAGBUS_PROCESSORS__DOC_EMBEDDINGS_QUERY__HNSW_M": "1"}
