@@ -7,5 +7,6 @@
 - ``worker.py``: processors built from settings and run as workers of one process;
 - ``metrics.py``: Prometheus counters and histograms;
 - ``recording.py``: topics recorded to JSON Lines and replayed;
-- ``http.py``: the client of OpenAI-compatible HTTP endpoints (embed and prompt backends).
+- ``http.py``: ``OpenAIEndpoint``, the client and retrying POST of OpenAI-compatible endpoints
+  (embed's and prompt's ``openai`` backends).
 """
