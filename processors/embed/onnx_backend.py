@@ -113,7 +113,8 @@ class OnnxBackend:
             executor, self._executor = self._executor, None
             await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
+    async def embed(self, texts: list[str], deadline: float | None = None) -> list[list[float]]:
+        # No deadline to keep: one local call, cut off by the handler's time limit like any other.
         if self._executor is None:
             raise RuntimeError("the onnx backend is not started")
         return await asyncio.get_running_loop().run_in_executor(self._executor, self._embed_lists, texts)
