@@ -53,6 +53,25 @@ class ClientSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     resend_after_s: Annotated[float, msgspec.Meta(ge=0)] = 10.0
 
 
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+Seconds = Annotated[float, msgspec.Meta(ge=0)]
+
+
+class RetrySettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """How a backend retries an HTTP endpoint (embed's and prompt's ``openai``): one set of names and
+    defaults for both. Here, not beside the retry code in ``processors/runtime/http.py``, so reading
+    settings does not import httpx: a backend's dependencies load only when it is chosen."""
+
+    # Further attempts after a 429, a 5xx or a failed connection; 0 = try once. Other 4xx never retry.
+    max_retries: NonNegative = 3
+    # Attempt n (from 1) waits backoff_base_s * 2**(n-1), at most backoff_max_s, times a random
+    # factor in [0.5, 1] so replicas that failed together do not retry together.
+    backoff_base_s: Seconds = 0.5
+    backoff_max_s: Seconds = 8.0
+    # A Retry-After header replaces the backoff, up to this long; a longer one fails the request.
+    max_retry_after_s: Seconds = 30.0
+
+
 class MetricsSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # Prometheus text format on http://HOST:PORT/metrics; 0 = off.
     port: int = 0

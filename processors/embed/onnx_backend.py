@@ -113,7 +113,8 @@ class OnnxBackend:
             thread, self._thread = self._thread, None
             await thread.close(cancel_pending=True)
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
+    async def embed(self, texts: list[str], deadline: float | None = None) -> list[list[float]]:
+        # No deadline to keep: one local call, cut off by the handler's time limit like any other.
         if self._thread is None:
             raise RuntimeError("the onnx backend is not started")
         return await self._thread.run(self._embed_lists, texts)

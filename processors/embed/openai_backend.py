@@ -2,24 +2,25 @@
 
 One ``POST {base_url}/embeddings`` per request, with every text of it as
 ``input``. The vectors are L2-normalised here, as the onnx backend's are, so
-callers may rely on unit vectors whichever backend answered. An endpoint's
-own refusal (OpenAI's refuses empty strings, for one) comes back as an
-``EndpointError`` carrying its status and message.
+callers may rely on unit vectors whichever backend answered.
+
+Failures are handled by ``processors.runtime.http.OpenAIEndpoint``, as for
+the prompt backend: a 429, a 5xx or a failed connection is retried with
+backoff (or after ``Retry-After``), never past the request's deadline; any
+other refusal (OpenAI's of an empty string, for one) is not. Every failure
+is an ``EndpointError`` naming the URL, the status and the server's message.
 """
 
 from __future__ import annotations
 
-import httpx
 import msgspec
 import numpy as np
 
-from processors.runtime.http import json_client
+from processors.runtime.http import EndpointError, OpenAIEndpoint
 
 from .settings import OpenAISettings
 
-
-class EndpointError(RuntimeError):
-    """The embeddings endpoint could not be reached, refused the request, or answered nonsense."""
+__all__ = ["EndpointError", "OpenAIBackend"]  # EndpointError: still importable from here, where it was defined
 
 
 class _Item(msgspec.Struct):
@@ -31,59 +32,36 @@ class _Answer(msgspec.Struct):
     data: list[_Item]
 
 
-class _Refusal(msgspec.Struct):
-    error: dict
-
-
 class OpenAIBackend:
     def __init__(self, settings: OpenAISettings) -> None:
         self.settings = settings
         self.model = settings.model
-        self.url = settings.base_url.rstrip("/") + "/embeddings"
-        self._client: httpx.AsyncClient | None = None
+        url = settings.base_url.rstrip("/") + "/embeddings"
+        self.endpoint = OpenAIEndpoint(url, settings.api_key, settings.timeout_s, retry=settings)
 
     async def start(self) -> None:
-        self._client = json_client(self.settings.api_key, self.settings.timeout_s)
+        await self.endpoint.start()
 
     async def close(self) -> None:
-        if self._client is not None:
-            client, self._client = self._client, None
-            await client.aclose()
+        await self.endpoint.close()
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
-        if self._client is None:
-            raise RuntimeError("the openai backend is not started")
-        body = msgspec.json.encode({"model": self.model, "input": texts, "encoding_format": "float"})
+    async def embed(self, texts: list[str], deadline: float | None = None) -> list[list[float]]:
+        body = {"model": self.model, "input": texts, "encoding_format": "float"}
+        content = await self.endpoint.post_json(body, deadline)
         try:
-            r = await self._client.post(self.url, content=body)
-        except httpx.TimeoutException:
-            raise EndpointError(f"POST {self.url}: no answer within {self.settings.timeout_s}s") from None
-        except httpx.HTTPError as exc:
-            raise EndpointError(f"POST {self.url}: {type(exc).__name__}: {exc}") from None
-        if r.status_code != 200:
-            raise EndpointError(f"POST {self.url}: HTTP {r.status_code}: {_refusal(r.content)}")
-        try:
-            items = msgspec.json.decode(r.content, type=_Answer).data
+            items = msgspec.json.decode(content, type=_Answer).data
         except msgspec.DecodeError as exc:
-            raise EndpointError(f"POST {self.url}: unexpected answer: {exc}") from None
-        return _in_order(self.url, items, len(texts))
+            raise self.endpoint.error(f"unexpected answer: {exc}") from None
+        return _in_order(self.endpoint, items, len(texts))
 
 
-def _refusal(content: bytes) -> str:
-    try:
-        error = msgspec.json.decode(content, type=_Refusal).error
-        return str(error.get("message") or error)[:500]
-    except msgspec.DecodeError:
-        return content.decode("utf-8", "replace")[:500] or "(empty body)"
-
-
-def _in_order(url: str, items: list[_Item], count: int) -> list[list[float]]:
+def _in_order(endpoint: OpenAIEndpoint, items: list[_Item], count: int) -> list[list[float]]:
     if sorted(item.index for item in items) != list(range(count)):
-        raise EndpointError(f"POST {url}: asked for {count} vectors, got indexes {sorted(i.index for i in items)[:20]}")
+        raise endpoint.error(f"asked for {count} vectors, got indexes {sorted(i.index for i in items)[:20]}")
     items = sorted(items, key=lambda item: item.index)
     dims = {len(item.embedding) for item in items}
     if len(dims) > 1 or 0 in dims:
-        raise EndpointError(f"POST {url}: vectors of dimensions {sorted(dims)}")
+        raise endpoint.error(f"vectors of dimensions {sorted(dims)}")
     if not items:
         return []
     vectors = np.array([item.embedding for item in items], dtype=np.float64)

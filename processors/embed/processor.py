@@ -15,8 +15,8 @@ class Backend(Protocol):
 
     async def start(self) -> None: ...
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
-        """One unit vector per text, in input order."""
+    async def embed(self, texts: list[str], deadline: float | None = None) -> list[list[float]]:
+        """One unit vector per text, in input order; ``deadline`` (the event loop's clock) bounds retries."""
         ...
 
     async def close(self) -> None: ...
@@ -65,7 +65,7 @@ class EmbedProcessor(Processor[EmbedRequest, EmbedResponse]):
             raise RuntimeError(f"{self.name} is not started")
         texts = request.texts
         check_texts(texts, self.settings)
-        vectors = await self.backend.embed(texts) if texts else []
+        vectors = await self.backend.embed(texts, self.handler_deadline(context)) if texts else []
         return EmbedResponse(vectors=vectors, model=self.backend.model)
 
 

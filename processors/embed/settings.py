@@ -20,7 +20,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from config.settings import ProcessorSettings
+from config.settings import ProcessorSettings, RetrySettings
 
 Positive = Annotated[int, msgspec.Meta(ge=1)]
 
@@ -49,14 +49,19 @@ class OnnxSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     spin: bool = False
 
 
-class OpenAISettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Any OpenAI-compatible embeddings endpoint: POST {base_url}/embeddings."""
+class OpenAISettings(RetrySettings, kw_only=True, forbid_unknown_fields=True):
+    """Any OpenAI-compatible embeddings endpoint: POST {base_url}/embeddings.
+
+    The retry fields (max_retries, backoff_base_s, backoff_max_s, max_retry_after_s) come from
+    ``RetrySettings`` in config/settings.py, the same names and defaults as the prompt backend's.
+    """
 
     # Up to and including the version, as OpenAI's own clients take it.
     base_url: str = "https://api.openai.com/v1"
     model: str = "text-embedding-3-small"
     # Sent as "Authorization: Bearer ..."; "" = no Authorization header (most local servers).
     api_key: str = ""
+    # One HTTP attempt; the whole request is also bounded by handler_timeout_s and its deadline.
     timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
 
 

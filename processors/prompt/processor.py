@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Protocol
 
@@ -89,14 +88,7 @@ class PromptProcessor(Processor[PromptRequest, PromptResult]):
         except variables.ValidationError as exc:
             return self._refuse(request, "ValidationError", str(exc))
         prompt = template.render(inp.values(template.placeholders))
-        return await self.backend.answer(template.template_id, prompt, inp, self._deadline(context))
+        return await self.backend.answer(template.template_id, prompt, inp, self.handler_deadline(context))
 
     def _refuse(self, request: PromptRequest, error_type: str, message: str) -> PromptResult:
         return msgspec.structs.replace(self._error(error_type, message), template_id=request.template_id[:200])
-
-    def _deadline(self, context: RequestContext) -> float:
-        limit = self.settings.handler_timeout_s
-        left = context.remaining_s()
-        if left is not None:
-            limit = min(limit, left)
-        return asyncio.get_running_loop().time() + limit

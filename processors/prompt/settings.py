@@ -21,11 +21,9 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from config.settings import ProcessorSettings
+from config.settings import NonNegative, ProcessorSettings, RetrySettings
 
 Positive = Annotated[int, msgspec.Meta(ge=1)]
-NonNegative = Annotated[int, msgspec.Meta(ge=0)]
-Seconds = Annotated[float, msgspec.Meta(ge=0)]
 
 
 class ExtractiveSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -50,8 +48,12 @@ class ExtractiveSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=Tru
     rank_weight: Annotated[float, msgspec.Meta(ge=0)] = 1.0
 
 
-class OpenAISettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Any OpenAI-compatible chat endpoint: POST {base_url}/chat/completions (Ollama, vLLM, llama.cpp)."""
+class OpenAISettings(RetrySettings, kw_only=True, forbid_unknown_fields=True):
+    """Any OpenAI-compatible chat endpoint: POST {base_url}/chat/completions (Ollama, vLLM, llama.cpp).
+
+    The retry fields (max_retries, backoff_base_s, backoff_max_s, max_retry_after_s) come from
+    ``RetrySettings`` in config/settings.py, shared with the embed backend.
+    """
 
     # Up to and including the version, as OpenAI's own clients take it.
     base_url: str = "https://api.openai.com/v1"
@@ -60,14 +62,6 @@ class OpenAISettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     api_key: str = ""
     # One HTTP attempt; the whole request is also bounded by handler_timeout_s and its deadline.
     timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 60.0
-    # Further attempts after a 429, a 5xx or a failed connection; 0 = try once. Other 4xx never retry.
-    max_retries: NonNegative = 3
-    # Attempt n (from 1) waits backoff_base_s * 2**(n-1), at most backoff_max_s, times a random
-    # factor in [0.5, 1] so replicas that failed together do not retry together.
-    backoff_base_s: Seconds = 0.5
-    backoff_max_s: Seconds = 8.0
-    # A Retry-After header replaces the backoff, up to this long; a longer one fails the request.
-    max_retry_after_s: Seconds = 30.0
     # Sampling: 0 = the most likely answer, so the same prompt tends to give the same text.
     temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] = 0.0
     # Most tokens of one completion.

@@ -7,7 +7,7 @@
 - ``worker.py``: processors built from settings and run as workers of one process;
 - ``metrics.py``: Prometheus counters and histograms;
 - ``recording.py``: topics recorded to JSON Lines and replayed;
-- ``threads.py``: ``OneThread``, where a processor's blocking store or model work runs;
 - ``threads.py``: ``OneThread``, the single thread a processor's stores or model run on;
-- ``http.py``: the client of OpenAI-compatible HTTP endpoints (embed and prompt backends).
+- ``http.py``: ``OpenAIEndpoint``, the client and retrying POST of OpenAI-compatible endpoints
+  (embed's and prompt's ``openai`` backends).
 """

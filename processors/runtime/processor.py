@@ -101,6 +101,17 @@ class Processor(Generic[Req, Resp]):
     async def handle(self, request: Req, context: RequestContext) -> Resp | None:
         raise NotImplementedError
 
+    def handler_limit_s(self, context: RequestContext) -> float:
+        """Seconds ``handle`` may run: handler_timeout_s, or less when the request's own deadline is nearer."""
+        limit = self.settings.handler_timeout_s
+        left = context.remaining_s()
+        return limit if left is None else min(limit, left)
+
+    def handler_deadline(self, context: RequestContext) -> float:
+        """When ``handle`` is cut off, on the event loop's clock: a backend that retries stops before it
+        and reports its last failure, which says more than the bare time-out it would otherwise get."""
+        return asyncio.get_running_loop().time() + self.handler_limit_s(context)
+
     async def run(self, bus: Bus, stop: asyncio.Event, ready: asyncio.Event | None = None) -> ConsumeStats:
         """Serve the request topic until ``stop`` is set, then drain and leave the group.
 
@@ -161,10 +172,7 @@ class Processor(Generic[Req, Resp]):
         self._latency.observe(time.perf_counter() - started)
 
     async def _run_handler(self, request: Req, context: RequestContext) -> Resp | None:
-        limit = self.settings.handler_timeout_s
-        left = context.remaining_s()
-        if left is not None:
-            limit = min(limit, left)
+        limit = self.handler_limit_s(context)
         deadline = asyncio.timeout(limit)
         try:
             async with deadline:

@@ -156,10 +156,14 @@ async def test_defaults_wire_the_onnx_processor_and_env_picks_the_openai_backend
         "RAGBUS_PROCESSORS__EMBED__BACKEND": "openai",
         "RAGBUS_PROCESSORS__EMBED__OPENAI__BASE_URL": "http://127.0.0.1:9/v1",
         "RAGBUS_PROCESSORS__EMBED__OPENAI__TIMEOUT_S": "2.5",
+        "RAGBUS_PROCESSORS__EMBED__OPENAI__MAX_RETRIES": "1",
     }
     settings = build_processor(load_settings(environ=env), "embed").settings
     assert settings.backend == "openai"
     assert settings.openai.base_url == "http://127.0.0.1:9/v1" and settings.openai.timeout_s == 2.5
+    # The retry fields and defaults are the prompt backend's: one RetrySettings for both.
+    assert settings.openai.max_retries == 1 and settings.openai.backoff_base_s == 0.5
+    assert settings.openai.max_retry_after_s == 30.0
 
 
 async def test_settings_refuse_an_unknown_backend_naming_the_key():
@@ -193,11 +197,15 @@ async def test_a_missing_model_or_vocabulary_is_a_clear_error(tmp_path):
 
 
 class EmbeddingsServer:
-    """Answers POST /v1/embeddings with vector [len(text), index + 1, 0, ...], listed in reverse order."""
+    """Answers POST /v1/embeddings with vector [len(text), index + 1, 0, ...], listed in reverse order.
 
-    def __init__(self) -> None:
+    ``script``: (status, message, headers) answered first, one per request, as OpenAI-style errors.
+    """
+
+    def __init__(self, script: list[tuple[int, str, dict]] | None = None) -> None:
         self.requests: list[dict] = []
         self.status = 200  # any other: answer that status with an OpenAI-style error
+        self.script = list(script or [])
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -206,6 +214,9 @@ class EmbeddingsServer:
                 outer.requests.append({"path": self.path, "headers": dict(self.headers), "json": json.loads(body)})
                 if self.path != "/v1/embeddings":
                     return self._send(404, {"error": {"message": f"no route {self.path}"}})
+                if outer.script:
+                    status, message, headers = outer.script.pop(0)
+                    return self._send(status, {"error": {"message": message, "type": "test"}}, headers)
                 if outer.status != 200:
                     refusal = {"error": {"message": "input is too long", "type": "invalid_request_error"}}
                     return self._send(outer.status, refusal)
@@ -216,9 +227,11 @@ class EmbeddingsServer:
                 ]
                 self._send(200, {"object": "list", "data": data[::-1], "model": "test-embed", "usage": {}})
 
-            def _send(self, status, payload):
+            def _send(self, status, payload, headers=None):
                 raw = json.dumps(payload).encode()
                 self.send_response(status)
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(raw)))
                 self.end_headers()
@@ -240,9 +253,11 @@ class EmbeddingsServer:
         self.httpd.server_close()
 
 
-def openai_processor(**openai) -> EmbedProcessor:
+def openai_processor(handler_timeout_s: float = 30.0, **openai) -> EmbedProcessor:
     topic = f"embed-openai-{uuid.uuid4().hex[:8]}"
-    settings = EmbedSettings(topic=topic, group=topic, backend="openai", openai=OpenAISettings(**openai))
+    settings = EmbedSettings(
+        topic=topic, group=topic, backend="openai", handler_timeout_s=handler_timeout_s, openai=OpenAISettings(**openai)
+    )
     return EmbedProcessor("embed", settings)
 
 
@@ -279,12 +294,51 @@ async def test_openai_backend_reports_the_endpoints_refusal_and_an_unreachable_e
     assert "HTTP 400" in refused.value.error.message and "input is too long" in refused.value.error.message
 
     closed = server.base_url  # the server is gone now: nothing listens on that port
-    async with serve(openai_processor(base_url=closed, model="m", timeout_s=5)) as client:
+    processor = openai_processor(base_url=closed, model="m", timeout_s=5, max_retries=1, backoff_base_s=0.01)
+    async with serve(processor) as client:
         with pytest.raises(RemoteError) as unreachable:
             await client.embed(["hello"])
     assert unreachable.value.error.type == "EndpointError"
     assert closed + "/embeddings" in unreachable.value.error.message
     assert "Connect" in unreachable.value.error.message
+    assert "gave up after 2 attempts" in unreachable.value.error.message  # a failed connection is retried
+
+
+async def test_openai_backend_retries_a_503_and_a_429_then_succeeds_but_not_a_400():
+    script = [(503, "loading", {}), (429, "slow down", {"Retry-After": "0"})]
+    with EmbeddingsServer(script) as server:
+        async with serve(openai_processor(base_url=server.base_url, model="m", backoff_base_s=0.01)) as client:
+            vectors = await client.embed(["abc", ""])
+    assert len(server.requests) == 3  # 503, 429, then the answer
+    assert all(r["json"]["input"] == ["abc", ""] for r in server.requests)
+    n = 10**0.5
+    assert np.allclose(vectors, [[3 / n, 1 / n, 0, 0], [0, 1, 0, 0]])
+
+    with EmbeddingsServer([(400, "input is too long", {})]) as server:
+        async with serve(openai_processor(base_url=server.base_url, model="m", backoff_base_s=0.01)) as client:
+            with pytest.raises(RemoteError) as refused:
+                await client.embed(["abc"])
+    assert len(server.requests) == 1  # a 400 is refused again: never retried
+    assert refused.value.error.type == "EndpointError"
+    assert f"POST {server.base_url}/embeddings: HTTP 400: input is too long" in refused.value.error.message
+
+
+async def test_openai_backend_reads_retry_after_and_never_waits_past_the_deadline():
+    with EmbeddingsServer([(429, "slow down", {"Retry-After": "120"})]) as server:
+        async with serve(openai_processor(base_url=server.base_url, model="m", max_retry_after_s=30)) as client:
+            with pytest.raises(RemoteError) as too_long:
+                await client.embed(["abc"])
+    assert len(server.requests) == 1
+    assert "HTTP 429: slow down; Retry-After 120s exceeds max_retry_after_s=30" in too_long.value.error.message
+
+    # The retry would sleep 20 s of a 2 s handler time: the error says what the endpoint said instead.
+    with EmbeddingsServer([(503, "maintenance", {"Retry-After": "20"})]) as server:
+        async with serve(openai_processor(handler_timeout_s=2.0, base_url=server.base_url, model="m")) as client:
+            with pytest.raises(RemoteError) as past:
+                await client.embed(["abc"])
+    assert len(server.requests) == 1
+    assert past.value.error.type == "EndpointError"
+    assert "HTTP 503: maintenance; a retry in 20.0s would pass the deadline" in past.value.error.message
 
 
 async def test_a_processor_whose_model_cannot_load_fails_to_start(tmp_path):
