@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from config.bus import BusSettings
 
@@ -98,18 +99,67 @@ class Delivery(abc.ABC):
 
 
 class Subscription(abc.ABC):
-    """A group member's stream of deliveries from one topic."""
+    """A group member's stream of deliveries from one topic.
+
+    ``receive`` and ``close`` hold the rules every backend shares, so a
+    backend cannot get them subtly different: it only waits for the broker's
+    next message (``_receive``), turns it into a delivery (``_deliver``) and
+    releases its consumer (``_close``).
+    """
 
     topic: str
     group: str
+    backend: str = "bus"  # names the broker in error messages
 
-    @abc.abstractmethod
+    def __init__(self, bus: Bus, topic: str, group: str) -> None:
+        self.topic = topic
+        self.group = group
+        self._bus = bus
+        self._closed = False
+
     async def receive(self) -> Delivery:
-        """Wait for the next delivery. Raises ``BusError`` once closed."""
+        """Wait for the next delivery. Raises ``SubscriptionClosed`` once closed.
 
-    @abc.abstractmethod
+        Any other failure of the wait becomes a ``BusError``. A wait that ends
+        because ``close()`` stopped the consumer is not a failure but the end
+        of the stream, and a message that arrives while closing is not handed
+        out: it was never acked, so the broker gives it to another member.
+        """
+        if self._closed:
+            raise self._closed_error()
+        try:
+            raw = await self._receive()
+        except Exception as exc:
+            if self._closed:
+                raise self._closed_error() from None
+            raise BusError(f"{self.backend} receive from {self.topic!r} failed: {exc!r}") from exc
+        if self._closed:
+            raise self._closed_error()
+        # No await between the check above and _deliver: a close (or a Kafka
+        # rebalance) cannot slip in between registering the message and returning it.
+        return self._deliver(raw)
+
     async def close(self) -> None:
         """Leave the group. Deliveries not yet acked go to another member."""
+        if self._closed:
+            return
+        self._closed = True
+        self._bus._subscriptions.discard(self)
+        await self._close()
+
+    @abc.abstractmethod
+    async def _receive(self) -> Any:
+        """Wait for the broker's next message (or for close); only its failure is a transport error."""
+
+    @abc.abstractmethod
+    def _deliver(self, raw: Any) -> Delivery:
+        """Turn what ``_receive`` returned into a delivery, without awaiting anything."""
+
+    @abc.abstractmethod
+    async def _close(self) -> None: ...
+
+    def _closed_error(self) -> SubscriptionClosed:
+        return SubscriptionClosed(f"subscription to {self.topic!r} is closed")
 
     def __aiter__(self) -> AsyncIterator[Delivery]:
         return self._iterate()
@@ -133,7 +183,14 @@ class SubscriptionClosed(BusError):
 
 
 class Bus(abc.ABC):
-    """Publish to topics and subscribe to them as a member of a group."""
+    """Publish to topics and subscribe to them as a member of a group.
+
+    The public methods hold the rules every backend shares (a closed bus
+    refuses everything, an oversized body never reaches the broker, closing
+    twice is harmless and closes every subscription first); a backend
+    implements only ``_publish``, ``_subscribe``, ``_close`` and, if joining a
+    group is slow on it, ``_listen``.
+    """
 
     url: str
     max_message_bytes: int
@@ -143,7 +200,12 @@ class Bus(abc.ABC):
     dead_letter_suffix: str = _DEFAULTS.dead_letter_suffix
     max_attempts: int = _DEFAULTS.max_attempts
 
-    @abc.abstractmethod
+    def __init__(self, url: str, max_message_bytes: int) -> None:
+        self.url = url
+        self.max_message_bytes = max_message_bytes
+        self._subscriptions: set[Subscription] = set()
+        self._closed = False
+
     async def publish(
         self,
         topic: str,
@@ -152,28 +214,58 @@ class Bus(abc.ABC):
         key: str | None = None,
     ) -> None:
         """Send one message; returns once the broker has accepted it."""
+        self._check_open()
+        self.check_size(body)
+        await self._publish(topic, body, dict(headers or {}), key)
 
-    @abc.abstractmethod
     async def subscribe(self, topic: str, group: str) -> Subscription:
         """Join ``group`` on ``topic``. A new group starts from the oldest retained message."""
+        self._check_open()
+        sub = await self._subscribe(topic, group)
+        self._subscriptions.add(sub)
+        return sub
 
     async def listen(self, topic: str) -> Subscription:
-        """Read every message of a topic that only this caller reads (a private reply topic).
+        """Read every message of a topic that only this caller reads (a private reply topic)."""
+        self._check_open()
+        sub = await self._listen(topic)
+        self._subscriptions.add(sub)
+        return sub
 
-        No other member will ever share the topic, so no group coordination
-        is needed; backends where joining a group is slow override this.
-        """
-        return await self.subscribe(topic, f"{topic}.listener")
-
-    @abc.abstractmethod
     async def close(self) -> None:
         """Close every subscription and connection this bus opened."""
+        if self._closed:
+            return
+        self._closed = True
+        for sub in list(self._subscriptions):
+            await sub.close()
+        await self._close()
 
     def check_size(self, body: bytes) -> None:
         if len(body) > self.max_message_bytes:
             raise MessageTooLarge(
                 f"message of {len(body)} bytes exceeds max_message_bytes={self.max_message_bytes}"
             )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise BusError("bus is closed")
+
+    @abc.abstractmethod
+    async def _publish(self, topic: str, body: bytes, headers: dict[str, str], key: str | None) -> None:
+        """Hand one message to the broker; ``headers`` is the bus's own copy."""
+
+    @abc.abstractmethod
+    async def _subscribe(self, topic: str, group: str) -> Subscription: ...
+
+    async def _listen(self, topic: str) -> Subscription:
+        # No other member will ever share the topic, so a group of its own
+        # does; backends where joining a group is slow override this.
+        return await self._subscribe(topic, f"{topic}.listener")
+
+    @abc.abstractmethod
+    async def _close(self) -> None:
+        """Release the backend's connections; every subscription is closed already."""
 
     async def __aenter__(self) -> Bus:
         return self

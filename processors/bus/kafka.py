@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
 
 from aiokafka import (
     AIOKafkaConsumer,
@@ -31,14 +30,7 @@ from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExists
 
 from config.bus import BusSettings
 
-from .base import (
-    Bus,
-    BusError,
-    BusUnavailable,
-    Delivery,
-    Subscription,
-    SubscriptionClosed,
-)
+from .base import Bus, BusUnavailable, Delivery, Subscription
 from .offsets import PartitionOffsets
 from .url import BusAddress
 
@@ -105,10 +97,11 @@ class _Rebalance(ConsumerRebalanceListener):
 
 
 class KafkaSubscription(Subscription):
+    backend = "kafka"
+    _bus: KafkaBus
+
     def __init__(self, bus: KafkaBus, topic: str, group: str) -> None:
-        self.topic = topic
-        self.group = group
-        self._bus = bus
+        super().__init__(bus, topic, group)
         opts = bus.settings.kafka
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=bus.address.bootstrap,
@@ -123,7 +116,6 @@ class KafkaSubscription(Subscription):
         )
         self._offsets: dict[TopicPartition, PartitionOffsets] = {}
         self._assigned = asyncio.Event()
-        self._closed = False
         self._committer: asyncio.Task[None] | None = None
         self._commit_lock = asyncio.Lock()
 
@@ -147,15 +139,11 @@ class KafkaSubscription(Subscription):
             raise
         self._committer = asyncio.ensure_future(self._commit_periodically())
 
-    async def receive(self) -> Delivery:
-        if self._closed:
-            raise SubscriptionClosed(f"subscription to {self.topic!r} is closed")
-        try:
-            record = await self._consumer.getone()
-        except Exception as exc:  # ConsumerStoppedError and friends after close()
-            if self._closed:
-                raise SubscriptionClosed(f"subscription to {self.topic!r} is closed") from None
-            raise BusError(f"kafka receive from {self.topic!r} failed: {exc!r}") from exc
+    async def _receive(self):
+        # After close() this raises ConsumerStoppedError, which receive() reads as the end.
+        return await self._consumer.getone()
+
+    def _deliver(self, record) -> Delivery:
         tp = TopicPartition(record.topic, record.partition)
         tracker = self._offsets.get(tp)
         if tracker is None:
@@ -191,11 +179,7 @@ class KafkaSubscription(Subscription):
             await asyncio.sleep(interval)
             await self._commit()
 
-    async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._bus._subscriptions.discard(self)
+    async def _close(self) -> None:
         if self._committer is not None:
             self._committer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -220,10 +204,11 @@ class _Read(Delivery):
 class KafkaListener(Subscription):
     """All partitions of a private topic, assigned directly: no group join, no rebalance wait."""
 
+    backend = "kafka"
+    _bus: KafkaBus
+
     def __init__(self, bus: KafkaBus, topic: str) -> None:
-        self.topic = topic
-        self.group = ""
-        self._bus = bus
+        super().__init__(bus, topic, "")
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=bus.address.bootstrap,
             group_id=None,
@@ -233,7 +218,6 @@ class KafkaListener(Subscription):
             max_partition_fetch_bytes=max(1_048_576, bus.max_message_bytes + 65536),
             **bus.security,
         )
-        self._closed = False
 
     async def start(self) -> None:
         await self._bus.ensure_topics([self.topic])
@@ -247,32 +231,23 @@ class KafkaListener(Subscription):
             await asyncio.shield(self._consumer.stop())
             raise
 
-    async def receive(self) -> Delivery:
-        if self._closed:
-            raise SubscriptionClosed(f"listener on {self.topic!r} is closed")
-        try:
-            record = await self._consumer.getone()
-        except Exception as exc:
-            if self._closed:
-                raise SubscriptionClosed(f"listener on {self.topic!r} is closed") from None
-            raise BusError(f"kafka receive from {self.topic!r} failed: {exc!r}") from exc
+    async def _receive(self):
+        return await self._consumer.getone()
+
+    def _deliver(self, record) -> Delivery:
         headers = _headers(record)
         key = record.key.decode("utf-8", "replace") if record.key is not None else None
         return _Read(self.topic, record.value or b"", headers, key, 1)
 
-    async def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._bus._subscriptions.discard(self)
-            await self._consumer.stop()
+    async def _close(self) -> None:
+        await self._consumer.stop()
 
 
 class KafkaBus(Bus):
     def __init__(self, url: str, address: BusAddress, settings: BusSettings) -> None:
-        self.url = url
+        super().__init__(url, settings.max_message_bytes)
         self.address = address
         self.settings = settings
-        self.max_message_bytes = settings.max_message_bytes
         opts = settings.kafka
         self.security = {
             "security_protocol": opts.security_protocol,
@@ -293,9 +268,7 @@ class KafkaBus(Bus):
             request_timeout_ms=int(settings.connect_timeout_s * 1000),
             **self.security,
         )
-        self._subscriptions: set[Subscription] = set()
         self._known_topics: set[str] = set()
-        self._closed = False
 
     @classmethod
     async def open(cls, url: str, address: BusAddress, settings: BusSettings) -> KafkaBus:
@@ -328,43 +301,23 @@ class KafkaBus(Bus):
             await admin.close()
         self._known_topics.update(missing)
 
-    async def publish(
-        self,
-        topic: str,
-        body: bytes,
-        headers: Mapping[str, str] | None = None,
-        key: str | None = None,
-    ) -> None:
-        if self._closed:
-            raise BusError("bus is closed")
-        self.check_size(body)
+    async def _publish(self, topic: str, body: bytes, headers: dict[str, str], key: str | None) -> None:
         await self._producer.send_and_wait(
             topic,
             body,
             key=key.encode() if key is not None else None,
-            headers=[(k, v.encode()) for k, v in (headers or {}).items()],
+            headers=[(k, v.encode()) for k, v in headers.items()],
         )
 
-    async def subscribe(self, topic: str, group: str) -> Subscription:
-        if self._closed:
-            raise BusError("bus is closed")
+    async def _subscribe(self, topic: str, group: str) -> Subscription:
         sub = KafkaSubscription(self, topic, group)
         await sub.start(timeout=max(30.0, self.settings.connect_timeout_s))
-        self._subscriptions.add(sub)
         return sub
 
-    async def listen(self, topic: str) -> Subscription:
-        if self._closed:
-            raise BusError("bus is closed")
+    async def _listen(self, topic: str) -> Subscription:
         listener = KafkaListener(self, topic)
         await listener.start()
-        self._subscriptions.add(listener)
         return listener
 
-    async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        for sub in list(self._subscriptions):
-            await sub.close()
+    async def _close(self) -> None:
         await self._producer.stop()

@@ -13,10 +13,9 @@ from __future__ import annotations
 import asyncio
 import zlib
 from collections import deque
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .base import Bus, BusError, Delivery, Message, Subscription, SubscriptionClosed
+from .base import Bus, Delivery, Message, Subscription
 
 
 @dataclass(slots=True)
@@ -120,34 +119,28 @@ class MemoryDelivery(Delivery):
 
 
 class MemorySubscription(Subscription):
+    backend = "memory"
+
     def __init__(self, bus: MemoryBus, topic: str, group: str, state: _Group) -> None:
-        self.topic = topic
-        self.group = group
-        self._bus = bus
+        super().__init__(bus, topic, group)
         self._group = state
         self._buffer: deque[_Entry] = deque()
         self._wake = asyncio.Event()
         self._inflight: dict[int, _Entry] = {}
-        self._closed = False
         state.join(self)
 
-    async def receive(self) -> Delivery:
-        while not self._buffer:
-            if self._closed:
-                break
+    async def _receive(self) -> _Entry | None:
+        # close() empties the buffer, so a closed member wakes to nothing.
+        while not self._buffer and not self._closed:
             self._wake.clear()
             await self._wake.wait()
-        if self._closed:
-            raise SubscriptionClosed(f"subscription to {self.topic!r} is closed")
-        entry = self._buffer.popleft()
+        return self._buffer.popleft() if self._buffer else None
+
+    def _deliver(self, entry: _Entry) -> Delivery:
         self._inflight[id(entry)] = entry
         return MemoryDelivery(self, entry)
 
-    async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._bus._subscriptions.discard(self)
+    async def _close(self) -> None:
         # Unacked messages first, in the order they were received, then the
         # ones never handed out: the rest of the group gets them all.
         owed = list(self._inflight.values()) + list(self._buffer)
@@ -159,42 +152,22 @@ class MemorySubscription(Subscription):
 
 class MemoryBus(Bus):
     def __init__(self, url: str, name: str, *, max_message_bytes: int, retention: int) -> None:
-        self.url = url
-        self.max_message_bytes = max_message_bytes
+        super().__init__(url, max_message_bytes)
         self._broker = memory_broker(name, retention)
-        self._subscriptions: set[MemorySubscription] = set()
-        self._closed = False
 
-    async def publish(
-        self,
-        topic: str,
-        body: bytes,
-        headers: Mapping[str, str] | None = None,
-        key: str | None = None,
-    ) -> None:
-        self._check_open()
-        self.check_size(body)
-        message = Message(topic, bytes(body), dict(headers or {}), key)
+    async def _publish(self, topic: str, body: bytes, headers: dict[str, str], key: str | None) -> None:
+        message = Message(topic, bytes(body), headers, key)
         state = self._broker.topic(topic)
         state.retained.append(message)
         for group in state.groups.values():
             group.dispatch(_Entry(message))
 
-    async def subscribe(self, topic: str, group: str) -> Subscription:
-        self._check_open()
+    async def _subscribe(self, topic: str, group: str) -> Subscription:
         state = self._broker.topic(topic)
         group_state = state.groups.get(group)
         if group_state is None:
             group_state = state.groups[group] = _Group(list(state.retained))
-        sub = MemorySubscription(self, topic, group, group_state)
-        self._subscriptions.add(sub)
-        return sub
+        return MemorySubscription(self, topic, group, group_state)
 
-    async def close(self) -> None:
-        self._closed = True
-        for sub in list(self._subscriptions):
-            await sub.close()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise BusError("bus is closed")
+    async def _close(self) -> None:
+        pass  # the topics belong to the broker, which outlives this bus

@@ -14,14 +14,13 @@ import contextlib
 import logging
 import os
 import uuid
-from collections.abc import Mapping
 
 import pulsar
 import pulsar.asyncio as pulsar_async
 
 from config.bus import BusSettings
 
-from .base import Bus, BusError, BusUnavailable, Delivery, Subscription, SubscriptionClosed
+from .base import Bus, BusError, BusUnavailable, Delivery, Subscription
 from .url import BusAddress
 
 log = logging.getLogger(__name__)
@@ -50,29 +49,19 @@ class PulsarDelivery(Delivery):
 
 
 class PulsarSubscription(Subscription):
-    def __init__(self, bus: PulsarBus, topic: str, group: str, consumer: pulsar_async.Consumer) -> None:
-        self.topic = topic
-        self.group = group
-        self._bus = bus
-        self._consumer = consumer
-        self._closed = False
+    backend = "pulsar"
 
-    async def receive(self) -> Delivery:
-        if self._closed:
-            raise SubscriptionClosed(f"subscription to {self.topic!r} is closed")
-        try:
-            message = await self._consumer.receive()
-        except Exception as exc:
-            if self._closed:
-                raise SubscriptionClosed(f"subscription to {self.topic!r} is closed") from None
-            raise BusError(f"pulsar receive from {self.topic!r} failed: {exc!r}") from exc
+    def __init__(self, bus: PulsarBus, topic: str, group: str, consumer: pulsar_async.Consumer) -> None:
+        super().__init__(bus, topic, group)
+        self._consumer = consumer
+
+    async def _receive(self) -> pulsar.Message:
+        return await self._consumer.receive()
+
+    def _deliver(self, message: pulsar.Message) -> Delivery:
         return PulsarDelivery(self.topic, self._consumer, message)
 
-    async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._bus._subscriptions.discard(self)
+    async def _close(self) -> None:
         with contextlib.suppress(Exception):
             await self._consumer.close()
 
@@ -101,15 +90,12 @@ async def _spread_consumer_ids(client: pulsar_async.Client, count: int) -> None:
 
 class PulsarBus(Bus):
     def __init__(self, url: str, address: BusAddress, settings: BusSettings, client) -> None:
-        self.url = url
+        super().__init__(url, settings.max_message_bytes)
         self.address = address
         self.settings = settings
-        self.max_message_bytes = settings.max_message_bytes
         self._shared = client
         self._client = client.client
         self._producers: dict[str, asyncio.Future[pulsar_async.Producer]] = {}
-        self._subscriptions: set[PulsarSubscription] = set()
-        self._closed = False
 
     @classmethod
     async def open(cls, url: str, address: BusAddress, settings: BusSettings) -> PulsarBus:
@@ -174,18 +160,9 @@ class PulsarBus(Bus):
                 del self._producers[topic]
             raise
 
-    async def publish(
-        self,
-        topic: str,
-        body: bytes,
-        headers: Mapping[str, str] | None = None,
-        key: str | None = None,
-    ) -> None:
-        if self._closed:
-            raise BusError("bus is closed")
-        self.check_size(body)
+    async def _publish(self, topic: str, body: bytes, headers: dict[str, str], key: str | None) -> None:
         producer = await self._producer(topic)
-        kwargs = {"properties": dict(headers or {})}
+        kwargs = {"properties": headers}
         if key is not None:
             kwargs["partition_key"] = key
         try:
@@ -193,9 +170,7 @@ class PulsarBus(Bus):
         except pulsar_async.PulsarException as exc:
             raise BusError(f"pulsar publish to {topic!r} failed: {exc}") from exc
 
-    async def subscribe(self, topic: str, group: str) -> Subscription:
-        if self._closed:
-            raise BusError("bus is closed")
+    async def _subscribe(self, topic: str, group: str) -> Subscription:
         opts = self.settings.pulsar
         try:
             consumer_type = _CONSUMER_TYPES[opts.subscription_type]
@@ -214,16 +189,9 @@ class PulsarBus(Bus):
             )
         except pulsar_async.PulsarException as exc:
             raise BusError(f"pulsar subscribe to {topic!r} as {group!r} failed: {exc}") from exc
-        sub = PulsarSubscription(self, topic, group, consumer)
-        self._subscriptions.add(sub)
-        return sub
+        return PulsarSubscription(self, topic, group, consumer)
 
-    async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        for sub in list(self._subscriptions):
-            await sub.close()
+    async def _close(self) -> None:
         for future in self._producers.values():
             if future.done() and not future.exception():
                 with contextlib.suppress(Exception):

@@ -9,6 +9,10 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import pytest
+
+from processors.bus import BusError, MessageTooLarge, SubscriptionClosed
+
 RECEIVE_TIMEOUT = 20.0
 
 
@@ -200,16 +204,52 @@ async def test_messages_with_one_key_arrive_in_order(open_bus, topic):
         assert seen[k] == list(range(20)), k
 
 
-async def test_publish_refuses_oversized_body(open_bus, topic):
-    from processors.bus import MessageTooLarge
-
+async def test_publish_refuses_oversized_body_before_it_reaches_the_broker(open_bus, topic):
     bus = await open_bus(max_message_bytes=1000)
-    try:
-        await bus.publish(topic, b"x" * 1001)
-    except MessageTooLarge as exc:
-        assert "1001" in str(exc)
-    else:
-        raise AssertionError("oversized publish was accepted")
+    sub = await bus.subscribe(topic, f"g-{topic}")
+    with pytest.raises(MessageTooLarge, match="1001 bytes exceeds max_message_bytes=1000"):
+        await bus.publish(topic, b"x" * 1001, key="k")
+    await bus.publish(topic, b"x" * 1000, key="k")  # the limit itself is allowed
+    await bus.publish(topic, b"sentinel", key="k")
+    assert await receive_until(sub, b"sentinel") == [b"x" * 1000]
+
+
+async def test_a_closed_bus_refuses_everything_and_closes_its_subscriptions(open_bus, topic):
+    bus = await open_bus()
+    sub = await bus.subscribe(topic, f"g-{topic}")
+    listener = await bus.listen(f"{topic}.private")
+    await bus.close()
+    await bus.close()  # twice is harmless
+    for call in (
+        bus.publish(topic, b"late"),
+        bus.publish(topic, b"x" * (bus.max_message_bytes + 1)),  # closed is said before too large
+        bus.subscribe(topic, f"g-{topic}"),
+        bus.listen(topic),
+    ):
+        with pytest.raises(BusError, match="bus is closed") as raised:
+            await call
+        assert type(raised.value) is BusError
+    for closed in (sub, listener):
+        with pytest.raises(SubscriptionClosed, match="is closed"):
+            await closed.receive()
+
+
+async def test_a_closed_subscription_ends_receive_waiting_or_not(open_bus, topic):
+    bus = await open_bus()
+    for sub in (await bus.subscribe(topic, f"g-{topic}"), await bus.listen(f"{topic}.private")):
+        waiting = asyncio.ensure_future(sub.receive())
+        await asyncio.sleep(0.2)  # let it block on the broker
+        await sub.close()
+        with pytest.raises(SubscriptionClosed, match=f"subscription to '{sub.topic}' is closed"):
+            await asyncio.wait_for(waiting, RECEIVE_TIMEOUT)
+        with pytest.raises(SubscriptionClosed):
+            await sub.receive()
+        await sub.close()  # twice is harmless
+        assert [d async for d in sub] == []
+    # The bus is still open and serves a new member of the same group.
+    again = await bus.subscribe(topic, f"g-{topic}")
+    await bus.publish(topic, b"after", key="k")
+    assert (await receive(again)).body == b"after"
 
 
 def unique(prefix: str) -> str:

@@ -3,7 +3,7 @@
 Covered elsewhere, on every backend (memory, Kafka, Pulsar), and not repeated here:
 
 - publish refuses a body over ``max_message_bytes``:
-  ``tests/conformance/test_delivery.py::test_publish_refuses_oversized_body``;
+  ``tests/conformance/test_delivery.py::test_publish_refuses_oversized_body_before_it_reaches_the_broker``;
 - the consume loop dead-letters an oversized body unread:
   ``tests/conformance/test_consume.py::test_oversized_message_is_dead_lettered_without_running_the_handler``;
 - a forged ``reply-to`` outside ``ragbus.reply.`` is dead-lettered with the
