@@ -2,9 +2,10 @@
 
 Pulsar already has what the bus promises: per-message acks, negative acks
 with a redelivery count, and redelivery to another consumer of the
-subscription when one closes or dies. A consumer group is a subscription;
-the default type is KeyShared, so members split the topic while messages
-with the same key stay in order on one member (Shared is a setting).
+subscription when one closes or dies. A consumer group is a subscription,
+of type Shared by default (``PulsarOptions.subscription_type``): members
+split the topic round robin. KeyShared, a setting, also keeps messages with
+the same key in order on one member.
 """
 
 from __future__ import annotations
