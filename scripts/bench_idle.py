@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""What a ready, idle `ragbus worker --all` costs: CPU of the worker and of its broker, side by side.
+
+    python scripts/bench_idle.py [--seconds 20] [--backends kafka pulsar]
+        [--variant NAME:ENV=VALUE[,ENV=VALUE...] ...]
+
+For each backend it starts a fresh test broker (Tansu for Kafka, Pulsar Lite
+for Pulsar), measures the idle broker alone, then starts one worker process
+per variant in turn (each on a fresh data dir and its own consumer groups),
+waits for `ready`, lets it settle, and samples user+system CPU time of the
+worker and of the broker over the window. Variants are environment overrides
+(RAGBUS_* settings), so defaults and a tuned setting are compared in one run:
+the machine is shared and noisy, so compare rows of one run, not runs.
+Default variants: the settings as shipped, and Tansu's low-latency test
+setting (fetch_max_wait_ms=5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from config.settings import load_settings  # noqa: E402
+from processors.testing import brokers  # noqa: E402
+
+TICKS = os.sysconf("SC_CLK_TCK")
+DEFAULT_VARIANTS = ["defaults:", "fetch-wait-5ms:RAGBUS_BUS__KAFKA__FETCH_MAX_WAIT_MS=5"]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (and of its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
+
+
+def share_of_a_core(pids: list[int], seconds: float) -> list[float]:
+    before = [cpu_seconds(p) for p in pids]
+    t0 = time.monotonic()
+    time.sleep(seconds)
+    elapsed = time.monotonic() - t0
+    return [100 * (cpu_seconds(p) - b) / elapsed for p, b in zip(pids, before)]
+
+
+def parse_variant(text: str) -> tuple[str, dict[str, str]]:
+    name, _, assignments = text.partition(":")
+    env = {}
+    for pair in filter(None, assignments.split(",")):
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--variant wants NAME:ENV=VALUE[,ENV=VALUE], got {text!r}")
+        env[key] = value
+    return name, env
+
+
+def start_worker(url: str, env_over: dict[str, str], workdir: Path) -> subprocess.Popen:
+    suffix = uuid.uuid4().hex[:8]
+    env = {**os.environ, "RAGBUS_DATA_DIR": str(workdir / f"data-{suffix}"), **env_over}
+    for name in load_settings(environ={}).processors:  # groups of this run's own: a fresh join, no old offsets
+        env[f"RAGBUS_PROCESSORS__{name.upper().replace('-', '_')}__GROUP"] = f"{name}-{suffix}"
+    if url.startswith("pulsar"):
+        env.setdefault("RAGBUS_BUS__PULSAR__CONSUMER_ID_SPREAD", "8")  # Pulsar Lite's consumer ids (README)
+    proc = subprocess.Popen([sys.executable, "-m", "processors.cli", "worker", "--all", "--bus", url],
+                            env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.strip() == "ready":
+            return proc
+    proc.wait()
+    raise RuntimeError(f"worker exited with {proc.returncode} before it was ready")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=20.0, help="sampling window per row")
+    parser.add_argument("--settle", type=float, default=5.0, help="seconds after `ready` before sampling")
+    parser.add_argument("--backends", nargs="+", choices=["kafka", "pulsar"], default=["kafka", "pulsar"])
+    parser.add_argument("--variant", action="append", help="NAME:ENV=VALUE[,...]; repeat for several")
+    args = parser.parse_args()
+    variants = [parse_variant(v) for v in (args.variant or DEFAULT_VARIANTS)]
+    workdir = Path(tempfile.mkdtemp(prefix="ragbus-bench-idle-"))
+    print(f"idle CPU, % of one core, sampled over {args.seconds:g}s after {args.settle:g}s of settling")
+    print(f"{'backend':<8} {'variant':<16} {'worker':>7} {'broker':>7}")
+    for backend in args.backends:
+        broker = (brokers.tansu if backend == "kafka" else brokers.pulsar_lite)(workdir).start()
+        try:
+            assert broker.process is not None
+            time.sleep(args.settle)
+            (alone,) = share_of_a_core([broker.process.pid], args.seconds)
+            print(f"{backend:<8} {'(broker alone)':<16} {'-':>7} {alone:>6.1f}%", flush=True)
+            for name, env in variants:
+                worker = start_worker(broker.url, env, workdir)
+                try:
+                    time.sleep(args.settle)
+                    w, b = share_of_a_core([worker.pid, broker.process.pid], args.seconds)
+                finally:
+                    stop(worker)
+                print(f"{backend:<8} {name:<16} {w:>6.1f}% {b:>6.1f}%", flush=True)
+        finally:
+            broker.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
