@@ -12,15 +12,12 @@ apart, so "what did we believe on X about Y" has an answer:
   that instant but stays queryable with ``as_of``. A fact without ``id`` is
   identified by its content, so loading the same file twice changes nothing.
 
-An entity or fact identical to the one held is counted as unchanged, not
-refused: reloading a file (or a redelivered batch) is a no-op that says so.
-Bad items never abort a batch: an entity without id, an entity id declared
-again with other content or a second fact version recorded at the same
-instant (the first is kept), an empty head, relation or tail, a malformed or
-inverted interval are each left out and reported with why. A fact the
-collection's ontology will reject at query time is stored (the ontology may
-change) but reported as a warning, so a load without the ontology in mind
-does not pass silently.
+An item identical to the one held counts as unchanged, so a reload is a
+no-op that says so. Bad items never abort a batch: no entity id, an id
+declared again with other content or a fact version recorded twice at one
+instant (the first is kept), an empty part, a bad or inverted interval are
+each left out with why. A fact the collection's ontology will reject at
+query time is stored (the ontology may change) and reported as a warning.
 
 Persistence: ``GraphLog`` appends every accepted batch, length-prefixed
 msgpack, to ``<data_dir>/<collection>/graph/log``, fsynced before the writer
