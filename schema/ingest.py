@@ -56,4 +56,8 @@ class IngestResult(msgspec.Struct, kw_only=True):
     count: int = 0
     # Items of the request that were left out, each with why (a graph load's bad lines, say).
     rejected: list[str] = []
+    # Items held already exactly as sent (a reload): neither stored again nor refused.
+    unchanged: int = 0
+    # Items stored that will not serve as sent, each with why (a fact the collection's ontology rejects).
+    warnings: list[str] = []
     error: Error | None = None

@@ -51,9 +51,14 @@ class Delivery(abc.ABC):
     nack (on Pulsar also after an ack timeout). A redelivery caused by a
     consumer dying is not a failed attempt on every broker, so it may or may
     not count; nothing relies on it counting.
+
+    ``timestamp`` is when the message was published (epoch seconds), as the
+    broker recorded it, or None where the backend has no such time. It is not
+    when this consumer received it: a recorder that joins late reads a backlog
+    in milliseconds, and only the publish times keep the gaps between messages.
     """
 
-    __slots__ = ("topic", "body", "headers", "key", "attempt", "_settled")
+    __slots__ = ("topic", "body", "headers", "key", "attempt", "timestamp", "_settled")
 
     def __init__(
         self,
@@ -62,12 +67,14 @@ class Delivery(abc.ABC):
         headers: Mapping[str, str],
         key: str | None,
         attempt: int,
+        timestamp: float | None = None,
     ) -> None:
         self.topic = topic
         self.body = body
         self.headers = dict(headers)
         self.key = key
         self.attempt = attempt
+        self.timestamp = timestamp
         self._settled = False
 
     @property

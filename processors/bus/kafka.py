@@ -49,6 +49,12 @@ def _headers(record) -> dict[str, str]:
     return {k: (v or b"").decode("utf-8", "replace") for k, v in (record.headers or ())}
 
 
+def _timestamp(record) -> float | None:
+    # Milliseconds, set by the producer (CreateTime) or the broker (LogAppendTime); -1 or None: unknown.
+    ms = record.timestamp
+    return ms / 1000 if ms is not None and ms >= 0 else None
+
+
 class KafkaDelivery(Delivery):
     __slots__ = ("_offset", "_sub", "_tp", "_tracker")
 
@@ -56,7 +62,7 @@ class KafkaDelivery(Delivery):
         headers = _headers(record)
         attempt = _parse_attempt(headers.pop(ATTEMPT_HEADER, None))
         key = record.key.decode("utf-8", "replace") if record.key is not None else None
-        super().__init__(sub.topic, record.value or b"", headers, key, attempt)
+        super().__init__(sub.topic, record.value or b"", headers, key, attempt, _timestamp(record))
         self._sub = sub
         self._tp = TopicPartition(record.topic, record.partition)
         self._offset = record.offset
@@ -237,7 +243,7 @@ class KafkaListener(Subscription):
     def _deliver(self, record) -> Delivery:
         headers = _headers(record)
         key = record.key.decode("utf-8", "replace") if record.key is not None else None
-        return _Read(self.topic, record.value or b"", headers, key, 1)
+        return _Read(self.topic, record.value or b"", headers, key, 1, _timestamp(record))
 
     async def _close(self) -> None:
         await self._consumer.stop()

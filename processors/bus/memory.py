@@ -11,6 +11,7 @@ in one process share topics, the way clients of one broker do.
 from __future__ import annotations
 
 import asyncio
+import time
 import zlib
 from collections import deque
 from dataclasses import dataclass
@@ -18,9 +19,16 @@ from dataclasses import dataclass
 from .base import Bus, Delivery, Message, Subscription
 
 
+@dataclass(frozen=True, slots=True)
+class _Published(Message):
+    """A retained message with the time ``publish()`` was called, as a broker would stamp it."""
+
+    published_at: float = 0.0
+
+
 @dataclass(slots=True)
 class _Entry:
-    message: Message
+    message: _Published
     attempt: int = 1
 
 
@@ -33,7 +41,7 @@ class _Group:
     in the backlog for the first to join.
     """
 
-    def __init__(self, backlog: list[Message]) -> None:
+    def __init__(self, backlog: list[_Published]) -> None:
         self.backlog: deque[_Entry] = deque(_Entry(m) for m in backlog)
         self.members: list[MemorySubscription] = []
         self._turn = 0
@@ -65,7 +73,7 @@ class _Group:
 
 class _Topic:
     def __init__(self, retention: int) -> None:
-        self.retained: deque[Message] = deque(maxlen=retention)
+        self.retained: deque[_Published] = deque(maxlen=retention)
         self.groups: dict[str, _Group] = {}
 
 
@@ -103,7 +111,7 @@ class MemoryDelivery(Delivery):
 
     def __init__(self, sub: MemorySubscription, entry: _Entry) -> None:
         m = entry.message
-        super().__init__(m.topic, m.body, m.headers, m.key, entry.attempt)
+        super().__init__(m.topic, m.body, m.headers, m.key, entry.attempt, m.published_at)
         self._sub = sub
         self._entry = entry
 
@@ -156,7 +164,7 @@ class MemoryBus(Bus):
         self._broker = memory_broker(name, retention)
 
     async def _publish(self, topic: str, body: bytes, headers: dict[str, str], key: str | None) -> None:
-        message = Message(topic, bytes(body), headers, key)
+        message = _Published(topic, bytes(body), headers, key, published_at=time.time())
         state = self._broker.topic(topic)
         state.retained.append(message)
         for group in state.groups.values():

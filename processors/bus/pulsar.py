@@ -37,7 +37,15 @@ class PulsarDelivery(Delivery):
 
     def __init__(self, topic: str, consumer: pulsar_async.Consumer, message: pulsar.Message) -> None:
         key = message.partition_key() or None
-        super().__init__(topic, message.data(), message.properties(), key, message.redelivery_count() + 1)
+        published_ms = message.publish_timestamp()  # stamped by the producer at send (ms); 0 when unknown
+        super().__init__(
+            topic,
+            message.data(),
+            message.properties(),
+            key,
+            message.redelivery_count() + 1,
+            published_ms / 1000 if published_ms > 0 else None,
+        )
         self._consumer = consumer
         self._message = message
 

@@ -19,23 +19,40 @@ from config.settings import load_settings
 from processors.bus import connect
 from processors.runtime.client import RequestClient
 from processors.runtime.clients import DocumentRagClient
-from schema import DocumentRagResponse
+from schema import DocumentRagResponse, Fact
 
 from .common import add_bus_options, embedded_processors
 from .seed import first_use
 
 
+def _cites_fact(answer: str, fact: Fact) -> bool:
+    """Whether the answer cites the fact as the prompt asks, ``[fact: <its text on one line>]``."""
+    return f"[fact: {' '.join((fact.text or '').split())}]" in answer
+
+
 def show(r: DocumentRagResponse, out=sys.stdout) -> None:
+    """The answer, then what it cites, then the facts it left out: each fact is printed once.
+
+    The prompt already writes the facts it uses into the answer (``[fact: ...]``, after the
+    snapshot header), so listing every fact again below it showed them twice; a cited fact
+    only adds its source to ``Sources``.
+    """
     print(r.answer, file=out)
     by_id = {c.chunk_id: c for c in r.chunks}
-    if r.cited:
+    cited_facts = [f for f in r.facts if _cites_fact(r.answer, f)]
+    if r.cited or cited_facts:
         print("\nSources:", file=out)
         for chunk_id in r.cited:
             c = by_id[chunk_id]
             print(f"  [{chunk_id}] {c.title or c.document_id or ''}", file=out)
-    if r.facts:
-        print(f"\nFacts{f' valid at {r.at_time}' if r.at_time else ''}:", file=out)
-        for f in r.facts:
+        if cited_facts:
+            sources = dict.fromkeys(f.source or "no source" for f in cited_facts)
+            print(f"  [fact: ...] {', '.join(sources)}", file=out)
+    others = [f for f in r.facts if not _cites_fact(r.answer, f)]
+    if others:
+        when = f" valid at {r.at_time}" if r.at_time else ""
+        print(f"\n{'Other facts' if cited_facts else 'Facts'}{when}:", file=out)
+        for f in others:
             print(f"  {f.text}  ({f.source or 'no source'})", file=out)
     if r.degraded:
         print(f"\nDegraded: {'; '.join(r.problems or r.degraded)}", file=sys.stderr)

@@ -153,7 +153,9 @@ def read_items(path: Path, bad: list[str]) -> Iterator[Item]:
 class LoadSummary:
     sent: int = 0  # items sent
     stored: int = 0  # entities declared + fact versions added
+    unchanged: int = 0  # items the collection held already exactly as sent
     rejected: list[str] = field(default_factory=list)  # unreadable lines and refused items
+    warnings: list[str] = field(default_factory=list)  # stored facts the collection's ontology rejects
     seconds: float = 0.0
 
 
@@ -209,7 +211,9 @@ async def load_graph(
             raise ValueError(f"kg-store refused a batch: {result.error.type}: {result.error.message}")
         summary.sent += len(items)
         summary.stored += result.count
+        summary.unchanged += result.unchanged
         summary.rejected.extend(result.rejected)
+        summary.warnings.extend(result.warnings)
         if on_progress is not None:
             on_progress(summary.sent, total, "facts" if fs else "entities")
 
@@ -226,9 +230,16 @@ async def load_graph(
 
 
 def report(summary: LoadSummary, out=sys.stderr, shown: int = 20) -> None:
-    for problem in summary.rejected[:shown]:
-        print(f"  rejected: {problem}", file=out)
-    if len(summary.rejected) > shown:
-        print(f"  ... and {len(summary.rejected) - shown} more", file=out)
-    print(f"sent {summary.sent} item(s), stored {summary.stored}, rejected {len(summary.rejected)} "
-          f"in {summary.seconds:.1f}s", file=out)
+    """What the load did: the first ``shown`` refused items and warnings, then one line of counts."""
+    for label, lines in (("rejected", summary.rejected), ("warning", summary.warnings)):
+        for line in lines[:shown]:
+            print(f"  {label}: {line}", file=out)
+        if len(lines) > shown:
+            print(f"  ... and {len(lines) - shown} more", file=out)
+    print(f"sent {summary.sent} item(s), stored {summary.stored}, rejected {len(summary.rejected)}, "
+          f"unchanged {summary.unchanged} in {summary.seconds:.1f}s", file=out)
+    if summary.sent and summary.unchanged == summary.sent:
+        print("nothing new: the collection already holds every item as sent", file=out)
+    if summary.warnings:
+        print(f"warning: {len(summary.warnings)} fact(s) stored that the collection's ontology rejects at query "
+              "time; load them with an --ontology that covers them, or into another --collection", file=out)

@@ -12,6 +12,22 @@ from processors.runtime.recording import record, replay
 from .common import add_bus_options
 
 
+def _warn_if_private(command: str, url: str) -> None:
+    """memory:// lives inside this one process: a recorder there hears nothing, a replay reaches no one.
+
+    The default bus is memory://, so a user who forgot --bus would otherwise get
+    "recorded 0 message(s)" with no hint why.
+    """
+    if url.startswith("memory:"):
+        print(
+            f"ragbus {command}: warning: {url} is a bus private to this process, so no other process "
+            "publishes or consumes on it; name the shared bus with --bus (kafka://HOST:PORT, pulsar://HOST:PORT) "
+            "or RAGBUS_BUS__URL",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 def _parse_rename(pairs: list[str]) -> dict[str, str]:
     rename = {}
     for pair in pairs:
@@ -24,6 +40,8 @@ def _parse_rename(pairs: list[str]) -> dict[str, str]:
 
 async def _record(args: argparse.Namespace) -> int:
     async with await connect(args.bus, load_settings().bus) as bus:
+        _warn_if_private("record", bus.url)
+
         def show(item) -> None:
             print(f"\rrecorded {show.count} message(s), last on {item.topic}", end="", file=sys.stderr, flush=True)
             show.count += 1
@@ -35,6 +53,7 @@ async def _record(args: argparse.Namespace) -> int:
 
 async def _replay(args: argparse.Namespace) -> int:
     async with await connect(args.bus, load_settings().bus) as bus:
+        _warn_if_private("replay", bus.url)
         n = await replay(bus, args.file, rename=_parse_rename(args.rename), speed=args.speed)
     print(f"replayed {n} message(s) from {args.file} onto {args.bus or bus.url}", file=sys.stderr)
     return 0

@@ -150,10 +150,12 @@ class KgQueryProcessor(_GraphProcessor[KgQueryRequest, KgQueryResponse]):
 class KgStoreProcessor(_GraphProcessor[LoadTriples, IngestResult]):
     """Apply a batch to its collection's graph and log it; reply with how much was added and what was not.
 
-    ``count`` is entities declared plus fact versions added (a fact already
-    held unchanged adds nothing, so resending a batch is harmless);
-    ``rejected`` lists the items left out, each with why. A bad ontology
-    refuses the whole batch (an error response) and logs nothing.
+    ``count`` is entities declared plus fact versions added; ``unchanged``
+    the entities and facts already held exactly as sent (they add nothing, so
+    reloading a file or resending a batch is harmless); ``rejected`` lists
+    the items left out, each with why; ``warnings`` the facts stored that the
+    collection's ontology rejects at query time. A bad ontology refuses the
+    whole batch (an error response) and logs nothing.
     """
 
     request_type = LoadTriples
@@ -169,13 +171,15 @@ class KgStoreProcessor(_GraphProcessor[LoadTriples, IngestResult]):
             batch = stamped(request, datetime.now(UTC))
             try:
                 result = store.apply(batch)  # an OntologyError refuses the batch before anything is logged
-                if result.count or batch.ontology is not None:
+                if result.count or result.ontology_changed:  # an identical reload leaves the log as it is
                     graph_log.append(batch)
             except BaseException:
                 # The store may hold part of a batch the log does not (a full disk, say): forget it,
                 # so the retry rebuilds from the log and applies the whole batch again.
                 graphs.graphs.pop(request.collection, None)
                 raise
-            return IngestResult(count=result.count, rejected=result.rejected)
+            return IngestResult(
+                count=result.count, unchanged=result.unchanged, rejected=result.rejected, warnings=result.warnings
+            )
 
         return await graphs.run(load)

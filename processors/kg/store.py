@@ -12,9 +12,12 @@ apart, so "what did we believe on X about Y" has an answer:
   that instant but stays queryable with ``as_of``. A fact without ``id`` is
   identified by its content, so loading the same file twice changes nothing.
 
-Bad items never abort a batch: an entity without id, a duplicate entity id
-or fact version (the first is kept), an empty head, relation or tail, a
-malformed or inverted interval are each left out and reported with why.
+An item identical to the one held counts as unchanged, so a reload is a
+no-op that says so. Bad items never abort a batch: no entity id, an id
+declared again with other content or a fact version recorded twice at one
+instant (the first is kept), an empty part, a bad or inverted interval are
+each left out with why. A fact the collection's ontology will reject at
+query time is stored (the ontology may change) and reported as a warning.
 
 Persistence: ``GraphLog`` appends every accepted batch, length-prefixed
 msgpack, to ``<data_dir>/<collection>/graph/log``, fsynced before the writer
@@ -81,8 +84,10 @@ class QueryResult:
 @dataclass(slots=True)
 class ApplyResult:
     count: int = 0  # entities declared + fact versions added
-    unchanged: int = 0  # facts already held as they are
+    unchanged: int = 0  # entities and facts already held exactly as they are
     rejected: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # stored facts the ontology rejects at query time
+    ontology_changed: bool = False  # the batch brought an ontology other than the one held
 
 
 def fact_text(head: str, relation: str, tail: str) -> str:
@@ -109,6 +114,7 @@ class GraphStore:
         self.versions: list[_Version] = []  # by seq: store order
         self.nodes: dict[str, _Node] = {}
         self.ontology: Ontology | None = None
+        self._ontology_source: dict | None = None  # the mapping it was read from, to tell a reload
         self._by_key: dict[str, list[int]] = {}  # fact key -> seqs ordered by recorded time
         self._linker = EntityLinker()
         self._ids_by_name: dict[str, set[str]] = {}
@@ -118,50 +124,59 @@ class GraphStore:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def apply(self, batch: LoadTriples, *, now: datetime | None = None) -> ApplyResult:
-        """Add a batch's ontology, entities and facts; facts without ``recorded_at`` get ``now``."""
+    def apply(self, batch: LoadTriples, *, now: datetime | None = None, warn: bool = True) -> ApplyResult:
+        """Add a batch's ontology, entities and facts; facts without ``recorded_at`` get ``now``.
+
+        ``warn=False`` skips the ontology check of each fact: a replay of the log already warned once.
+        """
         result = ApplyResult()
-        if batch.ontology is not None:
+        if batch.ontology is not None and batch.ontology != self._ontology_source:
             self.ontology = Ontology.from_dict(batch.ontology)  # OntologyError: the whole batch is refused
+            self._ontology_source = batch.ontology
+            result.ontology_changed = True
         for i, entity in enumerate(batch.entities):
-            problem = self._declare(entity)
-            if problem is None:
-                result.count += 1
-            else:
-                result.rejected.append(f"entity {i} ({entity.id!r}): {problem}")
+            try:
+                added = self._declare(entity)
+            except (TimeError, ValueError) as exc:
+                result.rejected.append(f"entity {i} ({entity.id!r}): {exc}")
+                continue
+            result.count += added
+            result.unchanged += not added
         stamp = now or datetime.now(UTC)
         for i, f in enumerate(batch.facts):
+            what = f"fact {i} ({fact_text(f.head, f.relation, f.tail)[:120]!r})"
             try:
-                added = self._add_fact(f, stamp)
+                fact, added = self._add_fact(f, stamp)
             except (TimeError, ValueError) as exc:
-                result.rejected.append(f"fact {i} ({fact_text(f.head, f.relation, f.tail)[:120]!r}): {exc}")
+                result.rejected.append(f"{what}: {exc}")
                 continue
-            if added:
-                result.count += 1
-            else:
-                result.unchanged += 1
+            result.count += added
+            result.unchanged += not added
+            reasons = self._check(fact) if warn else []
+            if reasons:
+                result.warnings.append(f"{what}: stored, but the collection's ontology rejects it: {'; '.join(reasons)}")
         return result
 
-    def _declare(self, entity: Entity) -> str | None:
+    def _declare(self, entity: Entity) -> bool:
+        """Declare ``entity``: True if added, False if held already exactly so; ValueError if it clashes."""
         entity_id = entity.id.strip()
         if not entity_id:
-            return "an entity needs a non-empty id"
-        node = self.nodes.get(entity_id)
-        if node is not None and node.declared:
-            return f"duplicate entity id {entity_id!r}: the first declaration is kept"
-        try:
-            start, end = parse_interval(entity.valid_from, entity.valid_until)
-        except TimeError as exc:
-            return str(exc)
+            raise ValueError("an entity needs a non-empty id")
+        start, end = parse_interval(entity.valid_from, entity.valid_until)
         name = entity.name.strip() or entity_id
         aliases = tuple(dict.fromkeys(a.strip() for a in entity.aliases if a and a.strip()))
+        node = self.nodes.get(entity_id)
+        if node is not None and node.declared:
+            if (node.name, node.type, node.aliases, node.start, node.end) == (name, entity.type or None, aliases, start, end):
+                return False
+            raise ValueError(f"duplicate entity id {entity_id!r} with other content: the first declaration is kept")
         if node is None:
             node = self._node(entity_id)
         node.name, node.type, node.aliases, node.declared = name, entity.type or None, aliases, True
         node.valid_from, node.valid_until, node.start, node.end = entity.valid_from, entity.valid_until, start, end
         for label in (name, *aliases):
             self._index_name(label, entity_id)
-        return None
+        return True
 
     def _node(self, entity_id: str) -> _Node:
         node = self.nodes.get(entity_id)
@@ -180,7 +195,8 @@ class GraphStore:
         else:
             ids.add(entity_id)
 
-    def _add_fact(self, f: Fact, now: datetime) -> bool:
+    def _add_fact(self, f: Fact, now: datetime) -> tuple[Fact, bool]:
+        """The fact as stored, and whether it added a version (False: the store held it already)."""
         head, relation, tail = f.head.strip(), f.relation.strip(), f.tail.strip()
         if not head or not relation or not tail:
             empty = [n for n, v in (("head", head), ("relation", relation), ("tail", tail)) if not v]
@@ -195,7 +211,7 @@ class GraphStore:
         times = [self.versions[s].recorded for s in chain]
         at = bisect.bisect_right(times, recorded)
         if at and _same_content(self.versions[chain[at - 1]].fact, fact):
-            return False  # what the store already believed then (a reload, a redelivery): nothing to revise
+            return fact, False  # what the store already believed then (a reload, a redelivery): nothing to revise
         if at and times[at - 1] == recorded:
             raise ValueError(f"duplicate fact {key!r} recorded at {iso(recorded)}: the first is kept")
         version = _Version(len(self.versions), key, fact, start, end, recorded)
@@ -208,7 +224,7 @@ class GraphStore:
         self._node(head)
         self._node(tail)
         self.graph.add_edge(head, tail, key=version.seq)
-        return True
+        return fact, True
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -349,7 +365,7 @@ class GraphLog:
                 (length,) = _LENGTH.unpack(header)
                 if self.offset + _LENGTH.size + length > size:
                     break
-                store.apply(_decoder.decode(fh.read(length)))
+                store.apply(_decoder.decode(fh.read(length)), warn=False)
                 self.offset += _LENGTH.size + length
                 applied += 1
                 if on_progress is not None:

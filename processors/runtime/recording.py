@@ -5,6 +5,12 @@ well as a test fixture: ``{"time": ..., "topic": ..., "key": ..., "headers":
 {...}, "body": "<base64>"}``. The recorder joins each topic as a fresh
 consumer group, so it sees every retained message and everything published
 while it runs, without taking work from the real consumers.
+
+``time`` is when the message was published, from the broker where the
+backend has it (``Delivery.timestamp``), so ``replay(speed=...)`` keeps the
+real gaps: the recorder reads a retained backlog in milliseconds, and its
+receive times would squash hours into an instant. Only a backend without
+publish times falls back to the receive time.
 """
 
 from __future__ import annotations
@@ -87,7 +93,8 @@ async def record(
                             p.result()  # a receive failure: surface it
                     break
                 d = getting.result()
-                item = Recorded(time=time.time(), topic=d.topic, body=d.body, headers=dict(d.headers), key=d.key)
+                published = d.timestamp if d.timestamp is not None else time.time()
+                item = Recorded(time=published, topic=d.topic, body=d.body, headers=dict(d.headers), key=d.key)
                 out.write(_encoder.encode(item) + b"\n")
                 out.flush()
                 await d.ack()

@@ -15,7 +15,7 @@ import logging
 import signal
 from pathlib import Path
 
-from config.settings import Settings, SettingsError, processor_settings
+from config.settings import MetricsSettings, Settings, SettingsError, processor_settings
 
 from ..bus import connect
 from ..bus.consume import ConsumeStats
@@ -56,6 +56,24 @@ def build_processor(settings: Settings, name: str) -> Processor:
     return cls(name, processor_settings(settings, name, cls.Settings))
 
 
+def _serve_metrics(settings: MetricsSettings):
+    """Start the metrics endpoint, or fail naming the address and the setting that chose it.
+
+    The bare ``[Errno 98] Address already in use`` of a second worker on one
+    machine said neither which port nor where it was set.
+    """
+    try:
+        server = metrics.serve_metrics(settings.port, settings.host)
+    except OSError as exc:
+        raise OSError(
+            exc.errno,
+            f"cannot serve metrics on {settings.host}:{settings.port}: {exc.strerror or exc}; choose another "
+            "port with [metrics] port or RAGBUS_METRICS__PORT (0 turns metrics off)",
+        ) from None
+    log.info("metrics on http://%s:%d/metrics", settings.host, settings.port)
+    return server
+
+
 async def run_workers(
     settings: Settings,
     names: list[str],
@@ -70,14 +88,11 @@ async def run_workers(
         raise SettingsError("no processors to run")
     processors = [build_processor(settings, n) for n in names]
     stop = stop or asyncio.Event()
+    server = _serve_metrics(settings.metrics) if settings.metrics.port else None
     loop = asyncio.get_running_loop()
     signals = (signal.SIGTERM, signal.SIGINT) if handle_signals else ()
     for sig in signals:
         loop.add_signal_handler(sig, stop.set)
-    server = None
-    if settings.metrics.port:
-        server = metrics.serve_metrics(settings.metrics.port, settings.metrics.host)
-        log.warning("metrics on http://%s:%d/metrics", settings.metrics.host, settings.metrics.port)
     bus = await connect(bus_url, settings.bus)
     try:
         readiness = [asyncio.Event() for _ in processors]

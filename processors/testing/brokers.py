@@ -8,12 +8,15 @@ connections; its output goes to a log file whose tail is shown if it dies.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -123,7 +126,21 @@ def pulsar_lite(workdir: Path) -> BrokerProcess:
 
 
 def make_workdir() -> Path:
+    """A new directory for brokers' logs and data; the caller removes it (see ``temporary_workdir``)."""
     return Path(tempfile.mkdtemp(prefix="ragbus-brokers-"))
+
+
+@contextlib.contextmanager
+def temporary_workdir() -> Iterator[Path]:
+    """A ``make_workdir`` directory, removed with everything in it when the block ends, however it ends.
+
+    Stop the brokers inside the block: Pulsar Lite writes into it until it exits.
+    """
+    workdir = make_workdir()
+    try:
+        yield workdir
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def in_ci() -> bool:

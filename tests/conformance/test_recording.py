@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import sys
+import time
 
 import pytest
 
@@ -48,6 +50,29 @@ async def test_record_then_replay_reproduces_messages_in_order(open_bus, topic, 
         await d.ack()
 
 
+async def test_recording_keeps_the_publish_gaps_of_a_backlog(open_bus, topic, tmp_path):
+    """Recorded times are publish times: a backlog read at once keeps its gaps (issue 13, item 10)."""
+    bus = await open_bus()
+    gap = 0.3
+    published = []
+    for i in range(3):
+        if i:
+            await asyncio.sleep(gap)  # the gap under test, not a wait for a condition
+        published.append(time.time())
+        await bus.publish(topic, f"m{i}".encode(), {}, key="one-partition")
+    # The recorder's group starts from the earliest message, so it receives all three within
+    # milliseconds of each other: only the broker's publish times still show the gaps.
+    path = tmp_path / "gaps.jsonl"
+    assert await asyncio.wait_for(record(bus, [topic], path, limit=3), 60) == 3
+
+    recorded = list(read_recording(path))
+    assert [r.body for r in recorded] == [b"m0", b"m1", b"m2"]
+    times = [r.time for r in recorded]
+    assert all(b - a >= gap * 0.6 for a, b in itertools.pairwise(times)), times
+    # Epoch seconds (not milliseconds), from around when each was published.
+    assert all(abs(t - p) < 5 for t, p in zip(times, published)), (times, published)
+
+
 async def test_replay_keeps_recorded_timing_when_asked(open_bus, topic, tmp_path):
     from processors.runtime.recording import Recorded, _encoder
 
@@ -78,6 +103,18 @@ async def _run(*argv, env=None):
     return proc.returncode, out.decode(), err.decode()
 
 
+async def test_record_on_the_default_memory_bus_warns_that_it_is_private(tmp_path):
+    """The default bus is memory://: say so in one line, and name the way to the shared bus."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGBUS_")}
+    env["RAGBUS_DATA_DIR"] = str(tmp_path / "data")
+    code, _, err = await _run("record", "some-topic", "-o", str(tmp_path / "r.jsonl"), "--idle", "0.1", env=env)
+    assert code == 0, err
+    warnings = [line for line in err.splitlines() if "warning" in line]
+    assert len(warnings) == 1, err
+    assert "memory://" in warnings[0] and "private to this process" in warnings[0]
+    assert "--bus" in warnings[0] and "RAGBUS_BUS__URL" in warnings[0]
+
+
 @pytest.mark.parametrize("which", ["kafka", "pulsar"])
 async def test_record_and_replay_commands_against_a_real_broker(which, request, topic, tmp_path):
     from processors.bus import connect
@@ -93,6 +130,7 @@ async def test_record_and_replay_commands_against_a_real_broker(which, request, 
         path = tmp_path / "cli.jsonl"
         code, _, err = await _run("record", topic, "-o", str(path), "--bus", url, "--limit", "3", env=env)
         assert code == 0, err
+        assert "warning" not in err  # a shared bus: nothing to warn about
         assert [r.body for r in read_recording(path)] == [b"m0", b"m1", b"m2"]
         sub = await bus.subscribe(f"{topic}-copy", f"check-{topic}")
         code, _, err = await _run("replay", str(path), "--bus", url, "--rename", f"{topic}={topic}-copy", env=env)

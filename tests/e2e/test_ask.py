@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import io
 import json
 import os
 import sys
@@ -21,6 +22,7 @@ import pytest
 from config import pipelines
 from config.settings import load_settings
 from processors.bus import connect
+from processors.cli.ask import show
 from processors.cli.graph_files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology
 from processors.cli.ingest import ingest
 from processors.runtime.client import RequestClient
@@ -100,6 +102,13 @@ async def check_time_scoped_facts(ask) -> None:
     assert r.at_time == "2012-03-01T00:00:00Z"
     assert r.header is not None and "Graph context valid as of 2012-03-01" in r.header
     assert r.header in r.answer and "David Cameron" in r.answer
+    # `ragbus ask` prints each fact once: the answer cites it, Sources gives where it came from.
+    shown = io.StringIO()
+    show(r, out=shown)
+    printed = shown.getvalue()
+    for f in r.facts:
+        assert printed.count(f.text) == 1, (f.text, printed)
+    assert "sample:offices" in printed
     timeless = await ask("Who was head of government of the United Kingdom?")
     assert timeless.header is None and "Graph context valid as of" not in timeless.answer
     assert len([f for f in timeless.facts if "head_of_government_of" in f.text]) > 1

@@ -93,7 +93,9 @@ async def test_load_then_query_on_the_memory_bus(tmp_path, monkeypatch):
         ), IngestResult, timeout=30)
         assert refused.error is None and refused.count == 1 and len(refused.rejected) == 2
         assert "duplicate entity id 'Germany'" in refused.rejected[0] and "inverted" in refused.rejected[1]
-        # Stored, but the sample's ontology has no "knows": the query says so.
+        # Stored, but the sample's ontology has no "knows": the load warns, and the query says so.
+        assert refused.warnings == [("fact 1 ('Ada knows Carol'): stored, but the collection's ontology rejects "
+                                     "it: unknown_relation: 'knows' is not a relation of the ontology")]
         ada = await kg.query("What does Ada know?")
         assert ada.facts == [] and [r.fact.text for r in ada.rejected] == ["Ada knows Carol"]
         assert ada.rejected[0].reasons[0].startswith("unknown_relation")
@@ -183,6 +185,40 @@ def test_the_kg_commands_load_the_sample_and_answer_in_another_process(tmp_path)
     assert "bad.jsonl:2" in refused.stderr and "'someday' is not an ISO 8601" in refused.stderr
     wrong_time = _ragbus("kg", "query", "Germany", "--at", "soon", data_dir=tmp_path)
     assert wrong_time.returncode == 2 and "at_time 'soon'" in wrong_time.stderr
+
+
+def test_loading_the_same_graph_twice_is_a_no_op_that_says_so(tmp_path):
+    first = _ragbus("kg", "load", data_dir=tmp_path)
+    assert first.returncode == 0, first.stderr
+    log = tmp_path / "default" / "graph" / "log"
+    size = log.stat().st_size
+    again = _ragbus("kg", "load", data_dir=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "duplicate" not in again.stderr
+    assert "sent 107 item(s), stored 0, rejected 0, unchanged 107" in again.stderr
+    assert "nothing new" in again.stderr
+    assert log.stat().st_size == size  # nothing appended: the reload changed nothing
+    # Other content under a declared id is still refused.
+    clash = tmp_path / "clash.jsonl"
+    clash.write_text('{"kind": "entity", "id": "Germany", "type": "City"}\n')
+    refused = _ragbus("kg", "load", str(clash), data_dir=tmp_path)
+    assert refused.returncode == 1 and "duplicate entity id 'Germany' with other content" in refused.stderr
+
+
+def test_loading_facts_the_collections_ontology_rejects_warns_at_load(tmp_path):
+    assert _ragbus("kg", "load", data_dir=tmp_path).returncode == 0  # the sample, with its ontology
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text('{"head": "Ada Lovelace", "relation": "worked_with", "tail": "Charles Babbage"}\n'
+                    '{"head": "Berlin", "relation": "capital_of", "tail": "Germany", "source": "mine"}\n')
+    loaded = _ragbus("kg", "load", str(mine), data_dir=tmp_path)
+    assert loaded.returncode == 0, loaded.stderr  # stored: the ontology may yet change
+    warnings = [line for line in loaded.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 2, loaded.stderr
+    assert "'Ada Lovelace worked_with Charles Babbage'" in warnings[0] and "unknown_relation" in warnings[0]
+    assert "1 fact(s) stored that the collection's ontology rejects" in warnings[1] and "--ontology" in warnings[1]
+    asked = _ragbus("kg", "query", "Ada Lovelace", "--json", data_dir=tmp_path)
+    assert [r["fact"]["text"] for r in json.loads(asked.stdout)["rejected"]] == [
+        "Ada Lovelace worked_with Charles Babbage"]  # what the load warned of
 
 
 def test_items_of_a_sample_line_and_of_the_store_agree():

@@ -112,6 +112,46 @@ def test_loading_the_same_facts_again_changes_nothing():
     assert again.count == 0 and again.unchanged == 62 and again.rejected == [] and len(store) == versions
 
 
+def test_reloading_the_sample_is_a_no_op_that_counts_everything_unchanged():
+    store = sample_store()
+    def declared():
+        return [(n.id, n.name, n.type, n.aliases, n.valid_from, n.valid_until) for n in store.nodes.values()]
+
+    versions, nodes = len(store), declared()
+    items = list(read_items(SAMPLE_GRAPH, []))
+    again = store.apply(LoadTriples(
+        entities=[i for i in items if isinstance(i, Entity)],
+        facts=[i for i in items if isinstance(i, Fact)],
+        ontology=read_ontology(SAMPLE_ONTOLOGY),
+    ), now=at("2030"))
+    assert (again.count, again.unchanged, again.rejected) == (0, len(items), [])
+    assert not again.ontology_changed and again.warnings == []
+    assert len(store) == versions and declared() == nodes
+    # The same id with other content is still refused, and the first declaration kept.
+    other = store.apply(LoadTriples(entities=[Entity(id="Germany", name="Deutschland", type="Country")]))
+    assert other.count == other.unchanged == 0
+    assert other.rejected == [("entity 0 ('Germany'): duplicate entity id 'Germany' with other content: "
+                               "the first declaration is kept")]
+    assert store.nodes["Germany"].name == "Germany"
+
+
+def test_facts_the_collections_ontology_rejects_are_stored_with_a_warning():
+    store = GraphStore()
+    first = store.apply(LoadTriples(ontology=ONTOLOGY, entities=[Entity(id="ada", type="Person")]))
+    assert first.ontology_changed and first.warnings == []
+    # A later batch without an ontology is checked against the collection's.
+    later = store.apply(LoadTriples(facts=[Fact("ada", "admires", "bob"), Fact("ada", "lives_in", "paris")]))
+    assert later.count == 2 and later.rejected == []
+    assert later.warnings == [("fact 0 ('ada admires bob'): stored, but the collection's ontology rejects it: "
+                               "unknown_relation: 'admires' is not a relation of the ontology")]
+    assert [r.fact.text for r in store.query("ada").rejected] == ["ada admires bob"]  # as warned
+    # Reloading the batch warns again: the facts are no more usable than the first time.
+    again = store.apply(LoadTriples(facts=[Fact("ada", "admires", "bob")]))
+    assert again.unchanged == 1 and len(again.warnings) == 1
+    # Without an ontology there is nothing to break.
+    assert GraphStore().apply(LoadTriples(facts=[Fact("ada", "admires", "bob")])).warnings == []
+
+
 def test_bad_items_are_reported_and_the_rest_of_the_batch_is_kept():
     store = GraphStore()
     result = store.apply(LoadTriples(
@@ -135,7 +175,7 @@ def test_bad_items_are_reported_and_the_rest_of_the_batch_is_kept():
     reasons = "\n".join(result.rejected)
     assert result.count == 4  # ada, nameless, the london fact, the first version of k
     assert len(result.rejected) == 8
-    for expected in ["entity 1 ('ada'): duplicate entity id 'ada': the first declaration is kept",
+    for expected in ["entity 1 ('ada'): duplicate entity id 'ada' with other content: the first declaration is kept",
                      "entity 2", "non-empty id", "entity 4 ('old'): inverted interval", "fact 1", "empty head",
                      "fact 2", "'not a date' is not an ISO 8601", "fact 3", "inverted interval",
                      "fact 5", "duplicate fact 'k'", "fact 6", "got True"]:

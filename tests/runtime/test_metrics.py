@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import socket
+import sys
 import urllib.request
 
 from config.settings import load_settings
@@ -12,10 +16,11 @@ from processors.runtime.worker import run_workers
 from processors.testing.brokers import free_port
 
 from .echo import EchoRequest, EchoResponse
-from .workers import write_config
+from .workers import REPO, write_config
 
 
-async def test_worker_serves_prometheus_metrics_that_count_its_requests(topic, tmp_path):
+async def test_worker_serves_prometheus_metrics_that_count_its_requests(topic, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="processors.runtime.worker")
     port = free_port()
     config = write_config(tmp_path / "m.toml", topic, metrics_port=port)
     settings = load_settings(config, environ={})
@@ -25,6 +30,9 @@ async def test_worker_serves_prometheus_metrics_that_count_its_requests(topic, t
         run_workers(settings, ["echo"], bus_url=url, stop=stop, handle_signals=False, on_ready=ready.set)
     )
     await asyncio.wait_for(ready.wait(), 10)
+    # Where metrics are served is news, not a warning: logged at INFO (shown with -v).
+    banner = [r for r in caplog.records if "metrics on" in r.getMessage()]
+    assert [(r.levelno, r.getMessage()) for r in banner] == [(logging.INFO, f"metrics on http://127.0.0.1:{port}/metrics")]
     bus = await connect(url)
     async with RequestClient(bus) as client:
         for i in range(3):
@@ -44,3 +52,24 @@ async def test_worker_serves_prometheus_metrics_that_count_its_requests(topic, t
     assert f'ragbus_client_requests_total{{topic="{topic}"}}' in lines
     assert "ragbus_client_late_responses_total" in lines
     assert "ragbus_expired_total" in body and "ragbus_timeouts_total" in body and "ragbus_dead_lettered_total" in body
+
+
+async def test_a_metrics_port_in_use_fails_naming_the_address_and_the_setting(topic, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = write_config(tmp_path / "m.toml", topic, metrics_port=port)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAGBUS_")}
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "processors.cli", "worker", "echo", "--bus", f"memory://{topic}",
+            "--config", str(config), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            env=dict(env, PYTHONPATH=str(REPO), RAGBUS_DATA_DIR=str(tmp_path)), cwd=REPO,
+        )
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
+    lines = err.decode().splitlines()
+    assert proc.returncode == 2, lines
+    assert "ready" not in lines
+    error = lines[-1]
+    assert error.startswith("ragbus: error: ") and f"127.0.0.1:{port}" in error, error
+    assert "Address already in use" in error and "[metrics] port" in error and "RAGBUS_METRICS__PORT" in error
