@@ -13,6 +13,22 @@ import msgspec
 DEFAULT_BUS_URL = "memory://"
 
 
+class TopicLayout(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """How ragbus creates one class of Kafka topics; topics that exist already are left as they are."""
+
+    # Members of a consumer group split a topic's partitions: at most this many replicas of a
+    # processor get work from it.
+    partitions: int = 4
+    # None: min(3, brokers in the cluster), so one broker works and a real cluster keeps copies.
+    replication_factor: int | None = None
+    # How long the broker keeps messages (retention.ms); None: the broker's default.
+    retention_ms: int | None = None
+
+
+def _layout(**fields):
+    return msgspec.field(default_factory=lambda: TopicLayout(**fields))
+
+
 class KafkaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Passed to aiokafka's producer and consumer constructors."""
 
@@ -23,14 +39,25 @@ class KafkaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     ssl_cafile: str | None = None
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
-    # The broker waits at most this long for data before answering a fetch;
-    # aiokafka's 500 ms default makes every request/response round trip slow.
-    fetch_max_wait_ms: int = 5
+    # The longest the broker holds a fetch while it has no data (Kafka's and aiokafka's default).
+    # Kafka answers a waiting fetch as soon as data arrives (fetch_min_bytes = 1), so this costs
+    # no latency there, and an idle consumer polls twice a second instead of 200 times.
+    # Tansu (the test broker) wakes a waiting fetch of one partition but not one spanning
+    # several: with Tansu, set 5 (processors/testing/brokers.py TEST_BROKER_ENV; README).
+    fetch_max_wait_ms: int = 500
     session_timeout_ms: int = 6000
     heartbeat_interval_ms: int = 1000
     # How often finished offsets are committed (also on every rebalance and close).
     commit_interval_ms: int = 200
     linger_ms: int = 0
+    # The topics ragbus creates, by class. Request topics carry the work; a retry topic
+    # (<topic>.retry.<group>) only a group's failed attempts; a dead-letter topic
+    # (<topic><dead_letter_suffix>) what failed for good, kept a week for inspection; a reply
+    # topic is private to one client, and its answers are useless an hour later.
+    request_topics: TopicLayout = _layout(partitions=4)
+    retry_topics: TopicLayout = _layout(partitions=1)
+    dead_letter_topics: TopicLayout = _layout(partitions=1, retention_ms=7 * 24 * 3_600_000)
+    reply_topics: TopicLayout = _layout(partitions=1, retention_ms=3_600_000)
 
 
 class PulsarOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -55,8 +55,8 @@ import pulsar.asyncio as pulsar_async
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from config.bus import BusSettings, PulsarOptions
-from config.settings import ProcessorSettings
+from config.bus import BusSettings
+from config.settings import ProcessorSettings, bus_settings
 from processors.bus import Bus, connect
 from processors.bus.memory import drop_memory_broker
 from processors.runtime.client import RequestClient
@@ -361,12 +361,12 @@ def table(backend: str, baseline_name: str, ours: Result, base: Result, proc: Re
 
 
 async def bench(kafka_url: str, pulsar_url: str, plan: Plan) -> None:
-    pulsar_settings = BusSettings(pulsar=PulsarOptions(consumer_id_spread=8))  # Pulsar Lite workaround
+    test_broker = bus_settings(environ=brokers.TEST_BROKER_ENV)  # the test brokers' quirks, not production's
     bootstrap = kafka_url.removeprefix("kafka://")
     contests: list[tuple[str, str, str, BusSettings, SetupFactory]] = [
         ("memory", "direct await", "memory://", BusSettings(), direct_setup),
-        ("kafka", "raw aiokafka", kafka_url, BusSettings(), raw_kafka_setup(bootstrap)),
-        ("pulsar", "raw pulsar-client", pulsar_url, pulsar_settings, raw_pulsar_setup(pulsar_url)),
+        ("kafka", "raw aiokafka", kafka_url, test_broker, raw_kafka_setup(bootstrap)),
+        ("pulsar", "raw pulsar-client", pulsar_url, test_broker, raw_pulsar_setup(pulsar_url)),
     ]
     for backend, baseline_name, url, settings, baseline in contests:
         base = await run(echo_bench(baseline), plan)

@@ -168,7 +168,7 @@ async def main() -> None:
                 factory = brokers.tansu if backend == "kafka" else brokers.pulsar_lite
                 broker = factory(Path(tempfile.mkdtemp(prefix=f"bench-{backend}-"))).start()
                 started.append(broker)
-            run_settings = load_settings(environ={"RAGBUS_BUS__PULSAR__CONSUMER_ID_SPREAD": "8"})
+            run_settings = load_settings(environ=brokers.TEST_BROKER_ENV)
             if backend == "direct":
                 opened = direct_rag(run_settings)
             else:

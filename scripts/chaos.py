@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from config import pipelines  # noqa: E402
-from config.bus import BusSettings, PulsarOptions  # noqa: E402
+from config.settings import bus_settings  # noqa: E402
 from processors.bus import connect  # noqa: E402
 from processors.cli.documents import builtin_corpus  # noqa: E402
 from processors.cli.seed import build_stores  # noqa: E402
@@ -58,7 +58,7 @@ async def run(args, broker, workdir: Path, workers: list[WorkerProcess]):
     workers.extend(await asyncio.gather(*(WorkerProcess(pipelines.QUERY, broker.url, env).start()
                                           for _ in range(args.workers))))
     kills = 0
-    settings = BusSettings(pulsar=PulsarOptions(consumer_id_spread=8))
+    settings = bus_settings(environ=brokers.TEST_BROKER_ENV)
     async with await connect(broker.url, settings) as bus, \
             RequestClient(bus, name="chaos", timeout_s=args.timeout, resend_after_s=10) as client:
         load = QueryLoad(client, QUESTIONS, total=args.queries, concurrency=args.concurrency,

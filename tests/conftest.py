@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 
 import pytest
@@ -12,6 +13,12 @@ from processors.bus.memory import drop_memory_broker
 from processors.testing import brokers
 
 BACKENDS = ["memory", "kafka", "pulsar"]
+
+
+def pytest_configure(config):
+    """The test brokers' own settings (never production defaults) reach every process the tests start."""
+    for name, value in brokers.TEST_BROKER_ENV.items():
+        os.environ.setdefault(name, value)
 
 
 def _start(factory, tmp_path_factory):
@@ -42,7 +49,7 @@ def settings_for_tests(**overrides) -> BusSettings:
     base = {
         "connect_timeout_s": 5.0,
         "max_attempts": 3,
-        "kafka": KafkaOptions(commit_interval_ms=50),
+        "kafka": KafkaOptions(commit_interval_ms=50, fetch_max_wait_ms=5),  # Tansu: brokers.TEST_BROKER_ENV
         "pulsar": PulsarOptions(negative_ack_redelivery_delay_ms=50, consumer_id_spread=8),
     }
     base.update(overrides)

@@ -28,7 +28,8 @@ from aiokafka import (
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExistsError
 
-from config.bus import BusSettings
+from config.bus import BusSettings, TopicLayout
+from schema.topics import REPLY_PREFIX
 
 from .base import Bus, BusUnavailable, Delivery, Subscription
 from .offsets import PartitionOffsets
@@ -37,11 +38,11 @@ from .url import BusAddress
 log = logging.getLogger(__name__)
 
 ATTEMPT_HEADER = "x-ragbus-attempt"
-DEFAULT_PARTITIONS = 4
+_RETRY = ".retry."
 
 
 def retry_topic(topic: str, group: str) -> str:
-    return f"{topic}.retry.{group}"
+    return f"{topic}{_RETRY}{group}"
 
 
 def _headers(record) -> dict[str, str]:
@@ -290,24 +291,47 @@ class KafkaBus(Bus):
             ) from None
         return bus
 
+    def layout(self, topic: str) -> TopicLayout:
+        """How a topic is created, by its class, told by how ragbus names retry, dead-letter and reply topics."""
+        opts = self.settings.kafka
+        if topic.startswith(REPLY_PREFIX):
+            return opts.reply_topics
+        if topic.endswith(self.dead_letter_suffix):
+            return opts.dead_letter_topics
+        if _RETRY in topic:
+            return opts.retry_topics
+        return opts.request_topics
+
     async def ensure_topics(self, topics: list[str]) -> None:
-        """Create missing topics, so a consumer can join before anyone published."""
+        """Create missing topics with their class's layout, before anyone joins or publishes.
+
+        Left to the broker, a topic would be auto-created with the broker's default
+        partitions (one, on a stock Kafka), so replicas of a processor could not share it.
+        """
         missing = [t for t in topics if t not in self._known_topics]
         if not missing:
             return
+        async with self._admin() as admin:
+            existing = set(await admin.list_topics())
+            new = [t for t in missing if t not in existing]
+            if new:
+                brokers = len((await admin.describe_cluster())["brokers"])
+                with contextlib.suppress(TopicAlreadyExistsError):
+                    await admin.create_topics([_new_topic(t, self.layout(t), brokers) for t in new])
+        self._known_topics.update(missing)
+
+    @contextlib.asynccontextmanager
+    async def _admin(self):
         admin = AIOKafkaAdminClient(bootstrap_servers=self.address.bootstrap, **self.security)
         await admin.start()
         try:
-            existing = set(await admin.list_topics())
-            new = [NewTopic(t, DEFAULT_PARTITIONS, 1) for t in missing if t not in existing]
-            if new:
-                with contextlib.suppress(TopicAlreadyExistsError):
-                    await admin.create_topics(new)
+            yield admin
         finally:
             await admin.close()
-        self._known_topics.update(missing)
 
     async def _publish(self, topic: str, body: bytes, headers: dict[str, str], key: str | None) -> None:
+        if topic not in self._known_topics:  # once per topic and process: the broker must not pick its layout
+            await self.ensure_topics([topic])
         await self._producer.send_and_wait(
             topic,
             body,
@@ -327,3 +351,9 @@ class KafkaBus(Bus):
 
     async def _close(self) -> None:
         await self._producer.stop()
+
+
+def _new_topic(name: str, layout: TopicLayout, brokers: int) -> NewTopic:
+    replication = layout.replication_factor or min(3, max(brokers, 1))
+    configs = {"retention.ms": str(layout.retention_ms)} if layout.retention_ms is not None else {}
+    return NewTopic(name, layout.partitions, replication, topic_configs=configs)

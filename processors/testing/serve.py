@@ -32,6 +32,9 @@ def serve_brokers(which: list[str]) -> int:
                     broker.start()
                     print(f"{broker.name}: {broker.url}  (log: {broker.log_path}, removed on exit)", flush=True)
                 if started and not done.is_set():
+                    # What these brokers need and a real cluster does not (brokers.TEST_BROKER_ENV).
+                    settings = " ".join(f"{k}={v}" for k, v in brokers.TEST_BROKER_ENV.items())
+                    print(f"Test-broker settings for ragbus processes: export {settings}", flush=True)
                     print("Ctrl-C to stop. Example: RAGBUS_BUS__URL=" + started[0].url + " ragbus check", flush=True)
                 try:
                     done.wait()

@@ -1,0 +1,46 @@
+"""Topics on Kafka as a cluster operator sees them: created with their class's layout, reply topics gone after use."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient
+
+from config.bus import KafkaOptions, TopicLayout
+from processors.bus import connect, dead_letter_topic
+from processors.bus.kafka import retry_topic
+
+from ..conftest import settings_for_tests
+
+pytestmark = pytest.mark.brokers
+
+
+@contextlib.asynccontextmanager
+async def admin_of(broker):
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker.url.removeprefix("kafka://"))
+    await admin.start()
+    try:
+        yield admin
+    finally:
+        await admin.close()
+
+
+async def partitions(admin, topics: list[str]) -> dict[str, int]:
+    return {t["topic"]: len(t["partitions"]) for t in await admin.describe_topics(topics)}
+
+
+async def test_topics_are_created_with_their_classes_partitions(kafka_broker, topic):
+    kafka = KafkaOptions(fetch_max_wait_ms=5, commit_interval_ms=50, request_topics=TopicLayout(partitions=3),
+                         retry_topics=TopicLayout(partitions=2), dead_letter_topics=TopicLayout(partitions=1))
+    settings = settings_for_tests(kafka=kafka)
+    async with await connect(kafka_broker.url, settings) as bus:
+        sub = await bus.subscribe(topic, "g")
+        await bus.publish(dead_letter_topic(topic, bus.dead_letter_suffix), b"x")  # created by its first publish
+        published_first = f"{topic}-published"
+        await bus.publish(published_first, b"y")  # a request topic nobody subscribed to yet
+        await sub.close()
+    async with admin_of(kafka_broker) as admin:
+        dlq = dead_letter_topic(topic, ".dlq")
+        found = await partitions(admin, [topic, retry_topic(topic, "g"), dlq, published_first])
+    assert found == {topic: 3, retry_topic(topic, "g"): 2, dlq: 1, published_first: 3}
