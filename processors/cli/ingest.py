@@ -43,8 +43,13 @@ async def ingest(
     timeout: float = 600.0,
     on_progress: Callable[[int, int, str], None] | None = None,
     failed: list[str] | None = None,
+    on_stored: Callable[[Document], None] | None = None,
 ) -> IngestSummary:
-    """Send each document to ``document-load`` and wait for its chunk count."""
+    """Send each document to ``document-load`` and wait for its chunk count.
+
+    ``on_stored`` is told of each document once every store holds it, so a
+    caller can resume an interrupted run without sending those again.
+    """
     summary = IngestSummary(failed=failed if failed is not None else [])
     started = time.perf_counter()
     slots = asyncio.Semaphore(concurrency)
@@ -63,6 +68,8 @@ async def ingest(
                 else:
                     summary.documents += 1
                     summary.chunks += result.count
+                    if on_stored is not None:
+                        on_stored(doc)
             done += 1
             if on_progress is not None:
                 on_progress(done, len(documents), doc.title or doc.document_id)
