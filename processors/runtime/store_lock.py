@@ -93,8 +93,9 @@ def locked_message(data_dir: Path, store: str, processor: str, path: Path, holde
     by = f" ({holder})" if holder else ""
     return (
         f"{processor} cannot start: another writer{by} holds the {store} store of data dir {data_dir} "
-        f"(lock file {path}). Run one writer process per data dir (its store and delete processors "
-        f"{', '.join(pipelines.WRITERS)}, e.g. one `ragbus worker --all`); run query replicas anywhere "
-        f"that sees the data dir (`ragbus worker {' '.join(pipelines.QUERY)}`), or give this process a data "
-        f"dir of its own (RAGBUS_DATA_DIR). See 'Writers and data directories' in the README."
+        f"(lock file {path}). Run one writer process per data dir, with all its writers "
+        f"({', '.join(pipelines.WRITERS)}; e.g. one `ragbus worker --all`); run query replicas anywhere "
+        f"that sees the data dir (`ragbus worker {' '.join(pipelines.QUERY)}`); send documents and graphs "
+        f"to the running writer with `--bus URL`, or give this process a data dir of its own (RAGBUS_DATA_DIR). "
+        f"See 'Writers and data directories' in the README."
     )
