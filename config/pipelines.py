@@ -21,6 +21,10 @@ GRAPH_LOAD = ("kg-store",)
 GRAPH_QUERY = ("kg-query",)
 GRAPH = (*GRAPH_LOAD, *GRAPH_QUERY)
 
+# What writes the stores of a data directory: one process runs all of them for a data dir (the
+# keyword and kg writers take a lock at start and refuse a second process; see processors/runtime/store_lock.py).
+WRITERS = ("doc-embeddings-store", "doc-embeddings-delete", "keyword-store", "keyword-delete", *GRAPH_LOAD)
+
 # Answer questions: what every query replica runs.
 QUERY = (*RETRIEVAL, *GRAPH_QUERY, "prompt", "document-rag")
 

@@ -1,10 +1,12 @@
 """``ragbus ask``: the main job. A question in, a cited answer out.
 
-On ``memory://`` (the default) every processor runs in this process; on
-first use, when the collection has no documents or no graph yet, the
-default corpus (the Python language reference) is ingested and the sample
-graph loaded, with progress shown. With a Kafka or Pulsar URL the command
-only publishes the question and waits for the workers' answer.
+On ``memory://`` (the default) the query processors run in this process;
+on first use, while the default collection is entirely empty (or its first
+use was interrupted), the writers start too, the default corpus (the Python
+language reference) is ingested and the sample graph loaded, with progress
+shown (``seed.py``). A question to another collection that holds nothing is
+an error saying how to fill it. With a Kafka or Pulsar URL the command only
+publishes the question and waits for the workers' answer.
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ from config.settings import load_settings
 from processors.bus import connect
 from processors.runtime.client import RequestClient
 from processors.runtime.clients import DocumentRagClient
-from schema import DocumentRagResponse, Fact
+from schema import DEFAULT_COLLECTION, DocumentRagResponse, Fact
 
 from .common import add_bus_options, embedded_processors
-from .seed import first_use
+from .seed import first_use_plan
 
 
 def _cites_fact(answer: str, fact: Fact) -> bool:
@@ -61,12 +63,14 @@ def show(r: DocumentRagResponse, out=sys.stdout) -> None:
 async def ask(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     url = args.bus or settings.bus.url
-    embedded = url.startswith("memory")
-    async with embedded_processors(settings, pipelines.EVERYTHING, url):
+    # Decided before anything starts: a mistyped collection fails at once, and an ask with nothing to
+    # seed starts no writer, so it needs no writer lock and runs beside any other.
+    seeding = first_use_plan(settings, args.collection) if url.startswith("memory") else None
+    async with embedded_processors(settings, pipelines.EVERYTHING if seeding is not None else pipelines.QUERY, url):
         async with await connect(url, settings.bus) as bus:
-            if embedded:
+            if seeding is not None:
                 async with RequestClient(bus, name="ingest") as loader:  # no resending: loads are slow
-                    await first_use(loader, settings, args.collection)
+                    await seeding.run(loader)
             client = RequestClient(bus, name="ask", timeout_s=settings.client.request_timeout_s,
                                    resend_after_s=settings.client.resend_after_s or None)
             async with client:
@@ -86,7 +90,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--mode", choices=["vector", "keyword", "hybrid"], help="retrieval mode (default: vector)")
     p.add_argument("--at", help="graph facts valid at this time (ISO 8601, e.g. 2020-01-01)")
     p.add_argument("--doc-limit", type=int, help="chunks the answer is drawn from")
-    p.add_argument("--collection", default="default")
+    p.add_argument("--collection", default=DEFAULT_COLLECTION)
     p.add_argument("--json", action="store_true", help="print the whole response as JSON")
     add_bus_options(p)
     p.set_defaults(run=ask)

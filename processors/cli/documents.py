@@ -17,6 +17,20 @@ from schema import DEFAULT_COLLECTION, Document
 
 TEXT_SUFFIXES = {".txt", ".md", ".rst", ".text"}
 HTML_SUFFIXES = {".html", ".htm"}
+BUILTIN_PREFIX = "pydoc:"
+
+
+def document_id(name: str | Path) -> str:
+    """The id ``ingest`` gives a document, and so the one ``delete`` must ask for.
+
+    ``pydoc:TOPIC`` for a topic of the built-in corpus; otherwise a file's
+    absolute path with symlinks resolved, so that ``docs/a.txt`` ingested in
+    one directory is deleted as ``./a.txt`` from another, and one file
+    reached by two paths is one document.
+    """
+    if isinstance(name, str) and name.startswith(BUILTIN_PREFIX):
+        return name
+    return str(Path(name).resolve())
 
 
 class _TextOnly(html.parser.HTMLParser):
@@ -71,14 +85,14 @@ def read_document(path: Path, collection: str) -> Document:
             text, title = "".join(parser.parts), parser.title or title
     if not text.strip():
         raise ValueError(f"{path}: no text")
-    return Document(document_id=str(path.resolve()), text=text, title=title, collection=collection, source=str(path))
+    return Document(document_id=document_id(path), text=text, title=title, collection=collection, source=str(path))
 
 
 def builtin_corpus(collection: str) -> list[Document]:
     import pydoc_data.topics
 
     return [
-        Document(document_id=f"pydoc:{name}", text=text, title=name, collection=collection, source="pydoc_data.topics")
+        Document(document_id=document_id(BUILTIN_PREFIX + name), text=text, title=name, collection=collection, source="pydoc_data.topics")
         for name, text in sorted(pydoc_data.topics.topics.items())
     ]
 

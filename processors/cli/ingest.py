@@ -22,6 +22,7 @@ from schema import DeleteDocument, Document, IngestResult
 from schema import topics as t
 
 from .common import add_bus_options, embedded_processors
+from .documents import document_id as make_document_id
 from .documents import load_documents
 from .progress import progress_bar
 
@@ -42,8 +43,13 @@ async def ingest(
     timeout: float = 600.0,
     on_progress: Callable[[int, int, str], None] | None = None,
     failed: list[str] | None = None,
+    on_stored: Callable[[Document], None] | None = None,
 ) -> IngestSummary:
-    """Send each document to ``document-load`` and wait for its chunk count."""
+    """Send each document to ``document-load`` and wait for its chunk count.
+
+    ``on_stored`` is told of each document once every store holds it, so a
+    caller can resume an interrupted run without sending those again.
+    """
     summary = IngestSummary(failed=failed if failed is not None else [])
     started = time.perf_counter()
     slots = asyncio.Semaphore(concurrency)
@@ -62,6 +68,8 @@ async def ingest(
                 else:
                     summary.documents += 1
                     summary.chunks += result.count
+                    if on_stored is not None:
+                        on_stored(doc)
             done += 1
             if on_progress is not None:
                 on_progress(done, len(documents), doc.title or doc.document_id)
@@ -90,20 +98,38 @@ async def _ingest(args: argparse.Namespace) -> int:
     return 1 if summary.failed else 0
 
 
+async def _delete_one(client: RequestClient, name: str, collection: str) -> tuple[str, IngestResult]:
+    """Delete the document ``name`` names: the id ingest made of it (an absolute path, ``pydoc:TOPIC``),
+    else ``name`` itself, as a library caller may have stored a document under any id. Returns the id
+    that answered (or the first) and the result."""
+    tried: list[tuple[str, IngestResult]] = []
+    for document_id in dict.fromkeys((make_document_id(name), name)):
+        request = DeleteDocument(document_id=document_id, collection=collection)
+        tried.append((document_id, await client.request(t.DOCUMENT_DELETE, request, IngestResult, timeout=120)))
+        if tried[-1][1].error is not None or tried[-1][1].count:
+            return tried[-1]
+    return tried[0]
+
+
 async def _delete(args: argparse.Namespace) -> int:
+    """Delete each named document; exit 1 if one could not be deleted, or was not there to delete."""
     settings = load_settings(args.config)
     url = args.bus or settings.bus.url
     failed = 0
     async with embedded_processors(settings, pipelines.DELETE, url):
         async with await connect(url, settings.bus) as bus, RequestClient(bus, name="delete") as client:
-            for document_id in args.document_ids:
-                request = DeleteDocument(document_id=document_id, collection=args.collection)
-                result = await client.request(t.DOCUMENT_DELETE, request, IngestResult, timeout=120)
+            for name in args.document_ids:
+                document_id, result = await _delete_one(client, name, args.collection)
+                shown = name if document_id == name else f"{name} ({document_id})"
                 if result.error is not None:
                     failed += 1
-                    print(f"{document_id}: {result.error.type}: {result.error.message}", file=sys.stderr)
+                    print(f"{shown}: {result.error.type}: {result.error.message}", file=sys.stderr)
+                elif not result.count:
+                    failed += 1
+                    print(f"{shown}: no such document in collection {args.collection!r}; nothing removed",
+                          file=sys.stderr)
                 else:
-                    print(f"{document_id}: removed {result.count} chunk(s)", file=sys.stderr)
+                    print(f"{shown}: removed {result.count} chunk(s)", file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -115,8 +141,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--concurrency", type=int, default=4, help="documents in flight at once")
     p.set_defaults(run=_ingest)
 
-    p = sub.add_parser("delete", help="remove documents (by document id) from every store")
-    p.add_argument("document_ids", nargs="+", help="as ingested: a file's absolute path, or pydoc:TOPIC")
+    p = sub.add_parser("delete", help="remove documents from every store (exit 1 if one was not there)")
+    p.add_argument("document_ids", nargs="+", metavar="document",
+                   help="a file as it was ingested (any path to it), pydoc:TOPIC, or a document id")
     add_bus_options(p)
     p.add_argument("--collection", default="default")
     p.set_defaults(run=_delete)

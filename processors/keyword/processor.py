@@ -11,6 +11,11 @@ The two writers of one ``data_dir`` share one tantivy writer per collection
 when they run in the same process (a directory takes one writer, in any
 process), so run them in one worker process: ``ragbus worker keyword-store
 keyword-delete``; query replicas may run anywhere that sees the directory.
+The first of them to start in a process takes the data directory's keyword
+writer lock (``processors/runtime/store_lock.py``) for as long as either
+runs: tantivy locks an index only when its first write opens it, so without
+it a second writer process would start, report ready, and then fail every
+write with ``LockBusy``.
 
 Every tantivy call runs on a thread of the processor's own, never on the
 event loop: a commit fsyncs (tens of milliseconds), a search over a large
@@ -34,6 +39,7 @@ import msgspec
 
 from config.settings import data_dir
 from processors.runtime.processor import Processor, RequestContext
+from processors.runtime.store_lock import WriterLock, take_writer_lock
 from processors.runtime.threads import OneThread
 from schema import Chunk, DeleteDocument, EmbeddedChunks, IngestResult, KeywordQueryRequest, KeywordQueryResponse
 
@@ -47,10 +53,11 @@ Req = TypeVar("Req", bound=msgspec.Struct)
 class _Worker:
     """One thread that runs every tantivy call of its owner, and the indexes it opened."""
 
-    def __init__(self, name: str, data_dir: Path, settings: KeywordSettings) -> None:
+    def __init__(self, name: str, data_dir: Path, settings: KeywordSettings, lock: WriterLock | None = None) -> None:
         self.data_dir = data_dir
         self.settings = settings
         self.indexes: dict[str, KeywordIndex] = {}
+        self.lock = lock  # the writer's: released once its indexes are closed
         self._thread = OneThread(name, closed_message="the keyword index is closed")
 
     async def run(self, fn: Callable[..., T], *args) -> T:
@@ -64,6 +71,8 @@ class _Worker:
             await self.run(self._close_indexes)
         finally:
             await self._thread.close()
+            if self.lock is not None:
+                self.lock.release()  # after tantivy's own locks, so the next writer finds both free
 
     def _close_indexes(self) -> None:
         indexes, self.indexes = self.indexes, {}
@@ -76,13 +85,17 @@ _writers: dict[Path, tuple[_Worker, int]] = {}
 _writers_lock = threading.Lock()
 
 
-def _acquire_writers(data_dir: Path, settings: KeywordSettings) -> _Worker:
-    """The process's writer for ``data_dir``; the first processor's writer settings apply."""
+def _acquire_writers(data_dir: Path, settings: KeywordSettings, processor: str) -> _Worker:
+    """The process's writer for ``data_dir``; the first processor's writer settings apply.
+
+    ``StoreLocked`` if another process writes the keyword indexes of ``data_dir``.
+    """
     key = data_dir.resolve()
     with _writers_lock:
         worker, users = _writers.get(key, (None, 0))
         if worker is None:
-            worker = _Worker("keyword-writer", key, settings)
+            lock = take_writer_lock(key, "keyword", processor=processor)
+            worker = _Worker("keyword-writer", key, settings, lock)
         _writers[key] = (worker, users + 1)
         return worker
 
@@ -119,7 +132,7 @@ class _KeywordWriter(Processor[Req, IngestResult]):
         self._worker: _Worker | None = None
 
     async def start(self) -> None:
-        self._worker = _acquire_writers(data_dir(self.settings.data_dir), self.settings)
+        self._worker = _acquire_writers(data_dir(self.settings.data_dir), self.settings, self.name)
 
     async def close(self) -> None:
         if self._worker is not None:

@@ -6,7 +6,11 @@
   Any number of replicas; each replays the collection's log at start (ready
   only once loaded) and picks up what was appended since before every query.
 - ``KgStoreProcessor``: ``LoadTriples`` from ``triples-load`` -> applied,
-  logged and fsynced -> ``IngestResult(count, rejected)``. One per ``data_dir``.
+  logged and fsynced -> ``IngestResult(count, rejected)``. One per ``data_dir``:
+  it holds the data directory's kg writer lock (``processors/runtime/store_lock.py``)
+  from start to close, so a second kg-store, in this process or another,
+  refuses to start rather than append to logs whose writer keeps the graph in
+  memory and would never see the other's batches.
 
 Every graph call runs on a thread of the processor's own, never on the
 event loop: replaying a million facts takes seconds, and a query touching a
@@ -24,6 +28,7 @@ import msgspec
 
 from config.settings import data_dir
 from processors.runtime.processor import Processor, RequestContext
+from processors.runtime.store_lock import WriterLock, take_writer_lock
 from processors.runtime.threads import OneThread
 from schema import (
     IngestResult,
@@ -49,6 +54,8 @@ class _Graphs:
     def __init__(self, name: str, settings: KgSettings, *, writer: bool) -> None:
         self.data_dir = data_dir(settings.data_dir)
         self.writer = writer
+        # Taken first: a writer that cannot have it starts nothing else.
+        self.lock: WriterLock | None = take_writer_lock(self.data_dir, "kg", processor=name) if writer else None
         self.graphs: dict[str, tuple[GraphStore, GraphLog]] = {}
         self._thread = OneThread(name, closed_message="the graph store is closed")
 
@@ -56,7 +63,11 @@ class _Graphs:
         return await self._thread.run(fn, *args)
 
     async def close(self) -> None:
-        await self._thread.close()  # a load already queued is applied and logged, not dropped
+        try:
+            await self._thread.close()  # a load already queued is applied and logged, not dropped
+        finally:
+            if self.lock is not None:
+                self.lock.release()
 
     def existing(self) -> list[str]:
         if not self.data_dir.is_dir():

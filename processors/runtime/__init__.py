@@ -8,6 +8,7 @@
 - ``metrics.py``: Prometheus counters and histograms;
 - ``recording.py``: topics recorded to JSON Lines and replayed;
 - ``threads.py``: ``OneThread``, the single thread a processor's stores or model run on;
+- ``store_lock.py``: the writer lock of a store's data directory, so a second writer process refuses to start;
 - ``http.py``: ``OpenAIEndpoint``, the client and retrying POST of OpenAI-compatible endpoints
   (embed's and prompt's ``openai`` backends).
 """

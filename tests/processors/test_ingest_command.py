@@ -10,10 +10,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def ragbus(*args: str, data_dir: Path) -> subprocess.CompletedProcess:
+def ragbus(*args: str, data_dir: Path, cwd: Path = REPO) -> subprocess.CompletedProcess:
     env = dict(os.environ, RAGBUS_DATA_DIR=str(data_dir), PYTHONPATH=str(REPO))
     return subprocess.run(
-        [sys.executable, "-m", "processors.cli", *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=300
+        [sys.executable, "-m", "processors.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300
     )
 
 
@@ -32,3 +32,25 @@ def test_ingest_reports_progress_and_a_summary_then_delete_removes_the_document(
     gone = ragbus("delete", str((docs / "one.md").resolve()), data_dir=data)
     assert gone.returncode == 0, gone.stderr
     assert "removed 1 chunk(s)" in gone.stderr
+
+
+def test_delete_takes_the_path_a_document_was_ingested_by_and_fails_when_nothing_is_removed(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "shipping.txt").write_text("Parcels ship within two working days; express parcels the same day.")
+    (docs / "returns.txt").write_text("Returns are accepted within thirty days of delivery.")
+    data = tmp_path / "data"
+    run = ragbus("ingest", "docs/shipping.txt", "docs/returns.txt", data_dir=data, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    # The relative path the user typed, from where it was typed; and another path to the other file.
+    gone = ragbus("delete", "docs/shipping.txt", data_dir=data, cwd=tmp_path)
+    assert gone.returncode == 0, gone.stderr
+    assert f"docs/shipping.txt ({docs.resolve() / 'shipping.txt'}): removed 1 chunk(s)" in gone.stderr
+    gone = ragbus("delete", "returns.txt", data_dir=data, cwd=docs)
+    assert gone.returncode == 0 and "removed 1 chunk(s)" in gone.stderr, gone.stderr
+    # Nothing left to remove, and an id never ingested: each named, and the command fails.
+    again = ragbus("delete", "docs/shipping.txt", "pydoc:nonesuch", data_dir=data, cwd=tmp_path)
+    assert again.returncode == 1, again.stderr
+    assert (f"docs/shipping.txt ({docs.resolve() / 'shipping.txt'}): no such document in collection 'default'; "
+            "nothing removed") in again.stderr
+    assert "pydoc:nonesuch: no such document in collection 'default'; nothing removed" in again.stderr

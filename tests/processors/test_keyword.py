@@ -338,7 +338,7 @@ async def test_unknown_and_invalid_collections(tmp_path):
         bad_chunk = Chunk(chunk_id="x", document_id="x", text="x", position=0, collection="../escape")
         r = await kw.client.request(t.CHUNK_STORE, embedded([bad_chunk]), IngestResult, timeout=TIMEOUT)
         assert r.error is not None and "invalid collection name" in r.error.message
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["default"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".keyword-writer.lock", "default"]  # and the writer lock
 
 
 async def test_chunks_of_several_collections_in_one_message_stay_apart(tmp_path):
