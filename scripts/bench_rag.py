@@ -12,7 +12,12 @@
 The corpus is the Python language reference (``pydoc_data.topics``),
 ingested once into a temporary data dir, with the sample graph. Each
 backend answers the same questions, hybrid mode, graph path on, at
-concurrency 1 and 32. Printed per backend and concurrency: p50/p99 latency,
+concurrency 1 and 32. For Kafka and Pulsar it also measures the raw client
+library's ping-pong on the same broker (scripts/bench_bus.py's baseline: an
+echo server and a caller on the bare aiokafka / pulsar-client), and prints the
+latency bound a hybrid query should meet: direct p50 + 4 hops x ping-pong p50
+(the critical path is ask, embed, faiss query, prompt).
+Printed per backend and concurrency: p50/p99 latency,
 queries/s, CPU-seconds per query (this process plus, for (c)/(d), the
 broker process), and the machine's limit for that cost, cores / CPU-s per
 query, with queries/s as a share of it. Absolute times drift on a shared
@@ -34,6 +39,9 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_bus  # noqa: E402  (scripts/bench_bus.py: the raw client baselines)
 
 from config import pipelines
 from config.settings import load_settings
@@ -66,6 +74,7 @@ QUESTIONS = [
     "How do augmented assignments like += work?", "What does the pass statement do?",
     "Which methods make an object a context manager?",
 ]
+HOPS = 4  # a hybrid query's critical path: ask, embed, faiss query, prompt
 # What document-rag calls; (a) hands it their requests directly, (b)-(d) run them as workers.
 RETRIEVAL = [name for name in pipelines.QUERY if name != "document-rag"]
 
@@ -160,6 +169,7 @@ async def main() -> None:
             await first_use(client, settings, "default")
 
     rows = []
+    pingpong: dict[str, float] = {}  # the raw client library's round trip on the same broker, p50 ms
     started: list[brokers.BrokerProcess] = []
     try:
         for backend in wanted:
@@ -175,6 +185,10 @@ async def main() -> None:
                 url = broker.url if broker else "memory://bench-rag"
                 opened = bus_rag(run_settings, url)
             print(f"{backend}: measuring", file=sys.stderr)
+            if broker is not None:
+                raw = (bench_bus.raw_kafka_setup(broker.url.removeprefix("kafka://")) if backend == "kafka"
+                       else bench_bus.raw_pulsar_setup(broker.url))
+                pingpong[backend] = (await bench_bus.run(bench_bus.echo_bench(raw), bench_bus.QUICK)).p50_ms
             async with opened as ask:
                 for concurrency in (1, 32):
                     pid = broker.process.pid if broker and broker.process else None
@@ -195,6 +209,15 @@ async def main() -> None:
         vs = f"{r['p50'] / d['p50']:.2f}x | {r['qps'] / d['qps']:.2f}x" if d else "- | -"
         print(f"| {backend} | {c} | {r['p50']:.1f} | {r['p99']:.1f} | {r['qps']:.1f} | {r['cpu_ms']:.1f} "
               f"| {r['limit']:.1f} | {r['share']:.0%} | {vs} |")
+    direct = base.get(1)
+    for backend, ms in pingpong.items():
+        r = next((r for b, c, r in rows if b == backend and c == 1), None)
+        if direct is None or r is None:
+            continue
+        bound = direct["p50"] + HOPS * ms
+        print(f"\n{backend}: raw ping-pong p50 {ms:.1f} ms; bound at c=1 = direct {direct['p50']:.1f} + "
+              f"{HOPS} x {ms:.1f} = {bound:.1f} ms ({bound / direct['p50']:.2f}x direct); "
+              f"measured {r['p50']:.1f} ms ({r['p50'] / bound:.2f}x the bound)")
 
 
 if __name__ == "__main__":

@@ -108,7 +108,7 @@ class DocumentRag:
         keyword_weight: float = 1.0,
         doc_limit: int = DEFAULT_DOC_LIMIT,
         *,
-        max_concepts: int = 3,
+        max_concepts: int = 0,
         fact_limit: int = 8,
         path_timeout_s: float | None = None,
         max_query_chars: int = 10_000,
@@ -230,8 +230,11 @@ class DocumentRag:
             return await work
 
     async def _vector(self, question, limit, collection, result: RagAnswer, t: _Timings) -> list[ChunkMatch]:
-        with t.stage("concepts"):
-            concepts = await self._concepts(question, result)
+        if self.max_concepts == 0:  # the question alone: no extract-concepts hop
+            concepts = [question]
+        else:
+            with t.stage("concepts"):
+                concepts = await self._concepts(question, result)
         with t.stage("embed"):
             vectors = await self.embeddings_client.embed(concepts)
         with t.stage("vector_query"):

@@ -33,9 +33,11 @@ class DocumentRagSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields
     doc_limit: Annotated[int, msgspec.Meta(ge=0)] = 5
     max_doc_limit: Annotated[int, msgspec.Meta(ge=1)] = 50
     # The question plus at most this many concepts from extract-concepts are embedded; it counts
-    # what follows the question, as the prompt processor's max_concepts does. 0 = the question only.
-    # (The prompt processor extracts none by default, so by default only the question is embedded.)
-    max_concepts: Annotated[int, msgspec.Meta(ge=0)] = 3
+    # what follows the question, as the prompt processor's max_concepts does. 0 = the question
+    # only, without asking extract-concepts at all: one hop less on the vector path. The default,
+    # because the prompt processor extracts none by default either (the question alone measured
+    # better: processors/prompt/settings.py); raise both to use concepts.
+    max_concepts: Annotated[int, msgspec.Meta(ge=0)] = 0
     # Graph facts given to the answer.
     fact_limit: Annotated[int, msgspec.Meta(ge=0)] = 8
     # Longer questions are refused.

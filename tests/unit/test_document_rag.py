@@ -261,6 +261,7 @@ def rig(*, prompt=None, embed=None, docs=None, fetch=None, kw=None, kg=None, **o
     embed = embed or EmbedStub()
     docs = docs or DocEmbeddingsStub(embed if isinstance(embed, EmbedStub) else EmbedStub())
     fetch = fetch or FetchStub()
+    options.setdefault("max_concepts", 3)  # concepts on, unless a test says otherwise
     rag = DocumentRag(prompt, embed, docs, fetch, kw_index_client=kw, kg_client=kg, **options)
     return Rig(rag, prompt, embed, docs, fetch, kw, kg)
 
@@ -296,6 +297,17 @@ async def test_vector_mode_embeds_all_concepts_in_one_batch_question_first():
     await r.rag.query(QUESTION)
 
     assert r.embed.calls == [[QUESTION, "alpha", "beta"]]
+
+
+@pytest.mark.parametrize("mode", ["vector", "hybrid"])
+async def test_max_concepts_zero_asks_no_extract_concepts_and_embeds_the_question(mode):
+    # One hop less on the vector path: the default, as the prompt processor extracts none by default.
+    r = rig(prompt=PromptStub(concepts=["alpha"]), kw=KeywordStub(), max_concepts=0)
+
+    await r.rag.query(QUESTION, mode=mode)
+
+    assert r.prompt.concept_calls == []
+    assert r.embed.calls == [[QUESTION]]
 
 
 @pytest.mark.parametrize("max_concepts", [0, 1, 3])
