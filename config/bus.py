@@ -86,7 +86,8 @@ class PulsarOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 class BusSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     url: str = DEFAULT_BUS_URL
-    # Bodies above this size are refused by publish() and dead-lettered on receipt.
+    # Bodies above this size are refused by publish(), and on receipt answered with an error (when
+    # the sender can be told) or dead-lettered; every processor's limit unless it sets its own.
     max_message_bytes: int = 1_000_000
     # connect() fails with BusUnavailable after this long instead of hanging.
     connect_timeout_s: float = 10.0

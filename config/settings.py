@@ -39,8 +39,10 @@ class ProcessorSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     # Failures (transport, not business errors) before a request is dead-lettered.
     # None: the bus's max_attempts (RAGBUS_BUS__MAX_ATTEMPTS).
     max_attempts: int | None = None
-    # Requests above this size are dead-lettered unread.
-    max_message_bytes: int = 1_000_000
+    # Requests above this size are refused unread: answered with an error naming the limit when
+    # the sender can be answered, else dead-lettered. None: the bus's max_message_bytes
+    # (RAGBUS_BUS__MAX_MESSAGE_BYTES); a number can only lower the bus's limit for this processor.
+    max_message_bytes: int | None = None
     # SIGTERM: how long requests in flight may take to finish before they are nacked.
     drain_timeout_s: float = 10.0
 

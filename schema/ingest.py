@@ -1,8 +1,27 @@
-"""Messages of the ingestion topics: documents in, chunks out to the stores, triples to the graph."""
+"""Messages of the ingestion topics: documents in, chunks out to the stores, triples to the graph.
+
+A document too large for one message (the bus's ``max_message_bytes``) travels
+as several ``Document`` parts, sent one after the other, each once the reply to
+the one before has come back:
+
+- part 0 opens the document: the chunker drops the document's earlier version
+  from every store before storing the part's chunks; later parts append;
+- a part that is not the ``last`` is chunked only as far as its text settles
+  the chunks: the reply's ``resume_at`` says where in the part's text the first
+  chunk not yet stored begins, and the next part's text starts exactly there;
+  its ``first_position`` is the number of chunks stored so far. Chunk ids
+  (``<document_id>#<position>``) are therefore the same however the text was
+  cut into parts: the same text and chunker settings give the same ids;
+- if a part fails after an earlier one was stored, the chunker removes the
+  document from every store before it answers with the error, so no store keeps
+  a partial document.
+
+A document that fits one message is a single part (0, ``last``), as before.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -11,11 +30,19 @@ from .retrieval import DEFAULT_COLLECTION
 
 
 class Document(msgspec.Struct, kw_only=True):
+    """A document for document-load, or one part of it (see the module's docstring)."""
+
     document_id: str
     text: str
     title: str = ""
     collection: str = DEFAULT_COLLECTION
     source: str = ""
+    # 0 opens the document (its earlier version is dropped); 1, 2, ... follow in order.
+    part: Annotated[int, msgspec.Meta(ge=0)] = 0
+    # False: more parts follow, so the text's end is not the document's end.
+    last: bool = True
+    # The position (chunk number) of this part's first chunk: how many chunks earlier parts stored.
+    first_position: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
 class DeleteDocument(msgspec.Struct, kw_only=True):
@@ -60,4 +87,6 @@ class IngestResult(msgspec.Struct, kw_only=True):
     unchanged: int = 0
     # Items stored that will not serve as sent, each with why (a fact the collection's ontology rejects).
     warnings: list[str] = []
+    # A document part that is not the last: where in its text the next part must begin.
+    resume_at: int = 0
     error: Error | None = None

@@ -5,7 +5,10 @@ that fails is decided here, identically for memory, Kafka and Pulsar:
 
 - the handler returns: ack;
 - the handler raises ``Undecodable``, or the body is over the size limit: the
-  message goes to the dead-letter topic at once (retrying cannot help);
+  message goes to the dead-letter topic at once (retrying cannot help). A
+  handler that can answer its sender (the processor base, which knows the
+  envelope) checks sizes itself with ``handler_checks_size=True``, and raises
+  ``Oversized`` for what it cannot answer;
 - the handler raises anything else: nack, so it comes back with
   ``attempt + 1``; on the ``max_attempts``-th failure it is dead-lettered;
 - the consumer stops or is cancelled mid-handler: nack, so another member
@@ -42,6 +45,20 @@ class Undecodable(Exception):
     """Raised by a handler for a message it can never process (bad bytes, wrong schema)."""
 
 
+class Oversized(Undecodable):
+    """Raised by a handler that checks sizes itself for a body over the limit it cannot answer."""
+
+
+def size_limit(bus: Bus, max_message_bytes: int | None = None) -> int:
+    """The largest body a consumer takes: the bus's limit, or a consumer's own lower one (None: the bus's)."""
+    return bus.max_message_bytes if max_message_bytes is None else min(max_message_bytes, bus.max_message_bytes)
+
+
+def too_large(size: int, limit: int) -> str:
+    """The dead-letter reason of an oversized body, the same wherever it is found."""
+    return f"body of {size} bytes exceeds max_message_bytes={limit}"
+
+
 def dead_letter_topic(topic: str, suffix: str = ".dlq") -> str:
     return f"{topic}{suffix}"
 
@@ -63,6 +80,7 @@ async def consume(
     max_attempts: int | None = None,
     dead_letter_suffix: str | None = None,
     max_message_bytes: int | None = None,
+    handler_checks_size: bool = False,
     stop: asyncio.Event | None = None,
     drain_timeout: float = 10.0,
     stats: ConsumeStats | None = None,
@@ -76,7 +94,9 @@ async def consume(
     in flight get ``drain_timeout`` seconds to finish; the rest are cancelled
     and their messages nacked. ``on_dead_letter(delivery, error_type)`` is
     called for each message dead-lettered (for metrics). ``max_attempts`` and
-    ``dead_letter_suffix`` default to the bus's own (``BusSettings``).
+    ``dead_letter_suffix`` default to the bus's own (``BusSettings``), and
+    ``max_message_bytes`` (None) to the bus's limit. With ``handler_checks_size``
+    every body reaches the handler, which must apply ``size_limit`` itself.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
@@ -114,14 +134,12 @@ async def consume(
             on_dead_letter(d, error)
 
     # A consumer may accept less than the bus carries (a processor's own max_message_bytes).
-    limit = bus.max_message_bytes if max_message_bytes is None else min(max_message_bytes, bus.max_message_bytes)
+    limit = size_limit(bus, max_message_bytes)
 
     async def handle(d: Delivery) -> None:
         try:
-            if len(d.body) > limit:
-                await dead_letter(
-                    d, f"body of {len(d.body)} bytes exceeds max_message_bytes={limit}", "MessageTooLarge"
-                )
+            if not handler_checks_size and len(d.body) > limit:
+                await dead_letter(d, too_large(len(d.body), limit), "MessageTooLarge")
                 return
             try:
                 await handler(d)
@@ -129,6 +147,8 @@ async def consume(
                 await d.nack()
                 stats.nacked += 1
                 raise
+            except Oversized as exc:
+                await dead_letter(d, str(exc), "MessageTooLarge")
             except Undecodable as exc:
                 await dead_letter(d, f"undecodable: {exc}", type(exc).__name__)
             except Exception as exc:

@@ -1,10 +1,18 @@
-"""The chunker: a document in, its chunks embedded and written to every store.
+"""The chunker: a document (or one part of a large one) in, its chunks embedded and written to every store.
 
-A document replaces its earlier version: the stores first drop the
-document's chunks, then take the new ones, so a shorter new version leaves
-no stale chunks behind. If any store fails to take the chunks, the document
+A document replaces its earlier version: its first part (the whole of a
+document that fits one message) has the stores drop the document's chunks
+before they take the new ones, so a shorter new version leaves no stale
+chunks behind; later parts append (``schema/ingest.py`` has the protocol).
+If a store fails to take the chunks, or any later part fails, the document
 is removed from every store again before the error is reported: no store is
-left holding a partial or different chunk set.
+left holding a partial or different chunk set. An embedding failure of the
+first part leaves the earlier version as it was.
+
+Every call fits the bus: embed requests and store writes are packed into
+messages within ``max_message_bytes`` (less room for headers), however many
+chunks a part has, and only ``embed_concurrency`` embed requests are in
+flight at once, so none waits in the embedder's queue past its time-out.
 """
 
 from __future__ import annotations
@@ -15,12 +23,16 @@ import logging
 from processors.runtime.client import RequestClient
 from processors.runtime.clients import EmbedClient, RemoteError
 from processors.runtime.processor import Processor, RequestContext
-from schema import DeleteDocument, Document, EmbeddedChunks, IngestResult
+from processors.runtime.sizing import body_budget, pack
+from schema import Chunk, DeleteDocument, Document, EmbeddedChunks, IngestResult, encode
 
-from .chunking import chunk_document
+from .chunking import chunk_part
 from .settings import ChunkerSettings
 
 log = logging.getLogger(__name__)
+
+# msgpack's prefix of a string or an array: at most 5 bytes.
+_PREFIX = 5
 
 
 async def _call_all(client: RequestClient, topics: list[str], message, timeout: float) -> list[IngestResult]:
@@ -59,22 +71,61 @@ class ChunkerProcessor(_Calls):
         s = self.settings
         if not doc.document_id.strip():
             raise ValueError("document_id is empty")
-        if len(doc.text) > s.max_document_chars:
-            raise ValueError(f"document {doc.document_id!r} has {len(doc.text)} characters; at most {s.max_document_chars}")
-        chunks = chunk_document(doc, s.chunk_size, s.chunk_overlap)
-        if not chunks:
+        if doc.part == 0 and doc.first_position != 0:
+            raise ValueError(f"part 0 of document {doc.document_id!r} must start at position 0")
+        chunks, resume_at = chunk_part(doc, s.chunk_size, s.chunk_overlap)
+        if not doc.last and resume_at == 0:
+            raise ValueError(
+                f"part {doc.part} of document {doc.document_id!r} ({len(doc.text)} characters) is too short to "
+                f"hold a whole chunk of chunk_size={s.chunk_size}: parts must be larger (raise max_message_bytes)"
+            )
+        if doc.part == 0 and doc.last and not chunks:
             raise ValueError(f"document {doc.document_id!r} has no text")
-        embed = EmbedClient(self.client, topic=s.embed_topic, timeout=s.call_timeout_s)
-        batches = [chunks[i : i + s.embed_batch] for i in range(0, len(chunks), s.embed_batch)]
-        vectors = [v for vs in await asyncio.gather(*(embed.embed([c.text for c in b]) for b in batches)) for v in vs]
-        await self.delete_everywhere(doc.document_id, doc.collection)
+        opened = doc.part > 0  # the stores hold earlier parts of this version
         try:
-            await _call_all(self.client, s.store_topics, EmbeddedChunks(chunks=chunks, vectors=vectors), s.call_timeout_s)
+            vectors = await self._embed(chunks)
+            batches = self._store_batches(chunks, vectors)
+            if doc.part == 0:
+                await self.delete_everywhere(doc.document_id, doc.collection)
+                opened = True
+            for batch in batches:
+                await _call_all(self.client, s.store_topics, batch, s.call_timeout_s)
         except Exception:
-            log.warning("storing %s failed; removing it from every store", doc.document_id)
-            await self.delete_everywhere(doc.document_id, doc.collection)
+            if opened:
+                log.warning("storing %s (part %d) failed; removing it from every store", doc.document_id, doc.part)
+                await self.delete_everywhere(doc.document_id, doc.collection)
             raise
-        return IngestResult(count=len(chunks))
+        return IngestResult(count=len(chunks), resume_at=resume_at)
+
+    async def _embed(self, chunks: list[Chunk]) -> list[list[float]]:
+        """The chunks' vectors, asked in batches of at most ``embed_batch`` texts that each fit a message."""
+        s = self.settings
+        embed = EmbedClient(self.client, topic=s.embed_topic, timeout=s.call_timeout_s)
+        sizes = [len(c.text.encode()) + _PREFIX for c in chunks]
+        batches = list(pack(sizes, body_budget(self.bus.max_message_bytes), overhead=64, max_items=s.embed_batch))
+        slots = asyncio.Semaphore(s.embed_concurrency)
+
+        async def one(batch: range) -> list[list[float]]:
+            async with slots:
+                return await embed.embed(chunks[i].text for i in batch)
+
+        return [v for vs in await asyncio.gather(*(one(b) for b in batches)) for v in vs]
+
+    def _store_batches(self, chunks: list[Chunk], vectors: list[list[float]]) -> list[EmbeddedChunks]:
+        """The store writes of a part, each within the bus's message size."""
+        if len(vectors) != len(chunks):
+            raise ValueError(f"embed returned {len(vectors)} vectors for {len(chunks)} chunks")
+        budget = body_budget(self.bus.max_message_bytes)
+        sizes = [len(encode(c)) + len(encode(v)) for c, v in zip(chunks, vectors)]
+        overhead = len(encode(EmbeddedChunks(chunks=[], vectors=[]))) + 2 * _PREFIX
+        try:
+            runs = list(pack(sizes, budget, overhead=overhead))
+        except ValueError:
+            raise ValueError(
+                f"a chunk with its vector takes up to {max(sizes)} bytes, more than a store write may hold on a bus "
+                f"with max_message_bytes={self.bus.max_message_bytes}: lower chunk_size or raise max_message_bytes"
+            ) from None
+        return [EmbeddedChunks(chunks=chunks[r.start : r.stop], vectors=vectors[r.start : r.stop]) for r in runs]
 
 
 class DocumentDeleteProcessor(_Calls):
@@ -84,6 +135,3 @@ class DocumentDeleteProcessor(_Calls):
 
     async def handle(self, request: DeleteDocument, context: RequestContext) -> IngestResult:
         return IngestResult(count=await self.delete_everywhere(request.document_id, request.collection))
-
-
-

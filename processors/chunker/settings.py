@@ -15,14 +15,16 @@ class ChunkerSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=Tru
     # under the 256 the embedder reads.
     chunk_size: Annotated[int, msgspec.Meta(ge=50)] = 1000
     chunk_overlap: Annotated[int, msgspec.Meta(ge=0)] = 150
-    # Texts per embed request, sent concurrently.
+    # Texts per embed request (fewer when they would not fit one message).
     embed_batch: Annotated[int, msgspec.Meta(ge=1)] = 32
-    # A document longer than this is refused rather than chunked into thousands of pieces.
-    max_document_chars: Annotated[int, msgspec.Meta(ge=1)] = 10_000_000
-    # Each sub-request (embed, store, delete) waits at most this long.
+    # Embed requests one document part keeps in flight: enough to keep the embedder busy, few
+    # enough that a part of thousands of chunks does not queue requests past call_timeout_s.
+    embed_concurrency: Annotated[int, msgspec.Meta(ge=1)] = 4
+    # A document of any size is accepted: the sender splits it into parts that fit the bus
+    # (schema/ingest.py). Each sub-request (embed, store, delete) waits at most this long.
     call_timeout_s: float = 120.0
     embed_topic: str = t.EMBED
     store_topics: list[str] = msgspec.field(default_factory=lambda: [t.DOC_EMBEDDINGS_STORE, t.KEYWORD_STORE])
     delete_topics: list[str] = msgspec.field(default_factory=lambda: [t.DOC_EMBEDDINGS_DELETE, t.KEYWORD_DELETE])
-    # The chunker's own deadline must cover its calls.
+    # The chunker's own deadline (per part) must cover its calls.
     handler_timeout_s: float = 600.0

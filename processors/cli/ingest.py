@@ -3,6 +3,14 @@
 The chunker (document-load) does the work; this side reads the files,
 keeps a few documents in flight and reports each failure with its file,
 going on with the rest; the command exits non-zero at the end if any failed.
+
+A document larger than one message goes in parts (the protocol is in
+``schema/ingest.py``): each part fills what the bus's ``max_message_bytes``
+leaves after headers and the document's other fields, the next is read and
+sent once the chunker says where it must begin, so a file of any size streams
+through in bounded memory, with progress shown per part. If sending stops
+after a part was stored (a time-out, a file that changed under us), the
+document is removed again rather than left half stored.
 """
 
 from __future__ import annotations
@@ -11,74 +19,186 @@ import argparse
 import asyncio
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
+
+import msgspec
 
 from config import pipelines
 from config.settings import load_settings
 from processors.bus import connect
 from processors.runtime.client import RequestClient
-from schema import DeleteDocument, Document, IngestResult
+from processors.runtime.sizing import body_budget
+from schema import DeleteDocument, Document, Error, IngestResult, encode
 from schema import topics as t
 
 from .common import add_bus_options, embedded_processors
+from .documents import DocumentSource, load_documents
 from .documents import document_id as make_document_id
-from .documents import load_documents
 from .progress import progress_bar
+
+# What a part's fields may grow by over the empty one sized below: the text's msgpack prefix
+# (up to 5 bytes), and ``part`` and ``first_position`` (up to 9 bytes each).
+_GROWTH = 5 + 9 + 9
 
 
 @dataclass
 class IngestSummary:
     documents: int = 0
     chunks: int = 0
+    parts: int = 0
     failed: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
 
+class DocumentRejected(Exception):
+    """document-load answered a part with an error (it has cleaned up after itself)."""
+
+    def __init__(self, part: int, error: Error) -> None:
+        super().__init__(f"{f'part {part}: ' if part else ''}{error.type}: {error.message}")
+
+
+def _fill(buffer: str, blocks: Iterator[str], room: int) -> tuple[str, bool]:
+    """``buffer`` plus blocks until it holds ``room`` characters (so at least ``room`` bytes); and whether
+    the text ended."""
+    pieces, held = [buffer], len(buffer)
+    while held < room:
+        block = next(blocks, None)
+        if block is None:
+            return "".join(pieces), True
+        pieces.append(block)
+        held += len(block)
+    return "".join(pieces), False
+
+
+def _fitting(text: str, room: int) -> int:
+    """How many characters of ``text`` take at most ``room`` bytes in UTF-8."""
+    if len(text) * 4 <= room:
+        return len(text)
+    head = text[:room]
+    if head.isascii():  # a byte a character: no need to encode
+        return len(head)
+    return len(head.encode()[:room].decode("utf-8", "ignore"))
+
+
+async def send_document(
+    client: RequestClient,
+    doc: DocumentSource,
+    *,
+    timeout: float,
+    on_part: Callable[[int, int], None] | None = None,
+) -> tuple[int, int]:
+    """Send ``doc`` to document-load in parts that fit the bus; returns (chunks stored, parts sent).
+
+    Each part waits at most ``timeout``. ``on_part(characters done, parts done)`` follows a
+    document of several parts. Raises ``DocumentRejected`` for an error answer, else what
+    went wrong (a time-out, a read error), after removing what was stored of the document.
+    """
+    empty = Document(
+        document_id=doc.document_id, text="", title=doc.title, collection=doc.collection, source=doc.source
+    )
+    room = body_budget(client.bus.max_message_bytes) - len(encode(empty)) - _GROWTH
+    if room < 1:
+        raise ValueError(f"max_message_bytes={client.bus.max_message_bytes} leaves no room for text after its id")
+    blocks = doc.read()
+    buffer, ended, part, position, done = "", False, 0, 0, 0
+    try:
+        while True:
+            if not ended:
+                buffer, ended = _fill(buffer, blocks, room)
+            cut = _fitting(buffer, room)
+            last = ended and cut == len(buffer)
+            message = msgspec.structs.replace(
+                empty, text=buffer[:cut], part=part, last=last, first_position=position
+            )
+            result = await client.request(t.DOCUMENT_LOAD, message, IngestResult, timeout=timeout)
+            del message
+            if result.error is not None:
+                raise DocumentRejected(part, result.error)
+            part += 1
+            position += result.count
+            if last:
+                return position, part
+            if not 0 < result.resume_at <= cut:
+                raise ValueError(f"document-load answered part {part - 1} with resume_at={result.resume_at}, "
+                                 f"outside its {cut} characters")
+            buffer = buffer[result.resume_at:]
+            done += result.resume_at
+            if on_part is not None:
+                on_part(done, part)
+    except DocumentRejected:
+        raise
+    except Exception as exc:
+        if part > 0:  # parts of this version are stored: take them out again
+            exc.add_note(await _remove(client, doc, timeout))
+        raise
+    finally:
+        if isinstance(blocks, Generator):
+            blocks.close()  # the file now, not whenever the generator is collected
+
+
+async def _remove(client: RequestClient, doc: DocumentSource, timeout: float) -> str:
+    try:
+        request = DeleteDocument(document_id=doc.document_id, collection=doc.collection)
+        result = await client.request(t.DOCUMENT_DELETE, request, IngestResult, timeout=timeout)
+    except Exception as exc:
+        return f"the parts already stored could not be removed: {exc}"
+    if result.error is not None:
+        return f"the parts already stored could not be removed: {result.error.type}: {result.error.message}"
+    return f"the {result.count} chunk(s) already stored were removed"
+
+
 async def ingest(
     client: RequestClient,
-    documents: list[Document],
+    documents: Iterable[Document | DocumentSource],
     *,
     concurrency: int = 4,
     timeout: float = 600.0,
     on_progress: Callable[[int, int, str], None] | None = None,
     failed: list[str] | None = None,
-    on_stored: Callable[[Document], None] | None = None,
+    on_stored: Callable[[DocumentSource], None] | None = None,
 ) -> IngestSummary:
-    """Send each document to ``document-load`` and wait for its chunk count.
+    """Send each document to ``document-load`` (in parts when large) and wait for its chunk count.
 
-    ``on_stored`` is told of each document once every store holds it, so a
-    caller can resume an interrupted run without sending those again.
+    ``timeout`` bounds each part. ``on_progress(documents done, documents, label)`` is called after
+    each document, and after each part of a document of several. ``on_stored`` is told of each
+    document once every store holds it, so a caller can resume an interrupted run without sending
+    those again.
     """
+    sources = [d if isinstance(d, DocumentSource) else DocumentSource.of(d) for d in documents]
     summary = IngestSummary(failed=failed if failed is not None else [])
     started = time.perf_counter()
     slots = asyncio.Semaphore(concurrency)
     done = 0
 
-    async def one(doc: Document) -> None:
+    async def one(doc: DocumentSource) -> None:
         nonlocal done
+        label = doc.title or doc.document_id
+
+        def show_part(characters: int, parts: int) -> None:
+            if on_progress is not None:
+                percent = min(99, 100 * characters // max(doc.size, 1))
+                on_progress(done, len(sources), f"{label} part {parts + 1} ({percent}%)")
+
         async with slots:
             try:
-                result = await client.request(t.DOCUMENT_LOAD, doc, IngestResult, timeout=timeout)
-            except Exception as exc:  # a timeout or a transport failure: report, go on
-                summary.failed.append(f"{doc.source or doc.document_id}: {exc}")
+                chunks, parts = await send_document(client, doc, timeout=timeout, on_part=show_part)
+            except Exception as exc:  # an error answer, a timeout, a transport failure: report, go on
+                notes = "".join(f"; {note}" for note in getattr(exc, "__notes__", ()))
+                summary.failed.append(f"{doc.source or doc.document_id}: {exc}{notes}")
             else:
-                if result.error is not None:
-                    summary.failed.append(f"{doc.source or doc.document_id}: {result.error.type}: {result.error.message}")
-                else:
-                    summary.documents += 1
-                    summary.chunks += result.count
-                    if on_stored is not None:
-                        on_stored(doc)
+                summary.documents += 1
+                summary.chunks += chunks
+                summary.parts += parts
+                if on_stored is not None:
+                    on_stored(doc)
             done += 1
             if on_progress is not None:
-                on_progress(done, len(documents), doc.title or doc.document_id)
+                on_progress(done, len(sources), label)
 
-    await asyncio.gather(*(one(d) for d in documents))
+    await asyncio.gather(*(one(d) for d in sources))
     summary.seconds = time.perf_counter() - started
     return summary
-
-
 
 
 async def _ingest(args: argparse.Namespace) -> int:
@@ -93,7 +213,8 @@ async def _ingest(args: argparse.Namespace) -> int:
             )
     for problem in summary.failed:
         print(f"  failed: {problem}", file=sys.stderr)
-    print(f"{summary.documents} document(s), {summary.chunks} chunk(s) in {summary.seconds:.1f}s"
+    parts = f" (sent in {summary.parts} parts)" if summary.parts > summary.documents else ""
+    print(f"{summary.documents} document(s), {summary.chunks} chunk(s) in {summary.seconds:.1f}s{parts}"
           f"{f', {len(summary.failed)} failed' if summary.failed else ''}", file=sys.stderr)
     return 1 if summary.failed else 0
 

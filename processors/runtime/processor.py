@@ -5,6 +5,9 @@ A concrete processor names its request and response Structs and implements
 
 - join the request topic's consumer group and run handlers through
   ``consume`` (bounded concurrency, retries, dead letters);
+- refuse a body over the size limit (the bus's ``max_message_bytes``, or the
+  processor's own lower one): with an error response naming the limit and
+  the setting to raise when the sender can be answered, else dead-lettered;
 - read the envelope; drop (and count) a request whose deadline has passed;
   refuse a ``reply-to`` outside ``REPLY_PREFIX``;
 - decode and validate the body: an invalid request gets an error response
@@ -33,7 +36,7 @@ from config.settings import ProcessorSettings
 from schema import REPLY_PREFIX, DecodeError, Error, decode, encode
 
 from ..bus import Bus, Delivery, Undecodable, consume
-from ..bus.consume import ConsumeStats
+from ..bus.consume import ConsumeStats, Oversized, size_limit, too_large
 from . import metrics
 from .envelope import REQUEST_ID, Envelope, EnvelopeError, parse_envelope, response_headers
 
@@ -133,6 +136,7 @@ class Processor(Generic[Req, Resp]):
                     concurrency=s.concurrency,
                     max_attempts=s.max_attempts,
                     max_message_bytes=s.max_message_bytes,
+                    handler_checks_size=True,  # _on_delivery: it can tell whether the sender can be answered
                     stop=stop,
                     drain_timeout=s.drain_timeout_s,
                     on_dead_letter=lambda d, error: metrics.dead_lettered.labels(self.name, error).inc(),
@@ -145,6 +149,10 @@ class Processor(Generic[Req, Resp]):
     async def _on_delivery(self, bus: Bus, d: Delivery) -> None:
         started = time.perf_counter()
         self._requests.inc()
+        limit = size_limit(bus, self.settings.max_message_bytes)
+        if len(d.body) > limit:
+            await self._refuse_oversized(bus, d, limit)
+            return
         try:
             envelope = parse_envelope(d.headers)
         except EnvelopeError as exc:
@@ -170,6 +178,38 @@ class Processor(Generic[Req, Resp]):
         if response is not None and envelope.reply_to is not None:
             await self._reply(bus, envelope, response)
         self._latency.observe(time.perf_counter() - started)
+
+    async def _refuse_oversized(self, bus: Bus, d: Delivery, limit: int) -> None:
+        """Answer an oversized request with why and what to change; dead-letter it when no one can be told.
+
+        The caller would otherwise wait out its whole timeout for an answer that never comes, and
+        retrying cannot help: the same body is refused the same way. Its body is never decoded.
+        """
+        reason = too_large(len(d.body), limit)
+        try:
+            envelope = parse_envelope(d.headers)
+        except EnvelopeError:
+            raise Oversized(reason) from None
+        answerable = (
+            self.response_type is not None
+            and envelope.reply_to is not None
+            and envelope.reply_to.startswith(REPLY_PREFIX)
+            and bool(d.headers.get(REQUEST_ID))
+            and not envelope.expired()
+        )
+        if not answerable:
+            raise Oversized(reason)
+        own = self.settings.max_message_bytes
+        if own is not None and own <= bus.max_message_bytes:
+            env = f"RAGBUS_PROCESSORS__{self.name.upper().replace('-', '_')}__MAX_MESSAGE_BYTES"
+            whose, raise_it = "this processor's", f"[processors.{self.name}] max_message_bytes ({env})"
+        else:
+            whose, raise_it = "the bus's", "RAGBUS_BUS__MAX_MESSAGE_BYTES ([bus] max_message_bytes) where the workers run"
+        message = (
+            f"{self.name}: the request is {len(d.body)} bytes, over {whose} max_message_bytes={limit}; "
+            f"send less or raise {raise_it}"
+        )
+        await self._reply(bus, envelope, self._error("MessageTooLarge", message))
 
     async def _run_handler(self, request: Req, context: RequestContext) -> Resp | None:
         limit = self.handler_limit_s(context)

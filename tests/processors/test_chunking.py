@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from processors.chunker import chunk_document, split_text
+from processors.chunker.chunking import chunk_part, split_part
 from schema import Document
 
 TEXT = " ".join(f"Sentence number {i} says something about topic {i % 7}." for i in range(200))
@@ -48,3 +51,58 @@ def test_bad_sizes_are_named(size, overlap):
 
 def test_blank_text_has_no_chunks():
     assert split_text("  \n\n ", 100, 10) == []
+
+
+# --- a large document in parts (issue 13): the same chunks wherever the parts were cut ---------------
+
+PIECES = ["alpha", "beta.", "gamma!", "delta?", "\n\n", "  ", "\n", "x" * 120, "é", "naïve", "\t", "end."]
+
+
+def split_in_parts(text: str, size: int, overlap: int, rng: random.Random) -> list[str]:
+    """What the chunker settles part by part, each part as long as a random sender makes it."""
+    pieces, offset, first = [], 0, True
+    while True:
+        length = rng.randint(size + 1, size * 6)
+        part = text[offset : offset + length]
+        last = offset + length >= len(text)
+        got, resume_at = split_part(part, size, overlap, first=first, last=last)
+        pieces += got
+        if last:
+            return pieces
+        if resume_at == 0:
+            return None  # a part shorter than a chunk's window after its trailing space: no progress
+        offset, first = offset + resume_at, False
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_document_cut_into_parts_anywhere_gives_the_chunks_of_the_whole(seed):
+    rng = random.Random(seed)
+    checked = 0
+    for _ in range(250):
+        text = "".join(rng.choice(PIECES) + rng.choice([" ", "", "  "]) for _ in range(rng.randint(0, 400)))
+        if rng.random() < 0.3:
+            text = "   \n" + text + "\n\n   "
+        size = rng.randint(20, 200)
+        overlap = rng.randint(0, size - 1)
+        parts = split_in_parts(text, size, overlap, rng)
+        if parts is not None:
+            assert parts == split_text(text, size, overlap), (seed, size, overlap, text[:80])
+            checked += 1
+    assert checked > 200
+
+
+def test_a_part_settles_only_the_chunks_whose_window_it_holds():
+    pieces, resume_at = split_part(TEXT[:1000], 300, 50, first=True, last=False)
+    whole = split_text(TEXT, 300, 50)
+    assert pieces == whole[: len(pieces)] and pieces
+    assert 0 < resume_at < 1000 and TEXT[resume_at:].lstrip().startswith(whole[len(pieces)][:30])
+    # The last part settles everything, and a part with no room for a window settles nothing.
+    assert split_part(TEXT, 300, 50, last=True) == (whole, len(TEXT))
+    assert split_part(TEXT[:200], 300, 50, first=False, last=False) == ([], 0)
+
+
+def test_chunk_ids_of_a_later_part_continue_from_its_first_position():
+    doc = Document(document_id="big", text=TEXT[:1000], part=3, last=False, first_position=40)
+    chunks, _ = chunk_part(doc, 300, 50)
+    assert [c.chunk_id for c in chunks] == [f"big#{40 + i}" for i in range(len(chunks))]
+    assert [c.position for c in chunks] == list(range(40, 40 + len(chunks)))

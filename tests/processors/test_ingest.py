@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 
 import pytest
 
 from config import pipelines
 from config.settings import load_settings
 from processors.bus import connect
-from processors.cli.documents import builtin_corpus, load_documents
+from processors.chunker import chunk_document
+from processors.cli.documents import DocumentSource, builtin_corpus, load_documents
 from processors.cli.ingest import ingest
 from processors.runtime.client import RequestClient
-from processors.runtime.clients import DocEmbeddingsClient, EmbedClient, FetchChunkClient, KeywordClient
+from processors.runtime.clients import DocEmbeddingsClient, EmbedClient, FetchChunkClient, KeywordClient, RemoteError
 from processors.runtime.processor import Processor
 from processors.runtime.worker import processors_running
 from schema import DeleteDocument, Document, EmbeddedChunks, IngestResult
@@ -139,7 +141,7 @@ def test_reading_files_names_what_is_wrong(tmp_path):
     (tmp_path / "e.html").write_text("<html><title>Page</title><script>x()</script><p>Hello <b>web</b></p></html>")
     docs, failed = load_documents([str(tmp_path), str(tmp_path / "missing.txt")])
     assert sorted(d.title for d in docs) == ["Page", "a"]
-    assert "Hello web" in next(d for d in docs if d.title == "Page").text
+    assert "Hello web" in "".join(next(d for d in docs if d.title == "Page").read())
     reasons = " | ".join(failed)
     assert "not UTF-8" in reasons and "binary" in reasons and "no text" in reasons and "missing.txt" in reasons
 
@@ -148,3 +150,119 @@ def test_the_builtin_corpus_is_the_python_language_reference():
     docs = builtin_corpus("default")
     assert len(docs) >= 70 and sum(len(d.text) for d in docs) > 300_000
     assert any(d.title == "nonlocal" for d in docs)
+
+
+# --- documents larger than a message (issue 13 item 1) ------------------------------------------------
+
+LAST_PAGE = ("Appendix Z. The Skarvøy lighthouse was automated in 1987. Its last keeper, Ingrid Solvang, "
+             "kept the lamp burning through the storm of 1979 and logged every passing ship by hand.")
+# Real prose, many chunks; a short embedding window keeps MiniLM fast enough for thousands of them.
+LARGE_ENV = {
+    "RAGBUS_PROCESSORS__DOCUMENT_LOAD__CHUNK_SIZE": "1000",
+    "RAGBUS_PROCESSORS__DOCUMENT_LOAD__CHUNK_OVERLAP": "150",
+    "RAGBUS_PROCESSORS__DOCUMENT_LOAD__EMBED_BATCH": "8",  # 8 vectors fit a 48 KB answer, 32 would not
+    "RAGBUS_PROCESSORS__EMBED__ONNX__MAX_TOKENS": "32",
+}
+
+
+def large_text(chars: int) -> str:
+    """About ``chars`` characters of the Python language reference, then a last page about something else."""
+    corpus = "\n\n".join(d.text for d in builtin_corpus("default"))
+    return (corpus * (chars // len(corpus) + 1))[:chars] + "\n\n" + LAST_PAGE
+
+
+async def test_store_writes_are_split_to_fit_the_bus(tmp_path, monkeypatch):
+    """A 300 KB document failed with MessageTooLarge: all its chunks and vectors went to each store at once."""
+    url = f"memory://{tmp_path.name}"
+    doc = Document(document_id="long", title="long", text=large_text(40_000))
+    bus = settings_for_tests(max_message_bytes=200_000)  # the document fits; its ~800 KB of chunks do not
+    async with pipeline(url, tmp_path, monkeypatch, bus_settings=bus,
+                        extra_env={"RAGBUS_PROCESSORS__EMBED__ONNX__MAX_TOKENS": "32"}) as client:
+        summary = await ingest(client, [doc], timeout=300)
+        assert summary.failed == [] and summary.documents == 1 and summary.parts == 1
+        expected = chunk_document(doc, 200, 20)
+        assert summary.chunks == len(expected) > 150
+        assert await FetchChunkClient(client, timeout=30)(expected[-1].chunk_id) == expected[-1].text
+        matches = await KeywordClient(client, timeout=30).query(query="Skarvøy Solvang", limit=3)
+        assert "Solvang" in matches[0].text and matches[0].position >= len(expected) - 3
+
+
+@pytest.mark.parametrize("which", ["memory", "kafka", "pulsar"])
+async def test_a_document_larger_than_a_message_goes_in_parts_with_the_chunk_ids_of_a_whole_one(
+        which, request, tmp_path, monkeypatch):
+    url = f"memory://{tmp_path.name}" if which == "memory" else request.getfixturevalue(f"{which}_broker").url
+    doc = Document(document_id=f"big-{uuid.uuid4().hex[:8]}", title="big", text=large_text(150_000))
+    bus = settings_for_tests(max_message_bytes=48_000)
+    async with pipeline(url, tmp_path, monkeypatch, bus_settings=bus, extra_env=LARGE_ENV) as client:
+        summary = await ingest(client, [doc], timeout=300)
+        assert summary.failed == [] and summary.documents == 1 and summary.parts >= 3, summary
+        expected = chunk_document(doc, 1000, 150)  # the whole document at once
+        assert summary.chunks == len(expected)
+        fetch = FetchChunkClient(client, timeout=30)
+        for chunk in (expected[0], expected[len(expected) // 2], expected[-1]):
+            assert await fetch(chunk.chunk_id) == chunk.text, chunk.chunk_id
+        with pytest.raises(RemoteError, match="not found"):
+            await fetch(f"{doc.document_id}#{len(expected)}")
+        matches = await KeywordClient(client, timeout=30).query(query="Skarvøy Solvang lighthouse keeper", limit=3)
+        assert matches[0].document_id == doc.document_id and matches[0].position >= len(expected) - 2
+        # A new, short version replaces every part of the old one.
+        short = Document(document_id=doc.document_id, title="big", text="Now a short note about lighthouses.")
+        again = await ingest(client, [short], timeout=120)
+        assert again.failed == [] and again.chunks == 1
+        with pytest.raises(RemoteError, match="not found"):
+            await fetch(expected[-1].chunk_id)
+
+
+class FailingLaterStore(Processor):
+    """A store that takes the first chunks of a document and fails on chunks past ``from_position``."""
+
+    request_type = EmbeddedChunks
+    response_type = IngestResult
+    from_position = 10**9
+
+    async def handle(self, request, context):
+        if any(c.position >= self.from_position for c in request.chunks):
+            raise OSError("disk full")
+        return IngestResult(count=len(request.chunks))
+
+
+async def test_a_later_part_that_fails_leaves_no_partial_document(tmp_path, monkeypatch):
+    from config.settings import ProcessorSettings
+
+    url = f"memory://{tmp_path.name}"
+    doc = Document(document_id="big", title="big", text=large_text(150_000))
+    expected = chunk_document(doc, 1000, 150)
+    stores = {"document-load.store_topics": ["doc-embeddings-store", "failing-store"]}
+    bus = settings_for_tests(max_message_bytes=48_000)
+    async with pipeline(url, tmp_path, monkeypatch, bus_settings=bus, extra_env=LARGE_ENV,
+                        list_settings=stores) as client:
+        failing = FailingLaterStore("failing", ProcessorSettings(topic="failing-store", group="failing-store"))
+        failing.from_position = len(expected) // 2  # past what the first part holds
+        stop = asyncio.Event()
+        task = asyncio.ensure_future(failing.run(client.bus, stop))
+        summary = await ingest(client, [doc], timeout=300)
+        stop.set()
+        await task
+        assert summary.documents == 0 and "disk full" in summary.failed[0] and "part " in summary.failed[0]
+        fetch = FetchChunkClient(client, timeout=30)
+        for chunk in (expected[0], expected[len(expected) // 2 - 1]):
+            with pytest.raises(RemoteError, match="not found"):
+                await fetch(chunk.chunk_id)
+
+
+async def test_a_document_whose_reading_fails_after_a_part_was_stored_is_removed_again(tmp_path, monkeypatch):
+    url = f"memory://{tmp_path.name}"
+    text = large_text(150_000)
+
+    def read():
+        yield text[:60_000]
+        raise OSError("the file changed while it was read")
+
+    source = DocumentSource("breaks", "breaks", "default", "breaks.txt", len(text), read)
+    bus = settings_for_tests(max_message_bytes=48_000)
+    async with pipeline(url, tmp_path, monkeypatch, bus_settings=bus, extra_env=LARGE_ENV) as client:
+        summary = await ingest(client, [source], timeout=300)
+        assert summary.documents == 0 and len(summary.failed) == 1
+        assert "the file changed" in summary.failed[0] and "already stored were removed" in summary.failed[0]
+        with pytest.raises(RemoteError, match="not found"):
+            await FetchChunkClient(client, timeout=30)("breaks#0")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,8 +11,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def ragbus(*args: str, data_dir: Path, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    env = dict(os.environ, RAGBUS_DATA_DIR=str(data_dir), PYTHONPATH=str(REPO))
+def ragbus(*args: str, data_dir: Path, cwd: Path = REPO, **env: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, RAGBUS_DATA_DIR=str(data_dir), PYTHONPATH=str(REPO), **env)
     return subprocess.run(
         [sys.executable, "-m", "processors.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300
     )
@@ -54,3 +55,22 @@ def test_delete_takes_the_path_a_document_was_ingested_by_and_fails_when_nothing
     assert (f"docs/shipping.txt ({docs.resolve() / 'shipping.txt'}): no such document in collection 'default'; "
             "nothing removed") in again.stderr
     assert "pydoc:nonesuch: no such document in collection 'default'; nothing removed" in again.stderr
+
+
+def test_ingest_sends_a_file_larger_than_a_message_in_parts_and_shows_their_progress(tmp_path):
+    """Issue 13 item 1: a file over the bus's max_message_bytes was refused (or dead-lettered) whole."""
+    import pydoc_data.topics
+
+    corpus = "\n\n".join(text for _, text in sorted(pydoc_data.topics.topics.items()))
+    big = tmp_path / "big.txt"
+    big.write_text(corpus[:200_000] + "\n\nThe Skarvøy lighthouse was automated in 1987.")
+    run = ragbus(
+        "ingest", str(big), data_dir=tmp_path / "data",
+        RAGBUS_BUS__MAX_MESSAGE_BYTES="60000",
+        RAGBUS_PROCESSORS__DOCUMENT_LOAD__EMBED_BATCH="8",  # 8 vectors fit a 60 KB answer, 32 would not
+        RAGBUS_PROCESSORS__EMBED__ONNX__MAX_TOKENS="32",  # MiniLM on a short window: seconds, not minutes
+    )
+    assert run.returncode == 0, run.stderr
+    sent = re.search(r"1 document\(s\), \d+ chunk\(s\) in [\d.]+s \(sent in (\d+) parts\)", run.stderr)
+    assert sent is not None and int(sent[1]) >= 3, run.stderr
+    assert "big part 2 (" in run.stderr and f"big part {sent[1]} (" in run.stderr  # progress per part

@@ -373,13 +373,15 @@ class HostileFactory:
     def k_oversized(self):
         low, high = self.oversize
         past = str(now_ms() - 3_600_000)
+        # With a valid reply-to the sender is told (issue 13: it used to wait out its timeout);
+        # without one, or past its deadline, no one is waiting: dead-lettered.
         return [
             ("valid request padded", lambda n, hid, i: (
-                self.padded(n, hid, self.rng.randint(low, high)), self.headers(hid, i), {DLQ})),
+                self.padded(n, hid, self.rng.randint(low, high)), self.headers(hid, i), {ERROR})),
             ("garbage", lambda n, hid, i: (
-                self.garbage(n, hid, self.rng.randint(low, high)), self.headers(hid, i), {DLQ})),
+                self.garbage(n, hid, self.rng.randint(low, high)), self.headers(hid, i), {ERROR})),
             ("one byte over the limit", lambda n, hid, i: (
-                self.garbage(n, hid, MAX_MESSAGE_BYTES + 1), self.headers(hid, i), {DLQ})),
+                self.garbage(n, hid, MAX_MESSAGE_BYTES + 1), self.headers(hid, i), {ERROR})),
             ("padded, no reply-to", lambda n, hid, i: (
                 self.padded(n, hid, low), self.headers(hid, i, drop=(REPLY_TO,)), {DLQ})),
             ("padded, deadline passed", lambda n, hid, i: (
@@ -604,6 +606,8 @@ class Accounting:
                     assert "max_message_bytes" in what.headers[H_REASON]
             elif ending == ERROR:
                 assert what.error.type and what.error.message, (m.variant, what.error)
+                if m.kind == "oversized":
+                    assert what.error.type == "MessageTooLarge" and "MAX_MESSAGE_BYTES" in what.error.message
             else:
                 check_served(m.name, what)
         assert not problems, f"{len(problems)} hostile messages ended wrongly, e.g. {problems[:5]}"

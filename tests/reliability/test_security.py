@@ -4,7 +4,7 @@ Covered elsewhere, on every backend (memory, Kafka, Pulsar), and not repeated he
 
 - publish refuses a body over ``max_message_bytes``:
   ``tests/conformance/test_delivery.py::test_publish_refuses_oversized_body_before_it_reaches_the_broker``;
-- the consume loop dead-letters an oversized body unread:
+- the consume loop dead-letters an oversized body unread (a processor answers it instead when it can):
   ``tests/conformance/test_consume.py::test_oversized_message_is_dead_lettered_without_running_the_handler``;
 - a forged ``reply-to`` outside ``ragbus.reply.`` is dead-lettered with the
   reason and nothing reaches the forged topic:
@@ -31,7 +31,7 @@ from schema import REPLY_PREFIX, decode, encode
 
 from ..conformance.test_delivery import receive
 from ..runtime.echo import EchoRequest, EchoResponse
-from ..runtime.test_processor import echo, serving
+from ..runtime.test_processor import client_on, echo, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("processors", "schema", "config")
@@ -232,19 +232,7 @@ def counting(processor):
     return calls
 
 
-async def first_of(**awaitables) -> tuple[str, object]:
-    """The name and result of whichever finishes first; the others are cancelled."""
-    tasks = {asyncio.ensure_future(a): name for name, a in awaitables.items()}
-    done, pending = await asyncio.wait(tasks, timeout=30, return_when=asyncio.FIRST_COMPLETED)
-    for task in pending:
-        task.cancel()
-    await asyncio.gather(*pending, return_exceptions=True)
-    assert done, f"none of {list(awaitables)} within 30 s"
-    task = done.pop()
-    return tasks[task], task.result()
-
-
-async def test_processor_dead_letters_an_oversized_request_unread_and_keeps_serving(open_bus, topic):
+async def test_an_oversized_request_no_one_can_be_told_about_is_dead_lettered_unread(open_bus, topic):
     big_publisher = await open_bus(max_message_bytes=100_000)
     bus = await open_bus(max_message_bytes=2000)
     reply_topic = f"{REPLY_PREFIX}{topic}"
@@ -254,7 +242,7 @@ async def test_processor_dead_letters_an_oversized_request_unread_and_keeps_serv
     calls = counting(processor)
     async with serving(bus, processor):
         big = encode(EchoRequest(text="x" * 5000))
-        await big_publisher.publish(topic, big, request_headers(request_id="big", reply_to=reply_topic, timeout_s=60))
+        await big_publisher.publish(topic, big, request_headers(request_id="big", reply_to=None, timeout_s=60))
         dead = await receive(dlq)
         small = encode(EchoRequest(text="small"))
         await big_publisher.publish(
@@ -270,23 +258,47 @@ async def test_processor_dead_letters_an_oversized_request_unread_and_keeps_serv
     assert [r.text for r in calls] == ["small"], "the handler saw the oversized request"
 
 
-async def test_processor_max_message_bytes_setting_is_enforced(open_bus, topic):
-    """``[processors.NAME] max_message_bytes`` (config/settings.py) says: larger requests are dead-lettered unread."""
+async def test_an_oversized_request_with_a_reply_to_gets_an_error_naming_the_bus_limit(open_bus, topic):
+    """Issue 13 item 2: it was dead-lettered without an answer, and the caller waited out its timeout."""
+    big_publisher = await open_bus(max_message_bytes=100_000)
+    bus = await open_bus(max_message_bytes=2000)
+    processor = echo(topic)
+    calls = counting(processor)
+    async with serving(bus, processor), client_on(big_publisher) as client:
+        # Before issue 13 this waited out the whole timeout: the request was dead-lettered unanswered.
+        response = await client.request(topic, EchoRequest(text="x" * 5000), EchoResponse, timeout=30)
+        small = await client.request(topic, EchoRequest(text="small"), EchoResponse, timeout=30)
+    assert response.error is not None, response
+    assert response.error.type == "MessageTooLarge"
+    assert "max_message_bytes=2000" in response.error.message
+    assert "RAGBUS_BUS__MAX_MESSAGE_BYTES" in response.error.message
+    assert small.text == "small" and [r.text for r in calls] == ["small"], "the handler saw the oversized request"
+
+
+async def test_a_processor_limit_of_its_own_is_enforced_and_named_in_the_error(open_bus, topic):
+    """``[processors.NAME] max_message_bytes`` (config/settings.py) lowers the bus's limit for that processor."""
     bus = await open_bus()  # the bus itself allows 1 MB
-    reply_topic = f"{REPLY_PREFIX}{topic}"
-    replies = await bus.listen(reply_topic)
-    dlq = await bus.subscribe(dead_letter_topic(topic), f"inspect-{topic}")
     processor = echo(topic, max_message_bytes=2000)
     calls = counting(processor)
-    async with serving(bus, processor):
-        big = encode(EchoRequest(text="x" * 5000))
-        await bus.publish(topic, big, request_headers(request_id="big", reply_to=reply_topic, timeout_s=60))
-        which, _ = await first_of(dead_lettered=receive(dlq), answered=receive(replies))
-    assert which == "dead_lettered", (
-        f"a {len(big)}-byte request was handled by a processor with max_message_bytes=2000 "
+    async with serving(bus, processor), client_on(bus) as client:
+        response = await client.request(topic, EchoRequest(text="x" * 5000), EchoResponse, timeout=30)
+    assert response.error is not None and response.error.type == "MessageTooLarge", (
+        f"a request over a processor's max_message_bytes=2000 was answered with {response!r} "
         f"(handler calls: {len(calls)}): ProcessorSettings.max_message_bytes is not enforced"
     )
+    assert "max_message_bytes=2000" in response.error.message
+    assert "RAGBUS_PROCESSORS__ECHO__MAX_MESSAGE_BYTES" in response.error.message
     assert calls == []
+
+
+async def test_a_processor_follows_the_bus_limit_unless_set_on_its_own(open_bus, topic):
+    """Issue 13 item 2: with RAGBUS_BUS__MAX_MESSAGE_BYTES raised, each processor kept its own 1 MB limit."""
+    bus = await open_bus(max_message_bytes=3_000_000)
+    text = "y" * 1_500_000
+    async with serving(bus, echo(topic)), client_on(bus) as client:
+        response = await client.request(topic, EchoRequest(text=text), EchoResponse, timeout=30)
+    assert response.error is None, response.error
+    assert response.text == text
 
 
 # --- broker credentials reach the client libraries -------------------------------------------

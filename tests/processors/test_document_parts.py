@@ -1,0 +1,91 @@
+"""The sender side of large documents: a file streamed in parts that each fit the bus, in bounded memory.
+
+The chunker's side is stood in for by ``split_part`` itself (a stub client), so a 20 MB file
+takes seconds; ``tests/processors/test_ingest.py`` runs the real processors on every backend.
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+from types import SimpleNamespace
+
+from processors.chunker.chunking import split_part, split_text
+from processors.cli.documents import load_documents
+from processors.cli.ingest import ingest, send_document
+from schema import IngestResult, encode
+
+SENTENCE = "The quick brown fox jumps over the lazy dog while the lighthouse keeper logs ship {i}. "
+
+
+class ChunkingClient:
+    """Answers document-load as the chunker would, checking each part against the bus limit."""
+
+    def __init__(self, max_message_bytes: int, size: int = 1000, overlap: int = 150) -> None:
+        self.bus = SimpleNamespace(max_message_bytes=max_message_bytes)
+        self.size, self.overlap = size, overlap
+        self.chunks = 0  # counted, not kept: the test measures the sender's memory
+        self.parts: list[tuple[int, bool, int]] = []  # part, last, first_position
+        self.largest = 0
+
+    async def request(self, topic, message, response_type, *, timeout):
+        body = len(encode(message))
+        assert body <= self.bus.max_message_bytes - 4096, f"part {message.part} is {body} bytes"
+        self.largest = max(self.largest, body)
+        assert message.first_position == self.chunks
+        self.parts.append((message.part, message.last, message.first_position))
+        pieces, resume_at = split_part(
+            message.text, self.size, self.overlap, first=message.part == 0, last=message.last
+        )
+        self.chunks += len(pieces)
+        return IngestResult(count=len(pieces), resume_at=resume_at)
+
+
+def write_text(path, chars: int) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        written, i = 0, 0
+        while written < chars:
+            line = SENTENCE.format(i=i) + ("\n\n" if i % 7 == 6 else "") + ("Øre é ü. " if i % 13 == 0 else "")
+            f.write(line)
+            written += len(line)
+            i += 1
+
+
+async def test_a_20_mb_file_streams_in_parts_that_fit_within_bounded_memory(tmp_path):
+    path = tmp_path / "big.txt"
+    write_text(path, 20_000_000)
+    expected = len(split_text(path.read_text(encoding="utf-8"), 1000, 150))
+    (source,), failed = load_documents([str(path)])
+    assert failed == []
+    client = ChunkingClient(max_message_bytes=1_000_000)
+    tracemalloc.start()
+    try:
+        chunks, parts = await send_document(client, source, timeout=60)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert chunks == expected == client.chunks
+    assert parts == len(client.parts) >= 20 and client.parts[-1][1] and not any(last for _, last, _ in client.parts[:-1])
+    assert client.largest > 900_000  # parts are filled, not trickled
+    # A part's text, its message and a block being read: a few MB, never the 20 MB (or several copies of it).
+    assert peak < 8_000_000, f"peak {peak / 1e6:.1f} MB while sending a 20 MB file"
+
+
+async def test_progress_is_shown_per_part(tmp_path):
+    path = tmp_path / "big.txt"
+    write_text(path, 400_000)
+    (source,), _ = load_documents([str(path)])
+    shown = []
+    summary = await ingest(ChunkingClient(max_message_bytes=100_000), [source],
+                           on_progress=lambda done, total, label: shown.append((done, total, label)))
+    assert summary.failed == [] and summary.parts >= 4
+    parts = [label for done, _, label in shown if done == 0]
+    assert parts[0].startswith("big part 2 (") and parts[-1].startswith(f"big part {summary.parts} (")
+    assert len(parts) == summary.parts - 1 and shown[-1] == (1, 1, "big")
+
+
+def test_a_bad_byte_deep_in_a_file_is_reported_before_anything_is_sent(tmp_path):
+    path = tmp_path / "bad.txt"
+    good = ("fine text. " * 200_000).encode()
+    path.write_bytes(good + b"\xff" + b" more")
+    docs, failed = load_documents([str(path)])
+    assert docs == [] and failed == [f"{path}: not UTF-8 (invalid start byte at byte {len(good)})"]
