@@ -8,7 +8,8 @@ corpus and the sample graph (once), then for 1 and then 2 worker processes
 (`ragbus worker <the query processors>`, one consumer group, so replicas split
 each topic) runs two loads from this process for a fixed time:
 
-- embed-bound: batches of 32 passages to `embed`, 8 batches in flight;
+- embed-bound: batches of 16 passages to `embed`, 2 batches in flight per worker process
+  (more only queue behind the model, past the handler's time limit);
 - hybrid query: `document-rag` questions in hybrid mode, 16 in flight.
 
 Printed per row: requests/s, and the CPU spent in that window, split into
@@ -48,7 +49,7 @@ QUESTIONS = [
     "When does the else clause of a for loop run?", "How are exceptions raised and caught?",
     "What does yield do in a function?", "What is a lambda expression?", "Who was chancellor of Germany?",
 ]
-EMBED_BATCH = 32
+EMBED_BATCH = 16
 
 
 def cpu_of(pid: int | None) -> float:
@@ -92,7 +93,7 @@ async def measure(name, call, in_flight, seconds, workers: list[WorkerProcess], 
 async def bench_backend(backend: str, workdir: Path, args) -> list[tuple[int, dict]]:
     rows: list[tuple[int, dict]] = []
     docs = builtin_corpus("default")
-    passages = [d.text[:1000] for d in docs] * 4
+    passages = [d.text[:600] for d in docs] * 4
     with brokers.temporary_workdir() as broker_dir:
         broker = (brokers.tansu if backend == "kafka" else brokers.pulsar_lite)(broker_dir).start()
         try:
@@ -115,7 +116,8 @@ async def bench_backend(backend: str, workdir: Path, args) -> list[tuple[int, di
                         async def ask_call(i: int) -> object:
                             return await rag.ask(QUESTIONS[i % len(QUESTIONS)], mode="hybrid")
 
-                        for name, call, in_flight in (("embed-bound", embed_call, 8), ("hybrid query", ask_call, 16)):
+                        loads = (("embed-bound", embed_call, 2 * count), ("hybrid query", ask_call, 16))
+                        for name, call, in_flight in loads:
                             r = await measure(name, call, in_flight, args.seconds, workers, broker.process.pid)
                             rows.append((count, r))
                             print(f"  {backend} {count} worker(s) {name}: {r['rate']:.1f}/s", file=sys.stderr)

@@ -45,6 +45,7 @@ class InterruptAfter:
 
     def __init__(self, client: RequestClient, n: int) -> None:
         self.client, self.n = client, n
+        self.bus = client.bus  # ingest() sizes document parts by the bus's limit
         self.task: asyncio.Task | None = None
 
     async def request(self, topic, message, response_type, **kwargs):
