@@ -6,7 +6,7 @@ import re
 
 import msgspec
 
-from .common import ChunkMatch, Error
+from .common import ChunkMatch, Error, Limit
 
 DEFAULT_COLLECTION = "default"
 
@@ -39,7 +39,7 @@ class DocEmbeddingsRequest(msgspec.Struct, kw_only=True):
     """Nearest chunks to each vector; the matches of all vectors, best score per chunk."""
 
     vectors: list[list[float]]
-    limit: int = 10
+    limit: Limit = 10
     collection: str = DEFAULT_COLLECTION
 
 
@@ -64,7 +64,7 @@ class KeywordQueryRequest(msgspec.Struct, kw_only=True):
     """``query`` is the user's raw text; the store escapes it, never the caller."""
 
     query: str
-    limit: int = 10
+    limit: Limit = 10
     collection: str = DEFAULT_COLLECTION
 
 

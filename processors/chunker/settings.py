@@ -6,6 +6,7 @@ from typing import Annotated
 
 import msgspec
 
+from config.bounds import PositiveSeconds
 from config.settings import ProcessorSettings
 from schema import topics as t
 
@@ -20,9 +21,9 @@ class ChunkerSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=Tru
     # A document longer than this is refused rather than chunked into thousands of pieces.
     max_document_chars: Annotated[int, msgspec.Meta(ge=1)] = 10_000_000
     # Each sub-request (embed, store, delete) waits at most this long.
-    call_timeout_s: float = 120.0
+    call_timeout_s: PositiveSeconds = 120.0
     embed_topic: str = t.EMBED
     store_topics: list[str] = msgspec.field(default_factory=lambda: [t.DOC_EMBEDDINGS_STORE, t.KEYWORD_STORE])
     delete_topics: list[str] = msgspec.field(default_factory=lambda: [t.DOC_EMBEDDINGS_DELETE, t.KEYWORD_DELETE])
     # The chunker's own deadline must cover its calls.
-    handler_timeout_s: float = 600.0
+    handler_timeout_s: PositiveSeconds = 600.0

@@ -311,8 +311,8 @@ def _check_mode(mode: str, kw_index_client: Any) -> None:
 def _check_limit(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 0:
-        raise ValueError(f"{name} must be 0 or more, got {value}")
+    if value < 1:  # the limit of the store searches it becomes, which refuse 0
+        raise ValueError(f"{name} must be at least 1, got {value}")
     return value
 
 
