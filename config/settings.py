@@ -47,8 +47,10 @@ class ProcessorSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
 
 
 class ClientSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    # How long a caller waits for a response unless the call says otherwise.
+    # How long a caller waits for a response unless the call says otherwise (ragbus ask, kg query).
     request_timeout_s: PositiveSeconds = 30.0
+    # How long ragbus ingest, kg load and delete wait for one document, graph batch or deletion.
+    store_timeout_s: PositiveSeconds = 600.0
     # An unanswered request is published again (same request id) this often until it times
     # out, so one lost with a dead worker is served by another replica. 0 = never.
     resend_after_s: NonNegativeSeconds = 10.0

@@ -21,7 +21,14 @@ from processors.runtime.client import RequestClient
 from schema import DeleteDocument, Document, IngestResult
 from schema import topics as t
 
-from .common import add_bus_options, embedded_processors
+from .common import (
+    add_bus_options,
+    add_collection_option,
+    add_timeout_option,
+    call_timeout,
+    embedded_processors,
+    positive_int,
+)
 from .documents import load_documents
 from .progress import progress_bar
 
@@ -44,6 +51,8 @@ async def ingest(
     failed: list[str] | None = None,
 ) -> IngestSummary:
     """Send each document to ``document-load`` and wait for its chunk count."""
+    if concurrency < 1:  # a semaphore of 0 would wait forever
+        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
     summary = IngestSummary(failed=failed if failed is not None else [])
     started = time.perf_counter()
     slots = asyncio.Semaphore(concurrency)
@@ -81,7 +90,8 @@ async def _ingest(args: argparse.Namespace) -> int:
         print(f"ingesting {len(documents)} document(s) into collection {args.collection!r} over {url}", file=sys.stderr)
         async with await connect(url, settings.bus) as bus, RequestClient(bus, name="ingest") as client:
             summary = await ingest(
-                client, documents, concurrency=args.concurrency, on_progress=progress_bar(), failed=failed
+                client, documents, concurrency=args.concurrency, timeout=call_timeout(args, settings),
+                on_progress=progress_bar(), failed=failed,
             )
     for problem in summary.failed:
         print(f"  failed: {problem}", file=sys.stderr)
@@ -96,9 +106,10 @@ async def _delete(args: argparse.Namespace) -> int:
     failed = 0
     async with embedded_processors(settings, pipelines.DELETE, url):
         async with await connect(url, settings.bus) as bus, RequestClient(bus, name="delete") as client:
+            timeout = call_timeout(args, settings)
             for document_id in args.document_ids:
                 request = DeleteDocument(document_id=document_id, collection=args.collection)
-                result = await client.request(t.DOCUMENT_DELETE, request, IngestResult, timeout=120)
+                result = await client.request(t.DOCUMENT_DELETE, request, IngestResult, timeout=timeout)
                 if result.error is not None:
                     failed += 1
                     print(f"{document_id}: {result.error.type}: {result.error.message}", file=sys.stderr)
@@ -111,12 +122,14 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("ingest", help="chunk, embed and store documents (default: the Python language reference)")
     p.add_argument("paths", nargs="*", help="files or folders of .txt/.md/.rst/.html/.pdf")
     add_bus_options(p)
-    p.add_argument("--collection", default="default")
-    p.add_argument("--concurrency", type=int, default=4, help="documents in flight at once")
+    add_collection_option(p)
+    p.add_argument("--concurrency", type=positive_int, default=4, help="documents in flight at once")
+    add_timeout_option(p, "each document to be stored", "store_timeout_s")
     p.set_defaults(run=_ingest)
 
     p = sub.add_parser("delete", help="remove documents (by document id) from every store")
     p.add_argument("document_ids", nargs="+", help="as ingested: a file's absolute path, or pydoc:TOPIC")
     add_bus_options(p)
-    p.add_argument("--collection", default="default")
+    add_collection_option(p)
+    add_timeout_option(p, "each document to be removed", "store_timeout_s")
     p.set_defaults(run=_delete)
