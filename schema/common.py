@@ -15,6 +15,17 @@ Limit = Annotated[int, msgspec.Meta(ge=1)]
 Count = Annotated[int, msgspec.Meta(ge=0)]
 
 
+class BadRequest(ValueError):
+    """The request itself is wrong (out of range, unparseable, empty): the caller's mistake.
+
+    A handler (or a validator it calls: ``check_collection``, ``schema.times``)
+    raises it for bad input. The processor base answers it like any failure, but
+    logs it without a stack and counts it in ``ragbus_bad_requests`` rather than
+    in ``ragbus_errors``: a user's typo is not a fault of the worker. The error
+    response's ``type`` is the exception's class name (``BadRequest``, ``TimeError``).
+    """
+
+
 class Error(msgspec.Struct, frozen=True):
     """A business failure, carried in a response instead of crashing a worker.
 

@@ -6,7 +6,7 @@ import re
 
 import msgspec
 
-from .common import ChunkMatch, Error, Limit
+from .common import BadRequest, ChunkMatch, Error, Limit
 
 DEFAULT_COLLECTION = "default"
 
@@ -16,9 +16,9 @@ _COLLECTION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def check_collection(name: str) -> str:
-    """Return ``name`` if it is a valid collection name, else raise ``ValueError`` saying why."""
+    """Return ``name`` if it is a valid collection name, else raise ``BadRequest`` (a ValueError) saying why."""
     if not _COLLECTION.fullmatch(name):
-        raise ValueError(
+        raise BadRequest(
             f"invalid collection name {name[:200]!r}: use 1-128 letters, digits, '.', '_' or '-', "
             "starting with a letter or digit"
         )

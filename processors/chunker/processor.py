@@ -15,7 +15,7 @@ import logging
 from processors.runtime.client import RequestClient
 from processors.runtime.clients import EmbedClient, RemoteError
 from processors.runtime.processor import Processor, RequestContext
-from schema import DeleteDocument, Document, EmbeddedChunks, IngestResult
+from schema import BadRequest, DeleteDocument, Document, EmbeddedChunks, IngestResult
 
 from .chunking import chunk_document
 from .settings import ChunkerSettings
@@ -58,12 +58,12 @@ class ChunkerProcessor(_Calls):
     async def handle(self, doc: Document, context: RequestContext) -> IngestResult:
         s = self.settings
         if not doc.document_id.strip():
-            raise ValueError("document_id is empty")
+            raise BadRequest("document_id is empty")
         if len(doc.text) > s.max_document_chars:
-            raise ValueError(f"document {doc.document_id!r} has {len(doc.text)} characters; at most {s.max_document_chars}")
+            raise BadRequest(f"document {doc.document_id!r} has {len(doc.text)} characters; at most {s.max_document_chars}")
         chunks = chunk_document(doc, s.chunk_size, s.chunk_overlap)
         if not chunks:
-            raise ValueError(f"document {doc.document_id!r} has no text")
+            raise BadRequest(f"document {doc.document_id!r} has no text")
         embed = EmbedClient(self.client, topic=s.embed_topic, timeout=s.call_timeout_s)
         batches = [chunks[i : i + s.embed_batch] for i in range(0, len(chunks), s.embed_batch)]
         vectors = [v for vs in await asyncio.gather(*(embed.embed([c.text for c in b]) for b in batches)) for v in vs]

@@ -334,7 +334,7 @@ async def test_unknown_and_invalid_collections(tmp_path):
         for bad in ("../escape", "a/b", ".hidden", "", "x" * 200):
             with pytest.raises(RemoteError) as caught:
                 await kw.keyword.query(query="7.3.2", collection=bad)
-            assert caught.value.error.type == "ValueError" and "invalid collection name" in caught.value.error.message
+            assert caught.value.error.type == "BadRequest" and "invalid collection name" in caught.value.error.message
         bad_chunk = Chunk(chunk_id="x", document_id="x", text="x", position=0, collection="../escape")
         r = await kw.client.request(t.CHUNK_STORE, embedded([bad_chunk]), IngestResult, timeout=TIMEOUT)
         assert r.error is not None and "invalid collection name" in r.error.message
