@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import msgspec
 
+from .bounds import NonNegativeInt, NonNegativeMillis, PositiveInt, PositiveMillis, PositiveSeconds
+
 DEFAULT_BUS_URL = "memory://"
 
 
@@ -18,11 +20,11 @@ class TopicLayout(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     # Members of a consumer group split a topic's partitions: at most this many replicas of a
     # processor get work from it.
-    partitions: int = 4
+    partitions: PositiveInt = 4
     # None: min(3, brokers in the cluster), so one broker works and a real cluster keeps copies.
-    replication_factor: int | None = None
+    replication_factor: PositiveInt | None = None
     # How long the broker keeps messages (retention.ms); None: the broker's default.
-    retention_ms: int | None = None
+    retention_ms: PositiveMillis | None = None
 
 
 def _layout(**fields):
@@ -44,12 +46,12 @@ class KafkaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # no latency there, and an idle consumer polls twice a second instead of 200 times.
     # Tansu (the test broker) wakes a waiting fetch of one partition but not one spanning
     # several: with Tansu, set 5 (processors/testing/brokers.py TEST_BROKER_ENV; README).
-    fetch_max_wait_ms: int = 500
-    session_timeout_ms: int = 6000
-    heartbeat_interval_ms: int = 1000
+    fetch_max_wait_ms: NonNegativeMillis = 500
+    session_timeout_ms: PositiveMillis = 6000
+    heartbeat_interval_ms: PositiveMillis = 1000
     # How often finished offsets are committed (also on every rebalance and close).
-    commit_interval_ms: int = 200
-    linger_ms: int = 0
+    commit_interval_ms: PositiveMillis = 200
+    linger_ms: NonNegativeMillis = 0
     # The topics ragbus creates, by class. Request topics carry the work; a retry topic
     # (<topic>.retry.<group>) only a group's failed attempts; a dead-letter topic
     # (<topic><dead_letter_suffix>) what failed for good, kept a week for inspection; a reply
@@ -69,33 +71,33 @@ class PulsarOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     tenant: str = "public"
     namespace: str = "default"
     # Redelivery after a nack; pulsar-client's own default is a full minute.
-    negative_ack_redelivery_delay_ms: int = 100
+    negative_ack_redelivery_delay_ms: NonNegativeMillis = 100
     # Shared (round robin) or KeyShared (per-key ordering across members; Pulsar
     # Lite 0.2 refuses KeyShared consumers with equal ids from two clients).
     subscription_type: str = "Shared"
-    receiver_queue_size: int = 100
+    receiver_queue_size: PositiveInt = 100
     # Pulsar Lite 0.2 refuses a second consumer in one subscription whose
     # client-assigned consumer id (a per-client counter from 0) is already
     # taken, so replicas in two processes clash. When this is > 0, each
     # process first uses up (pid % 128) * this many ids (about 1 ms each) so
     # its consumers get ids other processes are unlikely to hold. Real Pulsar
     # needs 0; the test settings and scripts set it for Pulsar Lite.
-    consumer_id_spread: int = 0
-    operation_timeout_seconds: int = 10
+    consumer_id_spread: NonNegativeInt = 0
+    operation_timeout_seconds: PositiveInt = 10
 
 
 class BusSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     url: str = DEFAULT_BUS_URL
     # Bodies above this size are refused by publish(), and on receipt answered with an error (when
     # the sender can be told) or dead-lettered; every processor's limit unless it sets its own.
-    max_message_bytes: int = 1_000_000
+    max_message_bytes: PositiveInt = 1_000_000
     # connect() fails with BusUnavailable after this long instead of hanging.
-    connect_timeout_s: float = 10.0
+    connect_timeout_s: PositiveSeconds = 10.0
     # A message whose handler failed this many times goes to the dead-letter topic: the
     # default of every consumer on this bus (a processor's own max_attempts overrides it).
-    max_attempts: int = 3
+    max_attempts: PositiveInt = 3
     dead_letter_suffix: str = ".dlq"
     # The memory bus keeps this many messages per topic for groups that join later.
-    memory_retention: int = 100_000
+    memory_retention: PositiveInt = 100_000
     kafka: KafkaOptions = msgspec.field(default_factory=KafkaOptions)
     pulsar: PulsarOptions = msgspec.field(default_factory=PulsarOptions)

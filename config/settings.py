@@ -11,10 +11,11 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
+from .bounds import NonNegativeInt, NonNegativeSeconds, Port, PositiveInt, PositiveSeconds
 from .bus import BusSettings
 
 ENV_PREFIX = "RAGBUS_"
@@ -33,30 +34,28 @@ class ProcessorSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     topic: str = ""  # default: the section name
     group: str = ""  # default: the section name
     # How many requests one replica handles at once.
-    concurrency: int = 16
+    concurrency: PositiveInt = 16
     # A handler running longer than this (or past the request's deadline) gets an error response.
-    handler_timeout_s: float = 30.0
+    handler_timeout_s: PositiveSeconds = 30.0
     # Failures (transport, not business errors) before a request is dead-lettered.
     # None: the bus's max_attempts (RAGBUS_BUS__MAX_ATTEMPTS).
-    max_attempts: int | None = None
+    max_attempts: PositiveInt | None = None
     # Requests above this size are refused unread: answered with an error naming the limit when
     # the sender can be answered, else dead-lettered. None: the bus's max_message_bytes
     # (RAGBUS_BUS__MAX_MESSAGE_BYTES); a number can only lower the bus's limit for this processor.
-    max_message_bytes: int | None = None
+    max_message_bytes: PositiveInt | None = None
     # SIGTERM: how long requests in flight may take to finish before they are nacked.
-    drain_timeout_s: float = 10.0
+    drain_timeout_s: NonNegativeSeconds = 10.0
 
 
 class ClientSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    # How long a caller waits for a response unless the call says otherwise.
-    request_timeout_s: float = 30.0
+    # How long a caller waits for a response unless the call says otherwise (ragbus ask, kg query).
+    request_timeout_s: PositiveSeconds = 30.0
+    # How long ragbus ingest, kg load and delete wait for one document, graph batch or deletion.
+    store_timeout_s: PositiveSeconds = 600.0
     # An unanswered request is published again (same request id) this often until it times
     # out, so one lost with a dead worker is served by another replica. 0 = never.
-    resend_after_s: Annotated[float, msgspec.Meta(ge=0)] = 10.0
-
-
-NonNegative = Annotated[int, msgspec.Meta(ge=0)]
-Seconds = Annotated[float, msgspec.Meta(ge=0)]
+    resend_after_s: NonNegativeSeconds = 10.0
 
 
 class RetrySettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -65,18 +64,18 @@ class RetrySettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     settings does not import httpx: a backend's dependencies load only when it is chosen."""
 
     # Further attempts after a 429, a 5xx or a failed connection; 0 = try once. Other 4xx never retry.
-    max_retries: NonNegative = 3
+    max_retries: NonNegativeInt = 3
     # Attempt n (from 1) waits backoff_base_s * 2**(n-1), at most backoff_max_s, times a random
     # factor in [0.5, 1] so replicas that failed together do not retry together.
-    backoff_base_s: Seconds = 0.5
-    backoff_max_s: Seconds = 8.0
+    backoff_base_s: NonNegativeSeconds = 0.5
+    backoff_max_s: NonNegativeSeconds = 8.0
     # A Retry-After header replaces the backoff, up to this long; a longer one fails the request.
-    max_retry_after_s: Seconds = 30.0
+    max_retry_after_s: NonNegativeSeconds = 30.0
 
 
 class MetricsSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # Prometheus text format on http://HOST:PORT/metrics; 0 = off.
-    port: int = 0
+    port: Port = 0
     host: str = "127.0.0.1"
 
 

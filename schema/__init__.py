@@ -1,7 +1,7 @@
 """Every message on the bus, as msgspec Structs, and the topics they travel on."""
 
 from .codec import CONTENT_TYPE, DecodeError, decode, encode, to_json
-from .common import ChunkMatch, Entity, Error, Fact, RejectedFact
+from .common import BadRequest, ChunkMatch, Entity, Error, Fact, RejectedFact
 from .graph import KgQueryRequest, KgQueryResponse
 from .ingest import (
     Chunk,
@@ -28,6 +28,7 @@ from .retrieval import (
 from .topics import REPLY_PREFIX, SCHEMAS, TopicSchema
 
 __all__ = [
+    "BadRequest",
     "CONTENT_TYPE",
     "DEFAULT_COLLECTION",
     "REPLY_PREFIX",

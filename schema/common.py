@@ -2,7 +2,28 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
+
+# The bounds of the numbers a request carries, checked when a processor decodes it, so a bad
+# value is a ValidationError naming the field rather than a failure deeper in. A limit passed
+# on from one processor to another has one bound on both sides: document-rag's doc_limit
+# becomes the limit of its doc-embeddings-query and keyword-query calls (Limit), its
+# fact_limit the limit of its kg-query call (Count; 0 = no facts).
+Limit = Annotated[int, msgspec.Meta(ge=1)]
+Count = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class BadRequest(ValueError):
+    """The request itself is wrong (out of range, unparseable, empty): the caller's mistake.
+
+    A handler (or a validator it calls: ``check_collection``, ``schema.times``)
+    raises it for bad input. The processor base answers it like any failure, but
+    logs it without a stack and counts it in ``ragbus_bad_requests`` rather than
+    in ``ragbus_errors``: a user's typo is not a fault of the worker. The error
+    response's ``type`` is the exception's class name (``BadRequest``, ``TimeError``).
+    """
 
 
 class Error(msgspec.Struct, frozen=True):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from .common import Error, Fact, RejectedFact
+from .common import Count, Error, Fact, RejectedFact
 from .retrieval import DEFAULT_COLLECTION
 
 
@@ -19,7 +19,7 @@ class KgQueryRequest(msgspec.Struct, kw_only=True):
     question: str
     at_time: str | None = None
     as_of: str | None = None
-    limit: int = 8
+    limit: Count = 8  # facts at most; 0 = entities only
     collection: str = DEFAULT_COLLECTION
 
 

@@ -25,7 +25,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from .common import Entity, Error, Fact
+from .common import Count, Entity, Error, Fact
 from .retrieval import DEFAULT_COLLECTION
 
 
@@ -54,7 +54,7 @@ class Chunk(msgspec.Struct, kw_only=True):
     chunk_id: str  # stable: the same document text gives the same ids
     document_id: str
     text: str
-    position: int
+    position: Count  # the chunk's place in its document, from 0
     title: str = ""
     collection: str = DEFAULT_COLLECTION
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from .common import ChunkMatch, Error, Fact, RejectedFact
+from .common import ChunkMatch, Error, Fact, Limit, RejectedFact
 from .retrieval import DEFAULT_COLLECTION
 
 
@@ -13,14 +13,14 @@ class DocumentRagRequest(msgspec.Struct, kw_only=True):
 
     ``at_time`` (ISO 8601): graph facts valid at that instant only.
 
-    ``doc_limit``: how many chunks the answer is drawn from (None = the
-    processor's default; 0 = none, facts only).
+    ``doc_limit``: how many chunks the answer is drawn from, at least 1 (None =
+    the processor's default; the processor's max_doc_limit is the most).
     """
 
     query: str
     mode: str | None = None
     at_time: str | None = None
-    doc_limit: int | None = None
+    doc_limit: Limit | None = None
     collection: str = DEFAULT_COLLECTION
 
 

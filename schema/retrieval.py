@@ -6,7 +6,7 @@ import re
 
 import msgspec
 
-from .common import ChunkMatch, Error
+from .common import BadRequest, ChunkMatch, Error, Limit
 
 DEFAULT_COLLECTION = "default"
 
@@ -16,9 +16,9 @@ _COLLECTION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def check_collection(name: str) -> str:
-    """Return ``name`` if it is a valid collection name, else raise ``ValueError`` saying why."""
+    """Return ``name`` if it is a valid collection name, else raise ``BadRequest`` (a ValueError) saying why."""
     if not _COLLECTION.fullmatch(name):
-        raise ValueError(
+        raise BadRequest(
             f"invalid collection name {name[:200]!r}: use 1-128 letters, digits, '.', '_' or '-', "
             "starting with a letter or digit"
         )
@@ -39,7 +39,7 @@ class DocEmbeddingsRequest(msgspec.Struct, kw_only=True):
     """Nearest chunks to each vector; the matches of all vectors, best score per chunk."""
 
     vectors: list[list[float]]
-    limit: int = 10
+    limit: Limit = 10
     collection: str = DEFAULT_COLLECTION
 
 
@@ -64,7 +64,7 @@ class KeywordQueryRequest(msgspec.Struct, kw_only=True):
     """``query`` is the user's raw text; the store escapes it, never the caller."""
 
     query: str
-    limit: int = 10
+    limit: Limit = 10
     collection: str = DEFAULT_COLLECTION
 
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, date, datetime
 
+from .common import BadRequest
+
 __all__ = [
     "DEFAULT_HEADER_TEMPLATE",
     "DEFAULT_SOURCE",
@@ -38,8 +40,8 @@ __all__ = [
 Instant = datetime | date | str
 
 
-class TimeError(ValueError):
-    """A time that cannot be read, or an interval that ends before it starts."""
+class TimeError(BadRequest):
+    """A time that cannot be read, or an interval that ends before it starts (a ``ValueError``)."""
 
 
 _YEAR = re.compile(r"^([+-]?[0-9]{4})$")

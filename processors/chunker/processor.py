@@ -24,7 +24,7 @@ from processors.runtime.client import RequestClient
 from processors.runtime.clients import EmbedClient, RemoteError
 from processors.runtime.processor import Processor, RequestContext
 from processors.runtime.sizing import body_budget, pack
-from schema import Chunk, DeleteDocument, Document, EmbeddedChunks, IngestResult, encode
+from schema import BadRequest, Chunk, DeleteDocument, Document, EmbeddedChunks, IngestResult, encode
 
 from .chunking import chunk_part
 from .settings import ChunkerSettings
@@ -70,17 +70,17 @@ class ChunkerProcessor(_Calls):
     async def handle(self, doc: Document, context: RequestContext) -> IngestResult:
         s = self.settings
         if not doc.document_id.strip():
-            raise ValueError("document_id is empty")
+            raise BadRequest("document_id is empty")
         if doc.part == 0 and doc.first_position != 0:
-            raise ValueError(f"part 0 of document {doc.document_id!r} must start at position 0")
+            raise BadRequest(f"part 0 of document {doc.document_id!r} must start at position 0")
         chunks, resume_at = chunk_part(doc, s.chunk_size, s.chunk_overlap)
         if not doc.last and resume_at == 0:
-            raise ValueError(
+            raise BadRequest(
                 f"part {doc.part} of document {doc.document_id!r} ({len(doc.text)} characters) is too short to "
                 f"hold a whole chunk of chunk_size={s.chunk_size}: parts must be larger (raise max_message_bytes)"
             )
         if doc.part == 0 and doc.last and not chunks:
-            raise ValueError(f"document {doc.document_id!r} has no text")
+            raise BadRequest(f"document {doc.document_id!r} has no text")
         opened = doc.part > 0  # the stores hold earlier parts of this version
         try:
             vectors = await self._embed(chunks)

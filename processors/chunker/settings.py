@@ -6,6 +6,7 @@ from typing import Annotated
 
 import msgspec
 
+from config.bounds import PositiveSeconds
 from config.settings import ProcessorSettings
 from schema import topics as t
 
@@ -22,9 +23,9 @@ class ChunkerSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=Tru
     embed_concurrency: Annotated[int, msgspec.Meta(ge=1)] = 4
     # A document of any size is accepted: the sender splits it into parts that fit the bus
     # (schema/ingest.py). Each sub-request (embed, store, delete) waits at most this long.
-    call_timeout_s: float = 120.0
+    call_timeout_s: PositiveSeconds = 120.0
     embed_topic: str = t.EMBED
     store_topics: list[str] = msgspec.field(default_factory=lambda: [t.DOC_EMBEDDINGS_STORE, t.KEYWORD_STORE])
     delete_topics: list[str] = msgspec.field(default_factory=lambda: [t.DOC_EMBEDDINGS_DELETE, t.KEYWORD_DELETE])
     # The chunker's own deadline (per part) must cover its calls.
-    handler_timeout_s: float = 600.0
+    handler_timeout_s: PositiveSeconds = 600.0

@@ -21,9 +21,18 @@ from config.settings import load_settings
 from processors.bus import connect
 from processors.runtime.client import RequestClient
 from processors.runtime.clients import DocumentRagClient
-from schema import DEFAULT_COLLECTION, DocumentRagResponse, Fact
+from schema import DocumentRagResponse, Fact
 
-from .common import add_bus_options, embedded_processors
+from .common import (
+    add_bus_options,
+    add_collection_option,
+    add_timeout_option,
+    call_timeout,
+    embedded_processors,
+    instant,
+    positive_int,
+    question,
+)
 from .seed import first_use_plan
 
 
@@ -71,10 +80,11 @@ async def ask(args: argparse.Namespace) -> int:
             if seeding is not None:
                 async with RequestClient(bus, name="ingest") as loader:  # no resending: loads are slow
                     await seeding.run(loader)
-            client = RequestClient(bus, name="ask", timeout_s=settings.client.request_timeout_s,
+            timeout = call_timeout(args, settings)
+            client = RequestClient(bus, name="ask", timeout_s=timeout,
                                    resend_after_s=settings.client.resend_after_s or None)
             async with client:
-                rag = DocumentRagClient(client, timeout=settings.client.request_timeout_s)
+                rag = DocumentRagClient(client, timeout=timeout)
                 response = await rag.ask(args.question, mode=args.mode, at_time=args.at,
                                          doc_limit=args.doc_limit, collection=args.collection)
     if args.json:
@@ -86,11 +96,12 @@ async def ask(args: argparse.Namespace) -> int:
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("ask", help="answer a question from the documents and the knowledge graph, with sources")
-    p.add_argument("question")
+    p.add_argument("question", type=question)
     p.add_argument("--mode", choices=["vector", "keyword", "hybrid"], help="retrieval mode (default: vector)")
-    p.add_argument("--at", help="graph facts valid at this time (ISO 8601, e.g. 2020-01-01)")
-    p.add_argument("--doc-limit", type=int, help="chunks the answer is drawn from")
-    p.add_argument("--collection", default=DEFAULT_COLLECTION)
+    p.add_argument("--at", type=instant, help="graph facts valid at this time (ISO 8601, e.g. 2020-01-01)")
+    p.add_argument("--doc-limit", type=positive_int, help="chunks the answer is drawn from (at least 1)")
+    add_collection_option(p)
+    add_timeout_option(p, "the answer", "request_timeout_s")
     p.add_argument("--json", action="store_true", help="print the whole response as JSON")
     add_bus_options(p)
     p.set_defaults(run=ask)

@@ -1,13 +1,23 @@
-"""What every subcommand shares: its bus and config options, and the processors it starts on memory://."""
+"""What every subcommand shares: its bus and config options, the types of its arguments, and the
+processors it starts on memory://.
+
+The argument types refuse a value out of range where it is read, with a message saying what
+was expected: a mistake costs the user one line (``ragbus: error: ...``, exit status 2), not a
+started pipeline that fails, or waits forever, later. Their bounds are those of the request
+fields the values become (``schema/``), so the command line and the processors agree.
+"""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-from collections.abc import Iterable
+import math
+from collections.abc import Callable, Iterable
 
-from config.settings import Settings
+from config.settings import ClientSettings, Settings
 from processors.runtime.worker import processors_running
+from schema import check_collection
+from schema.times import TimeError, parse_instant
 
 BUS_HELP = "bus URL (default: RAGBUS_BUS__URL or memory://)"
 CONFIG_HELP = "settings file laid over config/defaults.toml (default: RAGBUS_CONFIG)"
@@ -25,3 +35,68 @@ def embedded_processors(settings: Settings, names: Iterable[str], url: str):
     if url.startswith("memory"):
         return processors_running(settings, list(names), url)
     return contextlib.nullcontext()
+
+
+def _bounded(kind: type, least: float, *, strict: bool, what: str) -> Callable[[str], int | float]:
+    """An argparse type: ``kind`` of ``text``, refused below ``least`` (or at it, when ``strict``)."""
+    relation = "above" if strict else "of at least"
+    expected = f"must be {what} {relation} {least:g}"
+
+    def convert(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or (isinstance(value, float) and not math.isfinite(value)) or \
+                value < least or (strict and value == least):
+            raise argparse.ArgumentTypeError(f"{expected}, got {text!r}")
+        return value
+
+    convert.__name__ = f"{what} {relation} {least:g}"
+    return convert
+
+
+positive_int = _bounded(int, 1, strict=False, what="an integer")
+non_negative_int = _bounded(int, 0, strict=False, what="an integer")
+positive_seconds = _bounded(float, 0, strict=True, what="a number of seconds")
+positive_float = _bounded(float, 0, strict=True, what="a number")
+
+
+def instant(text: str) -> str:
+    """A time as ``schema.times`` reads it (ISO 8601); the text goes on unchanged, the processor normalises it."""
+    try:
+        parse_instant(text)
+    except TimeError:
+        shown = text if len(text) <= 80 else text[:77] + "..."
+        raise argparse.ArgumentTypeError(f"{shown!r} is not an ISO 8601 date or datetime (e.g. 2020-01-01)") from None
+    return text
+
+
+def question(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the question is empty")
+    return text
+
+
+def collection(text: str) -> str:
+    try:
+        return check_collection(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_collection_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--collection", type=collection, default="default", help="collection (default: default)")
+
+
+def add_timeout_option(parser: argparse.ArgumentParser, waits_for: str, setting: str) -> None:
+    """``--timeout S``: how long the command waits for ``waits_for``; by default the ``[client]`` ``setting``."""
+    default = getattr(ClientSettings(), setting)
+    parser.add_argument("--timeout", type=positive_seconds, metavar="S",
+                        help=f"seconds to wait for {waits_for} (default: [client] {setting}, {default:g})")
+    parser.set_defaults(timeout_setting=setting)
+
+
+def call_timeout(args: argparse.Namespace, settings: Settings) -> float:
+    """``--timeout`` if given, else the setting its command named in ``add_timeout_option``."""
+    return args.timeout or getattr(settings.client, args.timeout_setting)

@@ -32,7 +32,14 @@ from processors.runtime.sizing import body_budget
 from schema import DeleteDocument, Document, Error, IngestResult, encode
 from schema import topics as t
 
-from .common import add_bus_options, embedded_processors
+from .common import (
+    add_bus_options,
+    add_collection_option,
+    add_timeout_option,
+    call_timeout,
+    embedded_processors,
+    positive_int,
+)
 from .documents import DocumentSource, load_documents
 from .documents import document_id as make_document_id
 from .progress import progress_bar
@@ -166,6 +173,8 @@ async def ingest(
     those again.
     """
     sources = [d if isinstance(d, DocumentSource) else DocumentSource.of(d) for d in documents]
+    if concurrency < 1:  # a semaphore of 0 would wait forever
+        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
     summary = IngestSummary(failed=failed if failed is not None else [])
     started = time.perf_counter()
     slots = asyncio.Semaphore(concurrency)
@@ -209,7 +218,8 @@ async def _ingest(args: argparse.Namespace) -> int:
         print(f"ingesting {len(documents)} document(s) into collection {args.collection!r} over {url}", file=sys.stderr)
         async with await connect(url, settings.bus) as bus, RequestClient(bus, name="ingest") as client:
             summary = await ingest(
-                client, documents, concurrency=args.concurrency, on_progress=progress_bar(), failed=failed
+                client, documents, concurrency=args.concurrency, timeout=call_timeout(args, settings),
+                on_progress=progress_bar(), failed=failed,
             )
     for problem in summary.failed:
         print(f"  failed: {problem}", file=sys.stderr)
@@ -219,14 +229,14 @@ async def _ingest(args: argparse.Namespace) -> int:
     return 1 if summary.failed else 0
 
 
-async def _delete_one(client: RequestClient, name: str, collection: str) -> tuple[str, IngestResult]:
+async def _delete_one(client: RequestClient, name: str, collection: str, timeout: float) -> tuple[str, IngestResult]:
     """Delete the document ``name`` names: the id ingest made of it (an absolute path, ``pydoc:TOPIC``),
     else ``name`` itself, as a library caller may have stored a document under any id. Returns the id
     that answered (or the first) and the result."""
     tried: list[tuple[str, IngestResult]] = []
     for document_id in dict.fromkeys((make_document_id(name), name)):
         request = DeleteDocument(document_id=document_id, collection=collection)
-        tried.append((document_id, await client.request(t.DOCUMENT_DELETE, request, IngestResult, timeout=120)))
+        tried.append((document_id, await client.request(t.DOCUMENT_DELETE, request, IngestResult, timeout=timeout)))
         if tried[-1][1].error is not None or tried[-1][1].count:
             return tried[-1]
     return tried[0]
@@ -239,8 +249,9 @@ async def _delete(args: argparse.Namespace) -> int:
     failed = 0
     async with embedded_processors(settings, pipelines.DELETE, url):
         async with await connect(url, settings.bus) as bus, RequestClient(bus, name="delete") as client:
+            timeout = call_timeout(args, settings)
             for name in args.document_ids:
-                document_id, result = await _delete_one(client, name, args.collection)
+                document_id, result = await _delete_one(client, name, args.collection, timeout)
                 shown = name if document_id == name else f"{name} ({document_id})"
                 if result.error is not None:
                     failed += 1
@@ -258,13 +269,15 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("ingest", help="chunk, embed and store documents (default: the Python language reference)")
     p.add_argument("paths", nargs="*", help="files or folders of .txt/.md/.rst/.html/.pdf")
     add_bus_options(p)
-    p.add_argument("--collection", default="default")
-    p.add_argument("--concurrency", type=int, default=4, help="documents in flight at once")
+    add_collection_option(p)
+    p.add_argument("--concurrency", type=positive_int, default=4, help="documents in flight at once")
+    add_timeout_option(p, "each document to be stored", "store_timeout_s")
     p.set_defaults(run=_ingest)
 
     p = sub.add_parser("delete", help="remove documents from every store (exit 1 if one was not there)")
     p.add_argument("document_ids", nargs="+", metavar="document",
                    help="a file as it was ingested (any path to it), pydoc:TOPIC, or a document id")
     add_bus_options(p)
-    p.add_argument("--collection", default="default")
+    add_collection_option(p)
+    add_timeout_option(p, "each document to be removed", "store_timeout_s")
     p.set_defaults(run=_delete)

@@ -20,7 +20,17 @@ from processors.runtime.client import RequestClient
 from processors.runtime.clients import KgClient
 from schema import KgQueryResponse
 
-from .common import add_bus_options, embedded_processors
+from .common import (
+    add_bus_options,
+    add_collection_option,
+    add_timeout_option,
+    call_timeout,
+    embedded_processors,
+    instant,
+    non_negative_int,
+    positive_int,
+    question,
+)
 from .graph_files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology, report
 from .progress import progress_bar
 
@@ -36,7 +46,7 @@ async def kg_load(args: argparse.Namespace) -> int:
         async with await connect(url, settings.bus) as bus, RequestClient(bus, name="kg-load") as client:
             summary = await load_graph(
                 client, path, collection=args.collection, ontology=ontology,
-                batch_size=args.batch_size, on_progress=progress_bar(),
+                batch_size=args.batch_size, timeout=call_timeout(args, settings), on_progress=progress_bar(),
             )
     report(summary)
     return 1 if summary.rejected else 0
@@ -47,7 +57,7 @@ async def kg_query(args: argparse.Namespace) -> int:
     url = args.bus or settings.bus.url
     async with embedded_processors(settings, pipelines.GRAPH_QUERY, url):
         async with await connect(url, settings.bus) as bus, RequestClient(bus, name="kg-query") as client:
-            kg = KgClient(client, timeout=settings.client.request_timeout_s)
+            kg = KgClient(client, timeout=call_timeout(args, settings))
             response = await kg.query(
                 args.question, at_time=args.at, as_of=args.as_of, limit=args.limit, collection=args.collection
             )
@@ -76,17 +86,19 @@ def add_parsers(sub) -> None:
     p = kg.add_parser("load", help="load a graph file (.jsonl, .csv, .nt); default: the sample graph and its ontology")
     p.add_argument("file", nargs="?")
     p.add_argument("--ontology", help="ontology file (.toml or .json) checked against every query's facts")
-    p.add_argument("--collection", default="default")
-    p.add_argument("--batch-size", type=int, default=1000, help="items a message")
+    add_collection_option(p)
+    p.add_argument("--batch-size", type=positive_int, default=1000, help="items a message")
+    add_timeout_option(p, "each batch to be stored", "store_timeout_s")
     add_bus_options(p)
     p.set_defaults(run=kg_load)
 
     p = kg.add_parser("query", help="the facts about what a question names")
-    p.add_argument("question")
-    p.add_argument("--at", help="only facts valid at this time (ISO 8601)")
-    p.add_argument("--as-of", help="as the graph was recorded at this time (ISO 8601)")
-    p.add_argument("--limit", type=int, default=8)
-    p.add_argument("--collection", default="default")
+    p.add_argument("question", type=question)
+    p.add_argument("--at", type=instant, help="only facts valid at this time (ISO 8601)")
+    p.add_argument("--as-of", type=instant, help="as the graph was recorded at this time (ISO 8601)")
+    p.add_argument("--limit", type=non_negative_int, default=8, help="facts at most (0: entities only)")
+    add_collection_option(p)
+    add_timeout_option(p, "the answer", "request_timeout_s")
     p.add_argument("--json", action="store_true", help="print the whole response as JSON")
     add_bus_options(p)
     p.set_defaults(run=kg_query)

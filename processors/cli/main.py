@@ -18,8 +18,20 @@ from . import ask, brokers, check, ingest, kg, records, worker
 COMMANDS = (check, worker, ingest, ask, kg, records, brokers)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Refuses a bad argument in one line, as the command refuses a bad request: ``ragbus: error: ...``.
+
+    argparse's own error prints the whole usage first; a user who typed ``--at yesterday``
+    needs the line that says what is wrong, and where to read more. Subcommand parsers are
+    made by ``add_subparsers`` with the class of their parent, so they all answer this way.
+    """
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"ragbus: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ragbus", description=__doc__)
+    parser = _Parser(prog="ragbus", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sub = parser.add_subparsers(dest="command")
     for command in COMMANDS:

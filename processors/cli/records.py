@@ -9,7 +9,7 @@ from config.settings import load_settings
 from processors.bus import connect
 from processors.runtime.recording import record, replay
 
-from .common import add_bus_options
+from .common import add_bus_options, positive_float, positive_int, positive_seconds
 
 
 def _warn_if_private(command: str, url: str) -> None:
@@ -64,13 +64,13 @@ def add_parsers(sub) -> None:
     p.add_argument("topics", nargs="+")
     add_bus_options(p, config=False)
     p.add_argument("-o", "--out", required=True, help="file to append to")
-    p.add_argument("--limit", type=int, help="stop after this many messages")
-    p.add_argument("--idle", type=float, help="stop after this many seconds without a message")
+    p.add_argument("--limit", type=positive_int, help="stop after this many messages")
+    p.add_argument("--idle", type=positive_seconds, help="stop after this many seconds without a message")
     p.set_defaults(run=_record)
 
     p = sub.add_parser("replay", help="publish a recording onto a bus")
     p.add_argument("file")
     add_bus_options(p, config=False)
-    p.add_argument("--speed", type=float, help="keep recorded timing, sped up by this factor")
+    p.add_argument("--speed", type=positive_float, help="keep recorded timing, sped up by this factor")
     p.add_argument("--rename", action="append", default=[], metavar="OLD=NEW", help="publish OLD's messages on NEW")
     p.set_defaults(run=_replay)

@@ -24,6 +24,7 @@ from config.settings import data_dir
 from processors.runtime.processor import Processor, RequestContext
 from processors.runtime.threads import OneThread
 from schema import (
+    BadRequest,
     ChunkMatch,
     DeleteDocument,
     DocEmbeddingsRequest,
@@ -113,7 +114,7 @@ class DocEmbeddingsQueryProcessor(_StoreProcessor):
 
     def _query(self, request: DocEmbeddingsRequest) -> list[ChunkMatch]:
         if request.limit < 1:
-            raise ValueError(f"limit must be at least 1, got {request.limit}")
+            raise BadRequest(f"limit must be at least 1, got {request.limit}")
         limit = min(request.limit, self.settings.max_limit)
         check_collection(request.collection)
         if not request.vectors:

@@ -43,7 +43,7 @@ from typing import Any
 
 import msgspec
 
-from schema import DEFAULT_COLLECTION, ChunkMatch, Fact, RejectedFact
+from schema import DEFAULT_COLLECTION, BadRequest, ChunkMatch, Fact, RejectedFact
 from schema.times import DEFAULT_HEADER_TEMPLATE, iso, parse_instant, render_header
 
 from .fusion import rrf_fuse
@@ -144,13 +144,13 @@ class DocumentRag:
         doc_limit: int | None = None,
         collection: str = DEFAULT_COLLECTION,
     ) -> RagAnswer:
-        """A cited answer to ``question``; ``ValueError`` (or ``TypeError``) on bad input."""
+        """A cited answer to ``question``; ``BadRequest`` (a ValueError) or ``TypeError`` on bad input."""
         if not isinstance(question, str):
             raise TypeError(f"question must be a str, got {type(question).__name__}")
         if not question.strip():
-            raise ValueError("the question is empty")
+            raise BadRequest("the question is empty")
         if len(question) > self.max_query_chars:
-            raise ValueError(f"the question is {len(question)} characters, over the limit of {self.max_query_chars}")
+            raise BadRequest(f"the question is {len(question)} characters, over the limit of {self.max_query_chars}")
         mode = self.retrieval_mode if mode is None else mode
         _check_mode(mode, self.kw_index_client)
         limit = self.doc_limit if doc_limit is None else _check_limit("doc_limit", doc_limit)
@@ -306,7 +306,7 @@ class DocumentRag:
 
 def _check_mode(mode: str, kw_index_client: Any) -> None:
     if mode not in MODES:
-        raise ValueError(f"unknown retrieval mode {mode!r}; use one of {', '.join(MODES)}")
+        raise BadRequest(f"unknown retrieval mode {mode!r}; use one of {', '.join(MODES)}")
     if mode in ("keyword", "hybrid") and kw_index_client is None:
         raise ValueError(f"retrieval mode {mode!r} needs a keyword index client (kw_index_client)")
 
@@ -314,8 +314,8 @@ def _check_mode(mode: str, kw_index_client: Any) -> None:
 def _check_limit(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 0:
-        raise ValueError(f"{name} must be 0 or more, got {value}")
+    if value < 1:  # the limit of the store searches it becomes, which refuse 0
+        raise BadRequest(f"{name} must be at least 1, got {value}")
     return value
 
 

@@ -19,7 +19,7 @@ from processors.runtime.clients import (
     PromptClient,
 )
 from processors.runtime.processor import Processor, RequestContext
-from schema import DocumentRagRequest, DocumentRagResponse, check_collection
+from schema import BadRequest, DocumentRagRequest, DocumentRagResponse, check_collection
 
 from .core import DocumentRag
 from .settings import DocumentRagSettings
@@ -69,7 +69,7 @@ class DocumentRagProcessor(Processor[DocumentRagRequest, DocumentRagResponse]):
             raise RuntimeError(f"{self.name} is not started")
         check_collection(request.collection)
         if request.doc_limit is not None and request.doc_limit > self.settings.max_doc_limit:
-            raise ValueError(f"doc_limit {request.doc_limit} is over max_doc_limit={self.settings.max_doc_limit}")
+            raise BadRequest(f"doc_limit {request.doc_limit} is over max_doc_limit={self.settings.max_doc_limit}")
         r = await self._rag.query(
             request.query, mode=request.mode, at_time=request.at_time, doc_limit=request.doc_limit,
             collection=request.collection,

@@ -30,7 +30,8 @@ class DocumentRagSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields
     vector_weight: Weight = 1.0
     keyword_weight: Weight = 1.0
     # Chunks an answer is drawn from, unless the request says; a request may ask for up to max_doc_limit.
-    doc_limit: Annotated[int, msgspec.Meta(ge=0)] = 5
+    # At least 1, as the doc-embeddings-query and keyword-query limits it becomes.
+    doc_limit: Annotated[int, msgspec.Meta(ge=1)] = 5
     max_doc_limit: Annotated[int, msgspec.Meta(ge=1)] = 50
     # The question plus at most this many concepts from extract-concepts are embedded; it counts
     # what follows the question, as the prompt processor's max_concepts does. 0 = the question

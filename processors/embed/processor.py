@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from processors.runtime.processor import Processor, RequestContext
-from schema import EmbedRequest, EmbedResponse
+from schema import BadRequest, EmbedRequest, EmbedResponse
 
 from .settings import EmbedSettings
 
@@ -72,9 +72,9 @@ class EmbedProcessor(Processor[EmbedRequest, EmbedResponse]):
 def check_texts(texts: list[str], settings: EmbedSettings) -> None:
     """Refuse what would be expensive by mistake; an empty or blank text is a text like any other."""
     if len(texts) > settings.max_batch:
-        raise ValueError(
+        raise BadRequest(
             f"{len(texts)} texts in one request; at most max_batch={settings.max_batch}: split the request"
         )
     for i, text in enumerate(texts):
         if len(text) > settings.max_chars:
-            raise ValueError(f"text {i} has {len(text)} characters; at most max_chars={settings.max_chars}")
+            raise BadRequest(f"text {i} has {len(text)} characters; at most max_chars={settings.max_chars}")

@@ -41,7 +41,15 @@ from config.settings import data_dir
 from processors.runtime.processor import Processor, RequestContext
 from processors.runtime.store_lock import WriterLock, take_writer_lock
 from processors.runtime.threads import OneThread
-from schema import Chunk, DeleteDocument, EmbeddedChunks, IngestResult, KeywordQueryRequest, KeywordQueryResponse
+from schema import (
+    BadRequest,
+    Chunk,
+    DeleteDocument,
+    EmbeddedChunks,
+    IngestResult,
+    KeywordQueryRequest,
+    KeywordQueryResponse,
+)
 
 from .index import KeywordIndex, check_collection, exists, index_path
 from .settings import KeywordSettings
@@ -198,7 +206,7 @@ def _delete(worker: _Worker, collection: str, document_id: str) -> int:
 class KeywordQueryProcessor(Processor[KeywordQueryRequest, KeywordQueryResponse]):
     """BM25 over the chunks of one collection, for the user's raw query text.
 
-    ``limit`` <= 0 is refused (ValueError: an error response); a limit above
+    ``limit`` <= 0 is refused (BadRequest: an error response); a limit above
     ``max_limit`` is clamped to it. An empty or blank query, a query with no
     searchable token, and a collection no chunk was ever stored in all get no
     matches. Commits of the writer become visible within ``refresh_interval_s``.
@@ -226,7 +234,7 @@ class KeywordQueryProcessor(Processor[KeywordQueryRequest, KeywordQueryResponse]
         if self._worker is None:
             raise RuntimeError(f"{self.name} is not started")
         if request.limit <= 0:
-            raise ValueError(f"limit must be at least 1, got {request.limit}")
+            raise BadRequest(f"limit must be at least 1, got {request.limit}")
         limit = min(request.limit, self.settings.max_limit)
         check_collection(request.collection)
         if not request.query.strip():

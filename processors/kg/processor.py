@@ -31,6 +31,7 @@ from processors.runtime.processor import Processor, RequestContext
 from processors.runtime.store_lock import WriterLock, take_writer_lock
 from processors.runtime.threads import OneThread
 from schema import (
+    BadRequest,
     IngestResult,
     KgQueryRequest,
     KgQueryResponse,
@@ -134,11 +135,11 @@ class KgQueryProcessor(_GraphProcessor[KgQueryRequest, KgQueryResponse]):
     async def handle(self, request: KgQueryRequest, context: RequestContext) -> KgQueryResponse:
         graphs = self._require_graphs()
         if request.limit < 0:
-            raise ValueError(f"limit must be 0 or more, got {request.limit}")
+            raise BadRequest(f"limit must be 0 or more, got {request.limit}")
         if len(request.question) > self.settings.max_question_chars:
-            raise ValueError(f"question is {len(request.question)} characters, over max_question_chars={self.settings.max_question_chars}")
+            raise BadRequest(f"question is {len(request.question)} characters, over max_question_chars={self.settings.max_question_chars}")
         if not request.question.strip():
-            raise ValueError("question is empty")
+            raise BadRequest("question is empty")
         check_collection(request.collection)
         at_time = parse_instant(request.at_time, what="at_time") if request.at_time is not None else None
         as_of = parse_instant(request.as_of, what="as_of") if request.as_of is not None else None

@@ -91,4 +91,5 @@ class PromptProcessor(Processor[PromptRequest, PromptResult]):
         return await self.backend.answer(template.template_id, prompt, inp, self.handler_deadline(context))
 
     def _refuse(self, request: PromptRequest, error_type: str, message: str) -> PromptResult:
-        return msgspec.structs.replace(self._error(error_type, message), template_id=request.template_id[:200])
+        refused = self._bad_request(error_type, message)
+        return msgspec.structs.replace(refused, template_id=request.template_id[:200])

@@ -21,18 +21,17 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from config.settings import NonNegative, ProcessorSettings, RetrySettings
-
-Positive = Annotated[int, msgspec.Meta(ge=1)]
+from config.bounds import NonNegativeInt, PositiveInt
+from config.settings import ProcessorSettings, RetrySettings
 
 
 class ExtractiveSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The default backend: no model; answers are sentences picked from the given documents and facts."""
 
     # Document sentences in one answer, the most relevant first.
-    max_sentences: Positive = 5
+    max_sentences: PositiveInt = 5
     # Facts in one answer (after the document sentences), the most relevant first. 0 = never cite facts.
-    max_facts: NonNegative = 5
+    max_facts: NonNegativeInt = 5
     # A longer sentence is cut at a word boundary and ends with "…" (a chunk without punctuation
     # would otherwise come back whole).
     max_sentence_chars: Annotated[int, msgspec.Meta(ge=20)] = 400
@@ -65,7 +64,7 @@ class OpenAISettings(RetrySettings, kw_only=True, forbid_unknown_fields=True):
     # Sampling: 0 = the most likely answer, so the same prompt tends to give the same text.
     temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] = 0.0
     # Most tokens of one completion.
-    max_tokens: Positive = 512
+    max_tokens: PositiveInt = 512
 
 
 class PromptSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=True):
@@ -81,6 +80,6 @@ class PromptSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=True
     # nDCG@10 0.546 vs 0.449, hybrid 0.605 vs 0.565; python scripts/eval_retrieval.py). Each
     # concept's ranking gets a full vote in the fusion, and word-run concepts are generic words.
     # With the openai backend, measure before raising it.
-    max_concepts: NonNegative = 0
+    max_concepts: NonNegativeInt = 0
     extractive: ExtractiveSettings = msgspec.field(default_factory=ExtractiveSettings)
     openai: OpenAISettings = msgspec.field(default_factory=OpenAISettings)

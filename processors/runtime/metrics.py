@@ -15,7 +15,14 @@ _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 
 
 requests = Counter("ragbus_requests", "Requests a processor took from its topic", ["processor"], registry=REGISTRY)
 errors = Counter(
-    "ragbus_errors", "Requests answered with an error response", ["processor", "type"], registry=REGISTRY
+    "ragbus_errors", "Requests the processor failed on, answered with an error response", ["processor", "type"],
+    registry=REGISTRY,
+)
+bad_requests = Counter(
+    "ragbus_bad_requests",
+    "Requests refused as the caller's mistake (invalid, out of range): answered, but not counted in ragbus_errors",
+    ["processor", "type"],
+    registry=REGISTRY,
 )
 timeouts = Counter("ragbus_timeouts", "Handlers stopped at their time limit", ["processor"], registry=REGISTRY)
 expired = Counter(

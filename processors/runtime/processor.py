@@ -14,7 +14,11 @@ A concrete processor names its request and response Structs and implements
   when it has a ``reply-to``, else it is dead-lettered;
 - run ``handle`` within the handler time limit and the request's deadline; a
   raised exception or a timeout becomes an error response (a business
-  failure is an answer, not a crash loop);
+  failure is an answer, not a crash loop). A request refused as the caller's
+  mistake (``schema.BadRequest`` from the handler, or a body that does not
+  validate) is logged at INFO without a stack and counted in
+  ``ragbus_bad_requests``; anything else is the processor's failure, logged
+  with its stack and counted in ``ragbus_errors``;
 - publish the response to ``reply-to`` with the same ``request-id``, and
   only then ack; if publishing fails the request is nacked and retried.
 
@@ -33,7 +37,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 import msgspec
 
 from config.settings import ProcessorSettings
-from schema import REPLY_PREFIX, DecodeError, Error, decode, encode
+from schema import REPLY_PREFIX, BadRequest, DecodeError, Error, decode, encode
 
 from ..bus import Bus, Delivery, Undecodable, consume
 from ..bus.consume import ConsumeStats, Oversized, size_limit, too_large
@@ -171,7 +175,7 @@ class Processor(Generic[Req, Resp]):
         except DecodeError as exc:
             if envelope.reply_to is None or self.response_type is None:
                 raise Undecodable(str(exc)) from None
-            await self._reply(bus, envelope, self._error("ValidationError", str(exc)))
+            await self._reply(bus, envelope, self._bad_request("ValidationError", str(exc), envelope.request_id))
             return
         context = RequestContext(envelope=envelope, topic=d.topic, delivery_attempt=d.attempt)
         response = await self._run_handler(request, context)
@@ -226,6 +230,10 @@ class Processor(Generic[Req, Resp]):
             # Not this handler's limit: something it waited for (a sub-request) timed out.
             log.warning("%s: request %s: %s", self.name, context.request_id, exc or "timed out")
             return self._error("Timeout", str(exc) or "a call of the handler timed out")
+        except BadRequest as exc:
+            if self.response_type is None:
+                raise Undecodable(f"bad request: {exc}") from None  # it would fail the same way again
+            return self._bad_request(type(exc).__name__, str(exc) or type(exc).__name__, context.request_id)
         except Exception as exc:
             if self.response_type is None:
                 raise  # no one to tell: retry, then dead-letter
@@ -233,7 +241,18 @@ class Processor(Generic[Req, Resp]):
             return self._error(type(exc).__name__, str(exc) or type(exc).__name__)
 
     def _error(self, error_type: str, message: str) -> Resp:
+        """An error response for a failure of this processor, counted in ``ragbus_errors``."""
         metrics.errors.labels(self.name, error_type).inc()
+        assert self.response_type is not None
+        return error_response(self.response_type, Error(error_type, message[:2000]))
+
+    def _bad_request(self, error_type: str, message: str, request_id: str = "") -> Resp:
+        """An error response for the caller's mistake: logged without a stack, counted in ``ragbus_bad_requests``.
+
+        INFO, not WARNING or ERROR: the worker is fine, and the caller is told in the response.
+        """
+        metrics.bad_requests.labels(self.name, error_type).inc()
+        log.info("%s: refused request %s: %s: %s", self.name, request_id, error_type, message[:300])
         assert self.response_type is not None
         return error_response(self.response_type, Error(error_type, message[:2000]))
 

@@ -124,7 +124,8 @@ async def test_ask_in_every_mode_on_the_memory_bus(tmp_path, monkeypatch):
             ({"query": "x" * 100_000}, "over the limit"),
             ({"query": "with", "mode": "semantic"}, "unknown retrieval mode 'semantic'"),
             ({"query": "with", "at_time": "the day before"}, "at_time 'the day before'"),
-            ({"query": "with", "doc_limit": -1}, "doc_limit must be 0 or more"),
+            ({"query": "with", "doc_limit": -1}, "ValidationError: .*>= 1 - at `\\$.doc_limit`"),
+            ({"query": "with", "doc_limit": 0}, "ValidationError: .*>= 1 - at `\\$.doc_limit`"),
         ]:
             with pytest.raises(RemoteError, match=message):
                 await ask(kwargs.pop("query"), **kwargs)

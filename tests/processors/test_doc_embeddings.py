@@ -311,8 +311,9 @@ async def test_bad_queries_get_clear_errors_and_a_huge_limit_is_clamped(tmp_path
     async with pipeline(tmp_path) as p:
         await p.store(make_chunks("doc", 150), vectors)
         q = vectors[0].tolist()
-        assert await error_of(p.query.query([q], limit=0)) == "ValueError: limit must be at least 1, got 0"
-        assert await error_of(p.query.query([q], limit=-1)) == "ValueError: limit must be at least 1, got -1"
+        refused = "ValidationError: invalid DocEmbeddingsRequest: Expected `int` >= 1 - at `$.limit`"
+        assert await error_of(p.query.query([q], limit=0)) == refused
+        assert await error_of(p.query.query([q], limit=-1)) == refused
         assert len(await p.query.query([q], limit=10**9)) == 100  # clamped to max_limit
         assert await error_of(p.query.query([q[:16]], limit=5)) == (
             "ValueError: query vectors have 16 dimensions; collection 'default' holds 64-dimensional vectors"

@@ -113,7 +113,7 @@ async def test_empty_and_blank_texts_are_embedded(embed):
 async def test_a_text_over_max_chars_is_refused_naming_it(embed):
     with pytest.raises(RemoteError) as caught:
         await embed.embed(["fine", "x" * 100_001])
-    assert caught.value.error.type == "ValueError"
+    assert caught.value.error.type == "BadRequest"
     assert "text 1 has 100001 characters" in caught.value.error.message
     assert "max_chars=100000" in caught.value.error.message
     assert len((await embed.embed(["x" * 100_000]))[0]) == 384  # the limit itself is allowed
@@ -122,7 +122,7 @@ async def test_a_text_over_max_chars_is_refused_naming_it(embed):
 async def test_more_texts_than_max_batch_are_refused(embed):
     with pytest.raises(RemoteError) as caught:
         await embed.embed(["a"] * 257)
-    assert caught.value.error.type == "ValueError"
+    assert caught.value.error.type == "BadRequest"
     assert "257 texts" in caught.value.error.message and "max_batch=256" in caught.value.error.message
     assert len(await embed.embed(["a"] * 256)) == 256
 

@@ -320,8 +320,8 @@ async def test_limit_below_one_is_refused_and_a_huge_limit_is_clamped(tmp_path):
         for limit in (0, -1, -(2**40)):
             with pytest.raises(RemoteError) as caught:
                 await kw.keyword.query(query="python", limit=limit)
-            assert caught.value.error.type == "ValueError"
-            assert caught.value.error.message == f"limit must be at least 1, got {limit}"
+            assert caught.value.error.type == "ValidationError"  # refused when read: schema/ bounds the limit
+            assert caught.value.error.message == "invalid KeywordQueryRequest: Expected `int` >= 1 - at `$.limit`"
         assert len(await kw.ids("the OR instance OR clause", limit=2**40)) == 3
         assert len(await kw.ids("the OR instance OR clause", limit=2)) == 2
 
@@ -334,7 +334,7 @@ async def test_unknown_and_invalid_collections(tmp_path):
         for bad in ("../escape", "a/b", ".hidden", "", "x" * 200):
             with pytest.raises(RemoteError) as caught:
                 await kw.keyword.query(query="7.3.2", collection=bad)
-            assert caught.value.error.type == "ValueError" and "invalid collection name" in caught.value.error.message
+            assert caught.value.error.type == "BadRequest" and "invalid collection name" in caught.value.error.message
         bad_chunk = Chunk(chunk_id="x", document_id="x", text="x", position=0, collection="../escape")
         r = await kw.client.request(t.CHUNK_STORE, embedded([bad_chunk]), IngestResult, timeout=TIMEOUT)
         assert r.error is not None and "invalid collection name" in r.error.message

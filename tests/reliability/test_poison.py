@@ -227,16 +227,16 @@ def semantically_invalid(name: str, i: int) -> msgspec.Struct:
     """Well-typed requests that the processor must refuse with an error response."""
     options = {
         t.EMBED: [EmbedRequest(texts=[""] * 257)],  # over max_batch
-        t.DOC_EMBEDDINGS_QUERY: [DocEmbeddingsRequest(vectors=[[1.0]], limit=0),
-                                 DocEmbeddingsRequest(vectors=[[math.nan] * 384]),
+        # (A limit out of range no longer decodes: schema/ bounds it, so it is no example here.)
+        t.DOC_EMBEDDINGS_QUERY: [DocEmbeddingsRequest(vectors=[[math.nan] * 384]),
                                  DocEmbeddingsRequest(vectors=[[1.0, 0.0, 0.0]]),  # wrong dimension
                                  DocEmbeddingsRequest(vectors=[[1.0] * 384], collection="../../etc")],
         t.FETCH_CHUNK: [FetchChunkRequest(chunk_ids=["x"], collection="../../etc"),
                         FetchChunkRequest(chunk_ids=["x"], collection="")],
-        t.KEYWORD_QUERY: [KeywordQueryRequest(query="x", limit=-1),
-                          KeywordQueryRequest(query="x", collection="/abs")],
+        t.KEYWORD_QUERY: [KeywordQueryRequest(query="x", collection="/abs"),
+                          KeywordQueryRequest(query="x", collection="")],
         t.KG_QUERY: [KgQueryRequest(question="  "), KgQueryRequest(question="Germany", at_time="yesterday"),
-                     KgQueryRequest(question="Germany", limit=-5)],
+                     KgQueryRequest(question="Germany", as_of="2020-02-30")],
         t.PROMPT: [PromptRequest(template_id="no-such-template"),
                    PromptRequest(template_id="extract-concepts", variables={"nope": "x"})],
         t.DOCUMENT_RAG: [DocumentRagRequest(query="with", mode="semantic"),

@@ -499,9 +499,13 @@ def strategy_for(info: mi.Type) -> st.SearchStrategy:
         return st.fixed_dictionaries(fields).map(
             lambda kw, cls=info.cls: cls(**{k: v for k, v in kw.items() if v is not msgspec.UNSET})
         )
+    if isinstance(info, mi.IntType):  # within the field's bounds (schema/ bounds every limit)
+        lows = [-(2**63), info.ge, None if info.gt is None else info.gt + 1]
+        highs = [2**63 - 1, info.le, None if info.lt is None else info.lt - 1]
+        low, high = max(v for v in lows if v is not None), min(v for v in highs if v is not None)
+        return st.integers(min_value=low, max_value=high)
     simple = {
         mi.StrType: st.text(max_size=20),
-        mi.IntType: INT64,
         mi.FloatType: FLOAT,
         mi.BoolType: st.booleans(),
         mi.NoneType: st.none(),

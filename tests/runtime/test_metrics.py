@@ -14,6 +14,7 @@ from processors.bus import connect
 from processors.runtime.client import RequestClient
 from processors.runtime.worker import run_workers
 from processors.testing.brokers import free_port
+from schema import EmbedRequest
 
 from .echo import EchoRequest, EchoResponse
 from .workers import REPO, write_config
@@ -38,16 +39,20 @@ async def test_worker_serves_prometheus_metrics_that_count_its_requests(topic, t
         for i in range(3):
             await client.request(topic, EchoRequest(text=str(i)), EchoResponse, timeout=10)
         await client.request(topic, EchoRequest(text="x", fail="bad"), EchoResponse, timeout=10)
+        await client.request(topic, EmbedRequest(texts=["not an echo request"]), EchoResponse, timeout=10)
     body = await asyncio.to_thread(
         lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     )
     stop.set()
     stats = (await worker)["echo"]
     await bus.close()
-    assert stats.acked == 4
+    assert stats.acked == 5
     lines = dict(line.rsplit(" ", 1) for line in body.splitlines() if line and not line.startswith("#"))
     assert float(lines['ragbus_requests_total{processor="echo"}']) >= 4
     assert float(lines['ragbus_errors_total{processor="echo",type="RuntimeError"}']) >= 1
+    # The caller's mistake is counted apart from the processor's failures.
+    assert float(lines['ragbus_bad_requests_total{processor="echo",type="ValidationError"}']) >= 1
+    assert 'ragbus_errors_total{processor="echo",type="ValidationError"}' not in lines
     assert float(lines['ragbus_request_seconds_count{processor="echo"}']) >= 4
     assert f'ragbus_client_requests_total{{topic="{topic}"}}' in lines
     assert "ragbus_client_late_responses_total" in lines

@@ -1,0 +1,64 @@
+"""A user's mistake on the command line: one line saying what is wrong, exit status 2, nothing started.
+
+Each case runs ``ragbus`` as a user does, in a subprocess on the embedded bus. The
+argument layer refuses the value before any processor starts or any store is
+opened, so the data directory is never created, and no traceback is printed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def ragbus(*args: str, data_dir: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = dict(os.environ, RAGBUS_DATA_DIR=str(data_dir), PYTHONPATH=str(REPO))
+    return subprocess.run(
+        [sys.executable, "-m", "processors.cli", *args],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=timeout,
+    )
+
+
+CASES = [
+    # issue 13, item 8
+    (["ask", ""], "argument question: the question is empty"),
+    (["ask", "   "], "argument question: the question is empty"),
+    (["ask", "Who?", "--at", "nonsense"], "argument --at: 'nonsense' is not an ISO 8601 date or datetime"),
+    (["ask", "Who?", "--doc-limit", "-1"], "argument --doc-limit: must be an integer of at least 1, got '-1'"),
+    (["kg", "query", "Germany", "--at", "yesterday"], "argument --at: 'yesterday' is not an ISO 8601"),
+    # issue 13, item 5: a bound that agrees with what the processor accepts
+    (["ask", "Who?", "--doc-limit", "0"], "argument --doc-limit: must be an integer of at least 1, got '0'"),
+    (["ingest", "--concurrency", "0"], "argument --concurrency: must be an integer of at least 1, got '0'"),
+    (["ingest", "--concurrency", "many"], "argument --concurrency: must be an integer of at least 1, got 'many'"),
+    (["ingest", "--timeout", "0"], "argument --timeout: must be a number of seconds above 0, got '0'"),
+    (["delete", "x", "--timeout", "nan"], "argument --timeout: must be a number of seconds above 0, got 'nan'"),
+    (["kg", "load", "--batch-size", "0"], "argument --batch-size: must be an integer of at least 1, got '0'"),
+    (["kg", "query", "Germany", "--limit", "-1"], "argument --limit: must be an integer of at least 0, got '-1'"),
+    (["kg", "query", "Germany", "--as-of", "2020-13-01"], "argument --as-of: '2020-13-01' is not an ISO 8601"),
+    (["kg", "query", ""], "argument question: the question is empty"),
+    (["ask", "Who?", "--timeout", "-5"], "argument --timeout: must be a number of seconds above 0, got '-5'"),
+    (["ask", "Who?", "--collection", "../etc"], "argument --collection: invalid collection name '../etc'"),
+    (["record", "embed", "-o", "x.jsonl", "--limit", "0"], "argument --limit: must be an integer of at least 1"),
+    (["record", "embed", "-o", "x.jsonl", "--idle", "-1"], "argument --idle: must be a number of seconds above 0"),
+    (["replay", "x.jsonl", "--speed", "0"], "argument --speed: must be a number above 0, got '0'"),
+    (["ask", "Who?", "--no-such-option"], "unrecognized arguments: --no-such-option"),
+]
+
+
+@pytest.mark.parametrize(("args", "says"), CASES, ids=[" ".join(a) for a, _ in CASES])
+def test_a_bad_argument_is_one_line_and_exit_status_2_before_anything_starts(tmp_path, args, says):
+    data = tmp_path / "data"
+    run = ragbus(*args, data_dir=data, timeout=60)
+    assert run.returncode == 2, run.stderr
+    assert "Traceback" not in run.stderr
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1, run.stderr
+    assert lines[0].startswith("ragbus: error: ") and says in lines[0], lines[0]
+    assert run.stdout == ""
+    assert not data.exists()  # refused before any processor or store was started
