@@ -330,7 +330,9 @@ class KafkaBus(Bus):
             await admin.close()
 
     async def _publish(self, topic: str, body: bytes, headers: dict[str, str], key: str | None) -> None:
-        if topic not in self._known_topics:  # once per topic and process: the broker must not pick its layout
+        # Once per topic and process, so the broker's auto-create does not pick the layout. A reply
+        # topic exists already: its reader created it before any request named it.
+        if topic not in self._known_topics and not topic.startswith(REPLY_PREFIX):
             await self.ensure_topics([topic])
         await self._producer.send_and_wait(
             topic,
