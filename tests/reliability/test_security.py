@@ -344,6 +344,9 @@ def recording(calls: list) -> type:
         async def list_topics(self) -> list[str]:
             return []
 
+        async def describe_cluster(self) -> dict:
+            return {"brokers": [{"node_id": 1}]}
+
         async def create_topics(self, topics) -> None:
             pass
 
