@@ -11,6 +11,8 @@ Three things Kafka does not give for free, and how this module adds them:
   the original marked done. Other groups never see the retry.
 - Redelivery after a consumer dies. Offsets not committed when a member
   leaves (or is fenced) are read again by whoever gets the partition next.
+
+``has_consumers`` asks the broker's group coordinator (``kafka_groups.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExists
 from config.bus import BusSettings
 
 from .base import Bus, BusUnavailable, Delivery, Subscription
+from .kafka_groups import RETRY_INFIX, consumers_of
 from .offsets import PartitionOffsets
 from .url import BusAddress
 
@@ -41,7 +44,7 @@ DEFAULT_PARTITIONS = 4
 
 
 def retry_topic(topic: str, group: str) -> str:
-    return f"{topic}.retry.{group}"
+    return f"{topic}{RETRY_INFIX}{group}"
 
 
 def _headers(record) -> dict[str, str]:
@@ -269,6 +272,8 @@ class KafkaBus(Bus):
             **self.security,
         )
         self._known_topics: set[str] = set()
+        self._admin: AIOKafkaAdminClient | None = None
+        self._admin_lock = asyncio.Lock()
 
     @classmethod
     async def open(cls, url: str, address: BusAddress, settings: BusSettings) -> KafkaBus:
@@ -301,6 +306,30 @@ class KafkaBus(Bus):
             await admin.close()
         self._known_topics.update(missing)
 
+    async def has_consumers(self, topic: str) -> bool | None:
+        """Whether a group with a member reads ``topic``; None if the broker did not answer in time."""
+        self._check_open()
+        async def ask() -> bool | None:
+            return await consumers_of(await self._admin_client(), topic)
+
+        try:
+            return await asyncio.wait_for(ask(), self.settings.connect_timeout_s)
+        except Exception as exc:  # a time-out, no permission to describe groups...: cannot tell
+            log.debug("kafka: cannot tell who consumes %r: %r", topic, exc)
+            return None
+
+    async def _admin_client(self) -> AIOKafkaAdminClient:
+        async with self._admin_lock:
+            if self._admin is None:
+                admin = AIOKafkaAdminClient(
+                    bootstrap_servers=self.address.bootstrap,
+                    request_timeout_ms=int(self.settings.connect_timeout_s * 1000),
+                    **self.security,
+                )
+                await admin.start()
+                self._admin = admin
+            return self._admin
+
     async def _publish(self, topic: str, body: bytes, headers: dict[str, str], key: str | None) -> None:
         await self._producer.send_and_wait(
             topic,
@@ -320,4 +349,7 @@ class KafkaBus(Bus):
         return listener
 
     async def _close(self) -> None:
+        if self._admin is not None:
+            with contextlib.suppress(Exception):
+                await self._admin.close()
         await self._producer.stop()
