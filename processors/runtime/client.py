@@ -229,12 +229,24 @@ class RequestClient:
             self.stats.resent += 1
 
     async def _until_unserved(self, topic: str) -> None:
-        """Return once the bus says nobody consumes ``topic``; ask every ``served_check_s`` until then."""
+        """Return once the bus says nobody consumes ``topic``; ask every ``served_check_s`` until then.
+
+        A fresh "nobody" from an earlier call counts at once: the next of a thousand documents
+        sent to a topic no worker reads fails now, not after a wait of its own.
+        """
         assert self.served_check_s is not None
         while True:
-            await asyncio.sleep(self.served_check_s)
+            if not self._said_unserved(topic):
+                await asyncio.sleep(self.served_check_s)
             if await self._has_consumers(topic) is False:
                 return
+
+    def _said_unserved(self, topic: str) -> bool:
+        asked = self._served.get(topic)
+        if asked is None or not asked[1].done() or asked[1].cancelled() or asked[1].exception() is not None:
+            return False
+        fresh = asyncio.get_running_loop().time() - asked[0] < self.served_check_s  # type: ignore[operator]
+        return fresh and asked[1].result() is False
 
     async def _has_consumers(self, topic: str) -> bool | None:
         """The bus's answer for ``topic``, asked at most once per ``served_check_s`` for every waiting call."""

@@ -58,6 +58,28 @@ async def test_a_call_to_a_topic_nobody_consumes_ends_early_and_names_it(open_bu
     assert client.stats.sent == 1
 
 
+async def test_once_the_bus_said_nobody_consumes_a_topic_the_next_calls_end_on_that_answer(open_bus, topic, backend):
+    """A thousand documents sent to a topic with no worker fail together, not one check interval each."""
+    if not TELLS[backend]:
+        pytest.skip("this bus cannot tell")
+    bus = await open_bus()
+    asked = []
+    answer = bus.has_consumers
+
+    async def counted(name):
+        asked.append(name)
+        return await answer(name)
+
+    bus.has_consumers = counted
+    # The first call waits one interval and asks; the calls after it end on that answer while it is
+    # fresh, instead of each waiting an interval and asking again.
+    async with RequestClient(bus, served_check_s=1.0) as client:
+        for _ in range(5):
+            with pytest.raises(NotServed):
+                await client.request(topic, EchoRequest(text="anyone?"), EchoResponse, timeout=3600)
+    assert 1 <= len(asked) < 5, asked
+
+
 async def test_a_slow_call_to_a_served_topic_is_waited_for_however_often_the_bus_is_asked(open_bus, topic):
     bus = await open_bus()
     processor = EchoProcessor("echo", EchoSettings(topic=topic, group=f"echo-{topic}"))
