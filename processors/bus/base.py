@@ -239,6 +239,17 @@ class Bus(abc.ABC):
         self._subscriptions.add(sub)
         return sub
 
+    async def has_consumers(self, topic: str) -> bool | None:
+        """Whether a consumer group with a live member reads ``topic``: True, False, or None = cannot tell.
+
+        Optional for a backend; this default cannot tell. A caller waiting for an answer asks
+        it (``RequestClient(served_check_s=...)``) so that a request nobody will ever read
+        fails in seconds, naming its topic, instead of after its whole time-out. A backend
+        answers False only when it knows: an error or a slow broker is None, never False.
+        """
+        self._check_open()
+        return None
+
     async def close(self) -> None:
         """Close every subscription and connection this bus opened."""
         if self._closed:

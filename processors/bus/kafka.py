@@ -11,6 +11,8 @@ Three things Kafka does not give for free, and how this module adds them:
   the original marked done. Other groups never see the retry.
 - Redelivery after a consumer dies. Offsets not committed when a member
   leaves (or is fenced) are read again by whoever gets the partition next.
+
+``has_consumers`` asks the broker's group coordinator (``kafka_groups.py``).
 """
 
 from __future__ import annotations
@@ -32,17 +34,17 @@ from config.bus import BusSettings, TopicLayout
 from schema.topics import REPLY_PREFIX
 
 from .base import Bus, BusUnavailable, Delivery, Subscription
+from .kafka_groups import RETRY_INFIX, consumers_of
 from .offsets import PartitionOffsets
 from .url import BusAddress
 
 log = logging.getLogger(__name__)
 
 ATTEMPT_HEADER = "x-ragbus-attempt"
-_RETRY = ".retry."
 
 
 def retry_topic(topic: str, group: str) -> str:
-    return f"{topic}{_RETRY}{group}"
+    return f"{topic}{RETRY_INFIX}{group}"
 
 
 def _headers(record) -> dict[str, str]:
@@ -276,6 +278,8 @@ class KafkaBus(Bus):
             **self.security,
         )
         self._known_topics: set[str] = set()
+        self._admin: AIOKafkaAdminClient | None = None
+        self._admin_lock = asyncio.Lock()
 
     @classmethod
     async def open(cls, url: str, address: BusAddress, settings: BusSettings) -> KafkaBus:
@@ -298,7 +302,7 @@ class KafkaBus(Bus):
             return opts.reply_topics
         if topic.endswith(self.dead_letter_suffix):
             return opts.dead_letter_topics
-        if _RETRY in topic:
+        if RETRY_INFIX in topic:
             return opts.retry_topics
         return opts.request_topics
 
@@ -329,6 +333,30 @@ class KafkaBus(Bus):
         finally:
             await admin.close()
 
+    async def has_consumers(self, topic: str) -> bool | None:
+        """Whether a group with a member reads ``topic``; None if the broker did not answer in time."""
+        self._check_open()
+        async def ask() -> bool | None:
+            return await consumers_of(await self._admin_client(), topic)
+
+        try:
+            return await asyncio.wait_for(ask(), self.settings.connect_timeout_s)
+        except Exception as exc:  # a time-out, no permission to describe groups...: cannot tell
+            log.debug("kafka: cannot tell who consumes %r: %r", topic, exc)
+            return None
+
+    async def _admin_client(self) -> AIOKafkaAdminClient:
+        async with self._admin_lock:
+            if self._admin is None:
+                admin = AIOKafkaAdminClient(
+                    bootstrap_servers=self.address.bootstrap,
+                    request_timeout_ms=int(self.settings.connect_timeout_s * 1000),
+                    **self.security,
+                )
+                await admin.start()
+                self._admin = admin
+            return self._admin
+
     async def _publish(self, topic: str, body: bytes, headers: dict[str, str], key: str | None) -> None:
         # Once per topic and process, so the broker's auto-create does not pick the layout. A reply
         # topic exists already: its reader created it before any request named it.
@@ -352,6 +380,9 @@ class KafkaBus(Bus):
         return listener
 
     async def _close(self) -> None:
+        if self._admin is not None:
+            with contextlib.suppress(Exception):
+                await self._admin.close()
         await self._producer.stop()
 
 

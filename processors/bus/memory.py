@@ -177,5 +177,11 @@ class MemoryBus(Bus):
             group_state = state.groups[group] = _Group(list(state.retained))
         return MemorySubscription(self, topic, group, group_state)
 
+    async def has_consumers(self, topic: str) -> bool:
+        """Exact here: a group with a member on the topic (a ``listen``-er counts, it has a group too)."""
+        self._check_open()
+        state = self._broker.topics.get(topic)
+        return state is not None and any(group.members for group in state.groups.values())
+
     async def _close(self) -> None:
         pass  # the topics belong to the broker, which outlives this bus

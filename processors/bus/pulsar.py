@@ -200,6 +200,13 @@ class PulsarBus(Bus):
             raise BusError(f"pulsar subscribe to {topic!r} as {group!r} failed: {exc}") from exc
         return PulsarSubscription(self, topic, group, consumer)
 
+    async def has_consumers(self, topic: str) -> bool | None:
+        """Cannot tell: the binary protocol a client speaks has no call that lists a topic's
+        subscriptions, and Pulsar Lite has no admin (HTTP) API. A caller's time-out says
+        instead which topic went unanswered, and asks whether a worker runs on this bus."""
+        self._check_open()
+        return None
+
     async def _close(self) -> None:
         for future in self._producers.values():
             if future.done() and not future.exception():
