@@ -315,23 +315,14 @@ class KafkaBus(Bus):
         missing = [t for t in topics if t not in self._known_topics]
         if not missing:
             return
-        async with self._admin() as admin:
-            existing = set(await admin.list_topics())
-            new = [t for t in missing if t not in existing]
-            if new:
-                brokers = len((await admin.describe_cluster())["brokers"])
-                with contextlib.suppress(TopicAlreadyExistsError):
-                    await admin.create_topics([_new_topic(t, self.layout(t), brokers) for t in new])
+        admin = await self._admin_client()
+        existing = set(await admin.list_topics())
+        new = [t for t in missing if t not in existing]
+        if new:
+            brokers = len((await admin.describe_cluster())["brokers"])
+            with contextlib.suppress(TopicAlreadyExistsError):
+                await admin.create_topics([_new_topic(t, self.layout(t), brokers) for t in new])
         self._known_topics.update(missing)
-
-    @contextlib.asynccontextmanager
-    async def _admin(self):
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.address.bootstrap, **self.security)
-        await admin.start()
-        try:
-            yield admin
-        finally:
-            await admin.close()
 
     async def has_consumers(self, topic: str) -> bool | None:
         """Whether a group with a member reads ``topic``; None if the broker did not answer in time."""
