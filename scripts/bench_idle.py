@@ -32,22 +32,18 @@ sys.path.insert(0, str(ROOT))
 from config.settings import load_settings  # noqa: E402
 from processors.testing import brokers  # noqa: E402
 
-TICKS = os.sysconf("SC_CLK_TCK")
+sys.path.insert(0, str(ROOT / "scripts"))
+from bench_rag import cpu_of  # noqa: E402  (scripts/bench_rag.py: CPU seconds of a process)
+
 DEFAULT_VARIANTS = ["defaults:", "fetch-wait-5ms:RAGBUS_BUS__KAFKA__FETCH_MAX_WAIT_MS=5"]
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (and of its threads), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
-
-
 def share_of_a_core(pids: list[int], seconds: float) -> list[float]:
-    before = [cpu_seconds(p) for p in pids]
+    before = [cpu_of(p) for p in pids]
     t0 = time.monotonic()
     time.sleep(seconds)
     elapsed = time.monotonic() - t0
-    return [100 * (cpu_seconds(p) - b) / elapsed for p, b in zip(pids, before)]
+    return [100 * (cpu_of(p) - b) / elapsed for p, b in zip(pids, before)]
 
 
 def parse_variant(text: str) -> tuple[str, dict[str, str]]:

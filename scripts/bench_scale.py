@@ -34,6 +34,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_rag import cpu_of  # noqa: E402  (scripts/bench_rag.py: CPU seconds of a process)
+
 from config import pipelines  # noqa: E402
 from config.settings import bus_settings  # noqa: E402
 from processors.bus import connect  # noqa: E402
@@ -50,17 +52,6 @@ QUESTIONS = [
     "What does yield do in a function?", "What is a lambda expression?", "Who was chancellor of Germany?",
 ]
 EMBED_BATCH = 16
-
-
-def cpu_of(pid: int | None) -> float:
-    """CPU seconds (user + system) of a process, from /proc; 0 once it is gone."""
-    if pid is None:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def drive(call: Callable[[int], Awaitable[object]], in_flight: int, seconds: float) -> int:
