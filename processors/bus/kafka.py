@@ -339,11 +339,9 @@ class KafkaBus(Bus):
     async def _admin_client(self) -> AIOKafkaAdminClient:
         async with self._admin_lock:
             if self._admin is None:
-                admin = AIOKafkaAdminClient(
-                    bootstrap_servers=self.address.bootstrap,
-                    request_timeout_ms=int(self.settings.connect_timeout_s * 1000),
-                    **self.security,
-                )
+                # aiokafka's own request time-out (40 s): topic creation may wait that long on a
+                # loaded broker; has_consumers bounds its own wait with connect_timeout_s.
+                admin = AIOKafkaAdminClient(bootstrap_servers=self.address.bootstrap, **self.security)
                 await admin.start()
                 self._admin = admin
             return self._admin
