@@ -189,6 +189,21 @@ class SubscriptionClosed(BusError):
     """``receive`` was called on (or waiting in) a closed subscription."""
 
 
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    """One topic as the broker holds it (``Bus.describe_topics``)."""
+
+    name: str
+    kind: str  # request, retry, dead-letter or reply: told by how ragbus names topics
+    partitions: int
+    replication_factor: int
+    retention_ms: int | None  # None: the broker reports none
+
+
+class TopicAdminUnsupported(BusError):
+    """This backend has no topics to provision or describe from a client."""
+
+
 class Bus(abc.ABC):
     """Publish to topics and subscribe to them as a member of a group.
 
@@ -206,6 +221,8 @@ class Bus(abc.ABC):
     # how many failed attempts (unless the consumer says otherwise).
     dead_letter_suffix: str = _DEFAULTS.dead_letter_suffix
     max_attempts: int = _DEFAULTS.max_attempts
+    # Why provision_topics and describe_topics refuse, on a backend without topic administration.
+    _no_topic_admin = "this bus has no topics to provision or describe"
 
     def __init__(self, url: str, max_message_bytes: int) -> None:
         self.url = url
@@ -249,6 +266,24 @@ class Bus(abc.ABC):
         """
         self._check_open()
         return None
+
+    def consumer_topics(self, topic: str, group: str) -> list[str]:
+        """Every topic a consumer group reading ``topic`` uses on this backend: ``topic`` and its dead letters."""
+        return [topic, f"{topic}{self.dead_letter_suffix}"]
+
+    async def provision_topics(self, topics: list[str]) -> list[str]:
+        """Create the missing ones of ``topics``, each with its class's layout; return the names created.
+
+        Optional for a backend: one that creates topics on first use raises
+        ``TopicAdminUnsupported`` saying so.
+        """
+        self._check_open()
+        raise TopicAdminUnsupported(self._no_topic_admin)
+
+    async def describe_topics(self, names: list[str] | None = None) -> list[TopicInfo]:
+        """What the broker holds for ``names`` (every topic when None); a missing name is left out."""
+        self._check_open()
+        raise TopicAdminUnsupported(self._no_topic_admin)
 
     async def close(self) -> None:
         """Close every subscription and connection this bus opened."""

@@ -27,13 +27,14 @@ from aiokafka import (
     ConsumerRebalanceListener,
     TopicPartition,
 )
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExistsError
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaConnectionError, KafkaError
 
 from config.bus import BusSettings, TopicLayout
 from schema.topics import REPLY_PREFIX
 
-from .base import Bus, BusUnavailable, Delivery, Subscription
+from . import kafka_topics
+from .base import Bus, BusUnavailable, Delivery, Subscription, TopicInfo
 from .kafka_groups import RETRY_INFIX, consumers_of
 from .offsets import PartitionOffsets
 from .url import BusAddress
@@ -297,14 +298,11 @@ class KafkaBus(Bus):
 
     def layout(self, topic: str) -> TopicLayout:
         """How a topic is created, by its class, told by how ragbus names retry, dead-letter and reply topics."""
-        opts = self.settings.kafka
-        if topic.startswith(REPLY_PREFIX):
-            return opts.reply_topics
-        if topic.endswith(self.dead_letter_suffix):
-            return opts.dead_letter_topics
-        if RETRY_INFIX in topic:
-            return opts.retry_topics
-        return opts.request_topics
+        return kafka_topics.layout_of(kafka_topics.topic_kind(topic, self.dead_letter_suffix), self.settings.kafka)
+
+    def consumer_topics(self, topic: str, group: str) -> list[str]:
+        """``topic``, the group's retry topic and the dead-letter topic."""
+        return [topic, retry_topic(topic, group), f"{topic}{self.dead_letter_suffix}"]
 
     async def ensure_topics(self, topics: list[str]) -> None:
         """Create missing topics with their class's layout, before anyone joins or publishes.
@@ -315,14 +313,18 @@ class KafkaBus(Bus):
         missing = [t for t in topics if t not in self._known_topics]
         if not missing:
             return
-        admin = await self._admin_client()
-        existing = set(await admin.list_topics())
-        new = [t for t in missing if t not in existing]
-        if new:
-            brokers = len((await admin.describe_cluster())["brokers"])
-            with contextlib.suppress(TopicAlreadyExistsError):
-                await admin.create_topics([_new_topic(t, self.layout(t), brokers) for t in new])
+        await kafka_topics.create_missing(await self._admin_client(), {t: self.layout(t) for t in missing})
         self._known_topics.update(missing)
+
+    async def provision_topics(self, topics: list[str]) -> list[str]:
+        self._check_open()
+        created = await kafka_topics.create_missing(await self._admin_client(), {t: self.layout(t) for t in topics})
+        self._known_topics.update(topics)
+        return created
+
+    async def describe_topics(self, names: list[str] | None = None) -> list[TopicInfo]:
+        self._check_open()
+        return await kafka_topics.describe(await self._admin_client(), names, self.dead_letter_suffix)
 
     async def has_consumers(self, topic: str) -> bool | None:
         """Whether a group with a member reads ``topic``; None if the broker did not answer in time."""
@@ -374,8 +376,3 @@ class KafkaBus(Bus):
                 await self._admin.close()
         await self._producer.stop()
 
-
-def _new_topic(name: str, layout: TopicLayout, brokers: int) -> NewTopic:
-    replication = layout.replication_factor or min(3, max(brokers, 1))
-    configs = {"retention.ms": str(layout.retention_ms)} if layout.retention_ms is not None else {}
-    return NewTopic(name, layout.partitions, replication, topic_configs=configs)

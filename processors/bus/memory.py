@@ -159,6 +159,8 @@ class MemorySubscription(Subscription):
 
 
 class MemoryBus(Bus):
+    _no_topic_admin = "memory:// topics live inside one process and need no provisioning; use a kafka:// bus"
+
     def __init__(self, url: str, name: str, *, max_message_bytes: int, retention: int) -> None:
         super().__init__(url, max_message_bytes)
         self._broker = memory_broker(name, retention)

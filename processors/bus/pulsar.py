@@ -98,6 +98,11 @@ async def _spread_consumer_ids(client: pulsar_async.Client, count: int) -> None:
 
 
 class PulsarBus(Bus):
+    _no_topic_admin = (
+        "Pulsar creates a topic on first use; its partitions and retention are namespace policies "
+        "an operator sets with pulsar-admin (ragbus topics provisions Kafka topics)"
+    )
+
     def __init__(self, url: str, address: BusAddress, settings: BusSettings, client) -> None:
         super().__init__(url, settings.max_message_bytes)
         self.address = address
