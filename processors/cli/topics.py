@@ -55,8 +55,9 @@ def duration(ms: int | None) -> str:
     if ms < 0:
         return "forever"  # retention.ms = -1
     for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
-        if ms >= size and ms % size == 0:
-            return f"{ms // size}{unit}"
+        whole, rest = divmod(ms, size)
+        if whole and not rest:
+            return f"{whole}{unit}"
     return f"{ms}ms"
 
 
