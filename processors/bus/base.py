@@ -9,11 +9,13 @@ members of a consumer group, one acknowledgement per message.
 from __future__ import annotations
 
 import abc
+import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from config.bus import BusSettings
+from schema.topics import REPLY_PREFIX
 
 _DEFAULTS = BusSettings()
 
@@ -250,11 +252,24 @@ class Bus(abc.ABC):
         return sub
 
     async def listen(self, topic: str) -> Subscription:
-        """Read every message of a topic that only this caller reads (a private reply topic)."""
+        """Read every message of a topic that only this caller reads."""
         self._check_open()
         sub = await self._listen(topic)
         self._subscriptions.add(sub)
         return sub
+
+    async def reply_inbox(self, name: str) -> tuple[str, Subscription]:
+        """Where a caller's responses arrive: the reply-to address its requests name, and what reads it.
+
+        By default a private topic (``REPLY_PREFIX`` + ``name`` + a fresh id) read with
+        ``listen``. A backend on which topics outlive their reader (Kafka) shares a few
+        instead, so callers that come and go leave nothing behind; the subscription may
+        then also carry other callers' responses, told apart by request id.
+        """
+        self._check_open()
+        address, sub = await self._reply_inbox(name)
+        self._subscriptions.add(sub)
+        return address, sub
 
     async def has_consumers(self, topic: str) -> bool | None:
         """Whether a consumer group with a live member reads ``topic``: True, False, or None = cannot tell.
@@ -310,6 +325,10 @@ class Bus(abc.ABC):
 
     @abc.abstractmethod
     async def _subscribe(self, topic: str, group: str) -> Subscription: ...
+
+    async def _reply_inbox(self, name: str) -> tuple[str, Subscription]:
+        topic = f"{REPLY_PREFIX}{name}.{uuid.uuid4().hex[:16]}"
+        return topic, await self._listen(topic)
 
     async def _listen(self, topic: str) -> Subscription:
         # No other member will ever share the topic, so a group of its own

@@ -13,6 +13,14 @@ Three things Kafka does not give for free, and how this module adds them:
   leaves (or is fenced) are read again by whoever gets the partition next.
 
 ``has_consumers`` asks the broker's group coordinator (``kafka_groups.py``).
+
+Replies share one topic, ``SHARED_REPLY_TOPIC``: a Kafka topic outlives its
+reader, so one private reply topic per caller would pile up on the broker
+(and in every responder's producer metadata) with each ``ragbus ask``. A
+caller reads one partition of it, picked at random, from its end; its
+requests name ``<topic>#<partition>`` as their reply-to, and it skips other
+callers' replies on that partition by request id. Old replies go with the
+topic's retention ([bus.kafka] reply_topics).
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 
 from aiokafka import (
     AIOKafkaConsumer,
@@ -34,7 +43,7 @@ from config.bus import BusSettings, TopicLayout
 from schema.topics import REPLY_PREFIX
 
 from . import kafka_topics
-from .base import Bus, BusUnavailable, Delivery, Subscription, TopicInfo
+from .base import Bus, BusError, BusUnavailable, Delivery, Subscription, TopicInfo
 from .kafka_groups import RETRY_INFIX, consumers_of
 from .offsets import PartitionOffsets
 from .url import BusAddress
@@ -42,6 +51,8 @@ from .url import BusAddress
 log = logging.getLogger(__name__)
 
 ATTEMPT_HEADER = "x-ragbus-attempt"
+SHARED_REPLY_TOPIC = f"{REPLY_PREFIX}shared"
+PARTITION_MARK = "#"  # a reply-to address <topic>#<partition>; Kafka topic names cannot hold it
 
 
 def retry_topic(topic: str, group: str) -> str:
@@ -253,6 +264,26 @@ class KafkaListener(Subscription):
         await self._consumer.stop()
 
 
+class KafkaReplyInbox(KafkaListener):
+    """One partition of the shared reply topic, read from its end: where one caller's replies arrive."""
+
+    def __init__(self, bus: KafkaBus, topic: str, partition: int) -> None:
+        super().__init__(bus, topic)
+        self.partition = partition
+
+    async def start(self) -> None:
+        await self._consumer.start()
+        try:
+            tp = TopicPartition(self.topic, self.partition)
+            self._consumer.assign([tp])
+            await self._consumer.seek_to_end(tp)
+            # Resolved now, before the caller names this partition in a request: no reply is missed.
+            await self._consumer.position(tp)
+        except BaseException:
+            await asyncio.shield(self._consumer.stop())
+            raise
+
+
 class KafkaBus(Bus):
     def __init__(self, url: str, address: BusAddress, settings: BusSettings) -> None:
         super().__init__(url, settings.max_message_bytes)
@@ -349,6 +380,7 @@ class KafkaBus(Bus):
             return self._admin
 
     async def _publish(self, topic: str, body: bytes, headers: dict[str, str], key: str | None) -> None:
+        topic, partition = await self._destination(topic)
         # Once per topic and process, so the broker's auto-create does not pick the layout. A reply
         # topic exists already: its reader created it before any request named it.
         if topic not in self._known_topics and not topic.startswith(REPLY_PREFIX):
@@ -358,7 +390,26 @@ class KafkaBus(Bus):
             body,
             key=key.encode() if key is not None else None,
             headers=[(k, v.encode()) for k, v in headers.items()],
+            partition=partition,
         )
+
+    async def _destination(self, address: str) -> tuple[str, int | None]:
+        """The topic and partition of a reply-to address ``<topic>#<partition>``; a plain topic is itself."""
+        topic, mark, number = address.partition(PARTITION_MARK)
+        if not mark:
+            return topic, None
+        if not topic.startswith(REPLY_PREFIX) or not number.isdigit():
+            raise BusError(f"{address[:200]!r} is not a reply address (<reply topic>{PARTITION_MARK}<partition>)")
+        if int(number) not in (await self._producer.partitions_for(topic) or ()):
+            raise BusError(f"reply address {address[:200]!r} names a partition {topic!r} does not have")
+        return topic, int(number)
+
+    async def _reply_inbox(self, name: str) -> tuple[str, Subscription]:
+        await self.ensure_topics([SHARED_REPLY_TOPIC])
+        partitions = sorted(await self._producer.partitions_for(SHARED_REPLY_TOPIC) or {0})
+        inbox = KafkaReplyInbox(self, SHARED_REPLY_TOPIC, random.choice(partitions))
+        await inbox.start()
+        return f"{SHARED_REPLY_TOPIC}{PARTITION_MARK}{inbox.partition}", inbox
 
     async def _subscribe(self, topic: str, group: str) -> Subscription:
         sub = KafkaSubscription(self, topic, group)

@@ -1,7 +1,8 @@
 """The request client: publish a request, await its response, correlated by request id.
 
-Each client owns a private reply topic (``REPLY_PREFIX`` + a fresh id) that
-it alone consumes, so a response reaches only the instance that asked, never
+Each client reads its own reply inbox (``Bus.reply_inbox``): a private reply
+topic, or on Kafka one partition of a shared one whose other callers' replies
+it skips by request id. A response thus reaches the instance that asked, never
 every replica of the caller. One reader task resolves the waiting futures;
 thousands of calls may be in flight. A call that times out raises
 ``RequestTimeout``; a response that arrives after that, or a second response
@@ -29,14 +30,13 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TypeVar
 
 import msgspec
 
-from schema import REPLY_PREFIX, DecodeError, decode, encode
+from schema import DecodeError, decode, encode
 
 from ..bus import Bus, SubscriptionClosed
 from . import metrics
@@ -96,6 +96,7 @@ class ClientStats:
     undecodable: int = 0
     resent: int = 0
     unserved: int = 0  # calls ended early because the bus said nobody consumes their topic
+    foreign: int = 0  # replies to requests this client never sent (other callers' on a shared inbox)
 
 
 class RequestClient:
@@ -119,7 +120,8 @@ class RequestClient:
         # topic -> (when asked, the answer): one question to the bus per topic and interval,
         # however many calls to that topic are waiting.
         self._served: dict[str, tuple[float, asyncio.Future[bool | None]]] = {}
-        self.reply_topic = f"{REPLY_PREFIX}{name}.{uuid.uuid4().hex[:16]}"
+        self.name = name
+        self.reply_topic = ""  # the reply-to address its requests name, from the bus at start
         self.stats = ClientStats()
         self._pending: dict[str, asyncio.Future[bytes]] = {}
         # request id -> True if it was answered, False if its call timed out.
@@ -129,7 +131,7 @@ class RequestClient:
         self._subscription = None
 
     async def start(self) -> RequestClient:
-        self._subscription = await self.bus.listen(self.reply_topic)
+        self.reply_topic, self._subscription = await self.bus.reply_inbox(self.name)
         self._reader = asyncio.ensure_future(self._read_replies())
         return self
 
@@ -203,7 +205,8 @@ class RequestClient:
             self._remember(request_id, answered=False)
             raise RequestTimeout(topic, request_id, timeout, self.bus.url) from None
         finally:
-            self._pending.pop(request_id, None)
+            if self._pending.pop(request_id, None) is not None:  # unanswered: timed out, or cancelled
+                self._remember(request_id, answered=False)
             if unserved is not None:
                 unserved.cancel()
         counted[1].observe(time.perf_counter() - started)
@@ -291,7 +294,10 @@ class RequestClient:
             self._remember(request_id, answered=True)
 
     def _count_unexpected(self, request_id: str) -> None:
-        if self._finished.get(request_id):
+        if request_id not in self._finished:
+            self.stats.foreign += 1  # not one of ours: another caller's reply on a shared inbox
+            return
+        if self._finished[request_id]:
             self.stats.duplicates += 1
             metrics.client_duplicates.inc()
         else:
