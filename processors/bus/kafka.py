@@ -312,6 +312,7 @@ class KafkaBus(Bus):
         self._known_topics: set[str] = set()
         self._admin: AIOKafkaAdminClient | None = None
         self._admin_lock = asyncio.Lock()
+        self._ensure_lock = asyncio.Lock()
 
     @classmethod
     async def open(cls, url: str, address: BusAddress, settings: BusSettings) -> KafkaBus:
@@ -341,11 +342,15 @@ class KafkaBus(Bus):
         Left to the broker, a topic would be auto-created with the broker's default
         partitions (one, on a stock Kafka), so replicas of a processor could not share it.
         """
-        missing = [t for t in topics if t not in self._known_topics]
-        if not missing:
+        if all(t in self._known_topics for t in topics):
             return
-        await kafka_topics.create_missing(await self._admin_client(), {t: self.layout(t) for t in missing})
-        self._known_topics.update(missing)
+        # One at a time: a thousand first publishes to a new topic ask the broker once, not a
+        # thousand times over the one admin connection (which timed out under that load).
+        async with self._ensure_lock:
+            missing = [t for t in topics if t not in self._known_topics]
+            if missing:
+                await kafka_topics.create_missing(await self._admin_client(), {t: self.layout(t) for t in missing})
+                self._known_topics.update(missing)
 
     async def provision_topics(self, topics: list[str]) -> list[str]:
         self._check_open()
