@@ -65,13 +65,15 @@ import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import faiss
 import msgspec
 import numpy as np
 
 from schema import Chunk, ChunkMatch, check_collection
+
+if TYPE_CHECKING:
+    import faiss
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +209,7 @@ class VectorStore:
             )
         index = self._ensure_index()
         k = min(limit, len(self._rows))
-        if isinstance(index, faiss.IndexHNSWFlat):
+        if self.index_kind == "hnsw":
             index.hnsw.efSearch = max(self.hnsw_ef_search, k)  # fewer candidates than k cannot give k
         scores, labels = index.search(matrix, k)
         best: dict[int, float] = {}
@@ -327,6 +329,10 @@ class VectorStore:
         return self._index
 
     def _new_index(self, dimension: int, n: int) -> faiss.Index:
+        # Imported when the first search needs an index, not with the module: faiss takes ~14 MB and
+        # ~80 ms to import, which a command that never searches (ragbus --help, ingest) need not pay.
+        import faiss
+
         if self._kind(n) == "flat":
             return faiss.IndexFlatIP(dimension)
         index = faiss.IndexHNSWFlat(dimension, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
