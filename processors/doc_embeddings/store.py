@@ -277,12 +277,7 @@ class VectorStore:
                     replaced_from.append(i)
             if not replaced_at and not appended_from:
                 return len(latest)
-            if replaced_at:
-                stored = stored.copy()
-                stored[replaced_at] = matrix[replaced_from]
-            if appended_from:
-                stored = np.concatenate([stored, matrix[appended_from]])
-            self._publish(rows, stored)
+            self._publish(rows, _updated(stored, replaced_at, matrix[replaced_from], matrix[appended_from]))
         return len(latest)
 
     def delete_document(self, document_id: str) -> int:
@@ -459,6 +454,20 @@ class VectorStore:
             if stale:
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
+
+
+def _updated(stored: np.ndarray, replaced_at: list[int], replacements: np.ndarray, appended: np.ndarray) -> np.ndarray:
+    """A new matrix: ``stored`` with rows replaced and rows appended, built in one allocation.
+
+    The loaded matrix is never changed in place (readers of this store may hold it), and a
+    copy followed by a concatenation would hold the collection's vectors three times at once.
+    """
+    n = stored.shape[0]
+    out = np.empty((n + appended.shape[0], stored.shape[1]), dtype=np.float32)
+    out[:n] = stored
+    out[replaced_at] = replacements
+    out[n:] = appended
+    return out
 
 
 def _flock(fd: int) -> None:
