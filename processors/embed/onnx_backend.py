@@ -163,8 +163,6 @@ class OnnxBackend:
         s = self.settings
         model_path = Path(s.model_path) if s.model_path else default_model_path()
         vocab_path = Path(s.vocab_path) if s.vocab_path else default_vocab_path()
-        vocab = load_vocab(vocab_path)
-        tokenizer = WordPiece(vocab, s.max_tokens)
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = s.threads or cpu_count()
@@ -187,13 +185,17 @@ class OnnxBackend:
             raise ModelError(
                 f"{model_path} outputs {output.name} of shape {output.shape}; expected [batch, sequence, dim]"
             )
+        # After the session, whose building is this process's peak of memory: the vocabulary's few MB
+        # are not added to it. Everything the session's building freed is handed back first.
+        release_freed_memory()
+        vocab = load_vocab(vocab_path)
+        tokenizer = WordPiece(vocab, s.max_tokens)
         self._inputs = inputs
         self._output = output.name
         self._pad_id = vocab["[PAD]"]
         self.dimension = output.shape[2]
         self._tokenizer = tokenizer
         self._session = session
-        release_freed_memory()
 
     def embed_sync(self, texts: list[str]) -> np.ndarray:
         """Unit vectors of ``texts``, one row each, in input order."""

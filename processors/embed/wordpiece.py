@@ -19,11 +19,14 @@ than two passes of ``str.translate`` over it.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from functools import lru_cache
 from pathlib import Path
 
 MAX_WORD_CHARS = 100  # a longer word is [UNK], as in the model's tokenizer
+# Written in a text exactly so, these are the special token, as the reference matches them before normalising.
+SPECIAL = ("[UNK]", "[SEP]", "[CLS]", "[PAD]", "[MASK]")
 # What Rust's char::is_whitespace calls whitespace (the Unicode White_Space property); HF's BertNormalizer
 # turns these into spaces. Python's str.isspace differs on a few control characters.
 _WHITESPACE = frozenset(
@@ -37,14 +40,15 @@ def _is_control(c: str) -> bool:
 
 
 def _is_chinese(cp: int) -> bool:
-    # The CJK Unified Ideographs blocks BERT pads with spaces (not Japanese kana or Korean hangul).
+    # The CJK Unified Ideographs blocks BERT pads with spaces (not Japanese kana or Korean hangul), as the
+    # reference lists them: Extension E from U+2B920, where Google's BERT said U+2B820.
     return (
         0x4E00 <= cp <= 0x9FFF
         or 0x3400 <= cp <= 0x4DBF
         or 0x20000 <= cp <= 0x2A6DF
         or 0x2A700 <= cp <= 0x2B73F
         or 0x2B740 <= cp <= 0x2B81F
-        or 0x2B820 <= cp <= 0x2CEAF
+        or 0x2B920 <= cp <= 0x2CEAF
         or 0xF900 <= cp <= 0xFAFF
         or 0x2F800 <= cp <= 0x2FA1F
     )
@@ -92,6 +96,8 @@ class WordPiece:
         self.vocab = vocab
         self.max_tokens = max_tokens
         self.unk, self.cls, self.sep = vocab["[UNK]"], vocab["[CLS]"], vocab["[SEP]"]
+        self._special = {token: vocab[token] for token in SPECIAL if token in vocab}
+        self._special_split = re.compile("(" + "|".join(map(re.escape, self._special)) + ")").split
         self._clean = _Clean()
         self._fold = _Fold()
         self.pieces = lru_cache(maxsize=65536)(self._pieces)
@@ -113,12 +119,19 @@ class WordPiece:
     def encode(self, text: str) -> list[int]:
         room = self.max_tokens - 2
         ids = [self.cls]
-        for word in self.words(text):
-            if word:
-                ids.extend(self.pieces(word))
-                if len(ids) > room:
-                    del ids[room + 1 :]
-                    break
+        parts = self._special_split(text) if "[" in text else [text]  # text, special token, text, ...
+        for i, part in enumerate(parts):
+            if i % 2:
+                ids.append(self._special[part])
+            else:
+                for word in self.words(part):
+                    if word:
+                        ids.extend(self.pieces(word))
+                        if len(ids) > room:
+                            break
+            if len(ids) > room:
+                del ids[room + 1 :]
+                break
         ids.append(self.sep)
         return ids
 

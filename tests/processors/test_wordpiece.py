@@ -6,13 +6,15 @@ id of difference would move a vector. ``tokenizers`` is a test dependency only, 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import pydoc_data.topics
+import unicodedata
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from tokenizers import BertWordPieceTokenizer
 
@@ -38,6 +40,10 @@ def ours(vocab) -> WordPiece:
 
 @pytest.fixture(scope="module")
 def reference(vocab) -> BertWordPieceTokenizer:
+    return _reference(vocab)
+
+
+def _reference(vocab: dict[str, int]) -> BertWordPieceTokenizer:
     # The settings onnx_backend used with tokenizers, before it had a tokenizer of its own.
     tokenizer = BertWordPieceTokenizer(
         vocab, unk_token="[UNK]", sep_token="[SEP]", cls_token="[CLS]", pad_token="[PAD]", mask_token="[MASK]",
@@ -94,6 +100,8 @@ TRICKY = [
     "a" * 101 + " " + "b" * 100,  # over 100 characters a word is [UNK]; 100 is still split
     "supercalifragilisticexpialidocious antidisestablishmentarianism",
     "word " * 400,  # truncated to max_tokens
+    "[CLS] x[SEP]y [MASK][PAD] [UNK]s [cls] [ UNK ]",  # special tokens written as such are those tokens
+    "word " * 253 + "[SEP] tail",  # a special token at the truncation point
 ]
 
 
@@ -102,7 +110,37 @@ def test_edge_cases_tokenize_as_the_reference_does(text, ours, reference):
     assert _first_difference([text], ours, reference) is None
 
 
-# Assigned characters only: Python's Unicode database (14.0) and the Rust crate's (newer) agree on those.
+UNASSIGNED = "\u0378"  # unassigned in every Unicode version
+# Characters whose category changed between the reference's Unicode tables and Python 3.11's (14.0).
+RECATEGORISED = {0x166D: "Po -> So", 0x1734: "Mn -> Mc", 0x111C9: "Po -> Mn"}
+
+
+@functools.cache
+def _divergent() -> frozenset[int]:
+    """Every assigned character (in Python's database) that tokenizes otherwise than in the reference."""
+    vocab = load_vocab(default_vocab_path())
+    ours, reference = WordPiece(vocab, MAX_TOKENS), _reference(vocab)
+    assigned = [c for c in range(0x110000) if unicodedata.category(chr(c)) not in ("Cn", "Cs", "Co")]
+    texts = [f"a{chr(c)}b x{chr(c)}" for c in assigned]
+    expected = [e.ids for e in reference.encode_batch(texts)]
+    return frozenset(c for c, text, want in zip(assigned, texts, expected) if ours.encode(text) != want)
+
+
+def test_characters_tokenize_as_the_reference_does_but_those_its_unicode_tables_predate(reference):
+    """The reference classifies characters with older Unicode tables than Python 3.11's: a character
+    assigned since (a Mn mark of a newer script, say) is unknown to it and stays in its word, where
+    Python's database drops or splits it. Those, and three characters recategorised since, are the
+    only differences; none occurs in the default corpus (the test above)."""
+    divergent = _divergent()
+    assert len(divergent) < 600  # of 144,762 assigned characters
+    as_unassigned = reference.encode(f"a{UNASSIGNED}b x{UNASSIGNED}").ids
+    unexplained = [
+        hex(c) for c in sorted(divergent)
+        if c not in RECATEGORISED and reference.encode(f"a{chr(c)}b x{chr(c)}").ids != as_unassigned
+    ]
+    assert not unexplained
+
+
 _TEXT = st.text(st.characters(blacklist_categories=("Cn", "Cs", "Co")), max_size=300)
 
 
@@ -110,4 +148,5 @@ _TEXT = st.text(st.characters(blacklist_categories=("Cn", "Cs", "Co")), max_size
 @given(text=_TEXT)
 @example(text="Ab\u0130c\u03a3.")
 def test_any_text_tokenizes_as_the_reference_does(text, ours, reference):
+    assume(not any(ord(c) in _divergent() for c in text))  # the characters the test above explains
     assert _first_difference([text], ours, reference) is None
