@@ -88,3 +88,26 @@ def test_kg_load_into_a_log_writes_plain_progress_lines(tmp_path):
     assert "\r" not in done.stderr
     finished = [line for line in done.stderr.splitlines() if re.search(RATE_LINE, line)]
     assert finished, done.stderr
+
+
+async def test_record_into_a_log_counts_messages_in_plain_lines(tmp_path, capsys):
+    import argparse
+    import uuid
+
+    from processors.bus import connect
+    from processors.bus.memory import drop_memory_broker
+    from processors.cli.records import _record
+
+    url = f"memory://record-{uuid.uuid4().hex[:8]}"
+    try:
+        async with await connect(url) as bus:
+            for i in range(3):  # kept for the recorder's group, which joins later
+                await bus.publish("events", f"e{i}".encode())
+            args = argparse.Namespace(bus=url, topics=["events"], out=str(tmp_path / "rec.jsonl"), limit=3, idle=5.0)
+            assert await _record(args) == 0
+    finally:
+        drop_memory_broker(url.removeprefix("memory://"))
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    assert re.search(r"^last on events: 3/3 \(100%\) \[", err, re.M), err
+    assert "recorded 3 message(s) from events to" in err
