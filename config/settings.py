@@ -60,6 +60,9 @@ class ClientSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # An unanswered request is published again (same request id) this often until it times
     # out, so one lost with a dead worker is served by another replica. 0 = never.
     resend_after_s: NonNegativeSeconds = 10.0
+    # When stderr is not a terminal (a log, CI), ingest, kg load and first use write a line of
+    # progress at most this often (and the first and last step); 0 = every step.
+    progress_interval_s: NonNegativeSeconds = 10.0
 
 
 class RetrySettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -220,7 +220,7 @@ async def _ingest(args: argparse.Namespace) -> int:
         async with await connect(url, settings.bus) as bus, command_client(bus, settings, "ingest") as client:
             summary = await ingest(
                 client, documents, concurrency=args.concurrency, timeout=call_timeout(args, settings),
-                on_progress=progress_bar(), failed=failed,
+                on_progress=progress_bar(interval_s=settings.client.progress_interval_s), failed=failed,
             )
     for problem in summary.failed:
         print(f"  failed: {problem}", file=sys.stderr)

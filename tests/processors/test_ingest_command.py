@@ -69,6 +69,7 @@ def test_ingest_sends_a_file_larger_than_a_message_in_parts_and_shows_their_prog
         RAGBUS_BUS__MAX_MESSAGE_BYTES="60000",
         RAGBUS_PROCESSORS__DOCUMENT_LOAD__EMBED_BATCH="8",  # 8 vectors fit a 60 KB answer, 32 would not
         RAGBUS_PROCESSORS__EMBED__ONNX__MAX_TOKENS="32",  # MiniLM on a short window: seconds, not minutes
+        RAGBUS_CLIENT__PROGRESS_INTERVAL_S="0",  # stderr is a pipe: a line of progress for every part
     )
     assert run.returncode == 0, run.stderr
     sent = re.search(r"1 document\(s\), \d+ chunk\(s\) in [\d.]+s \(sent in (\d+) parts\)", run.stderr)
