@@ -212,21 +212,24 @@ async def ingest(
 
 async def _ingest(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
-    documents, failed = load_documents(args.paths, args.collection)
+    documents, skipped = load_documents(args.paths, args.collection)
     url = args.bus or settings.bus.url
+    for problem in skipped:  # before anything is sent: the user sees at once what will not be read
+        print(f"  skipped: {problem}", file=sys.stderr)
     async with embedded_processors(settings, pipelines.INGEST, url):
         print(f"ingesting {len(documents)} document(s) into collection {args.collection!r} over {url}", file=sys.stderr)
         async with await connect(url, settings.bus) as bus, RequestClient(bus, name="ingest") as client:
             summary = await ingest(
                 client, documents, concurrency=args.concurrency, timeout=call_timeout(args, settings),
-                on_progress=progress_bar(), failed=failed,
+                on_progress=progress_bar(),
             )
     for problem in summary.failed:
         print(f"  failed: {problem}", file=sys.stderr)
     parts = f" (sent in {summary.parts} parts)" if summary.parts > summary.documents else ""
     print(f"{summary.documents} document(s), {summary.chunks} chunk(s) in {summary.seconds:.1f}s{parts}"
+          f"{f', {len(skipped)} skipped' if skipped else ''}"
           f"{f', {len(summary.failed)} failed' if summary.failed else ''}", file=sys.stderr)
-    return 1 if summary.failed else 0
+    return 1 if summary.failed or skipped else 0
 
 
 async def _delete_one(client: RequestClient, name: str, collection: str, timeout: float) -> tuple[str, IngestResult]:
@@ -267,7 +270,7 @@ async def _delete(args: argparse.Namespace) -> int:
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("ingest", help="chunk, embed and store documents (default: the Python language reference)")
-    p.add_argument("paths", nargs="*", help="files or folders of .txt/.md/.rst/.html/.pdf")
+    p.add_argument("paths", nargs="*", help="files or folders of .pdf .docx .pptx .html .md .txt .rst")
     add_bus_options(p)
     add_collection_option(p)
     p.add_argument("--concurrency", type=positive_int, default=4, help="documents in flight at once")

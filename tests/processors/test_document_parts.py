@@ -85,7 +85,7 @@ async def test_progress_is_shown_per_part(tmp_path):
 
 def test_a_bad_byte_deep_in_a_file_is_reported_before_anything_is_sent(tmp_path):
     path = tmp_path / "bad.txt"
-    good = ("fine text. " * 200_000).encode()
+    good = ("fine text, déjà vu. " * 100_000).encode()  # UTF-8 beyond ASCII: a broken UTF-8 file, not another encoding
     path.write_bytes(good + b"\xff" + b" more")
     docs, failed = load_documents([str(path)])
     assert docs == [] and failed == [f"{path}: not UTF-8 (invalid start byte at byte {len(good)})"]
