@@ -23,16 +23,36 @@ def test_ingest_reports_progress_and_a_summary_then_delete_removes_the_document(
     docs.mkdir()
     (docs / "one.md").write_text("# One\n\nThe walrus operator := assigns inside an expression.")
     (docs / "two.txt").write_text("Generators yield values lazily, one at a time.")
-    (docs / "bad.txt").write_bytes(b"\xff\xfe not utf-8 \xe9")
+    (docs / "bad.txt").write_bytes("déjà vu ".encode() + b"\xff broken")
     data = tmp_path / "data"
     run = ragbus("ingest", str(docs), data_dir=data)
-    assert run.returncode == 1, run.stderr  # one file failed
-    assert "2 document(s), 2 chunk(s)" in run.stderr and "1 failed" in run.stderr
-    assert "not UTF-8" in run.stderr and "2/2" in run.stderr  # the progress bar reached the end
+    assert run.returncode == 1, run.stderr  # one file skipped
+    assert "2 document(s), 2 chunk(s)" in run.stderr and "1 skipped" in run.stderr
+    assert f"  skipped: {docs / 'bad.txt'}: not UTF-8" in run.stderr and "2/2" in run.stderr  # progress reached the end
     assert (data / "default" / "faiss").is_dir() and (data / "default" / "tantivy").is_dir()
     gone = ragbus("delete", str((docs / "one.md").resolve()), data_dir=data)
     assert gone.returncode == 0, gone.stderr
     assert "removed 1 chunk(s)" in gone.stderr
+
+
+def test_a_folder_with_files_no_converter_reads_lists_each_and_fails(tmp_path):
+    """Issue 18 item 5: a folder of unreadable files reported `0 document(s)` and exited 0."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "notes.txt").write_text("The Osprey ferry leaves Bergen at seven.")
+    (docs / "empty.md").write_text("")
+    (docs / "slides.key").write_bytes(b"PK\x03\x04 a Keynote file")
+    (docs / "latin1.txt").write_bytes("Crème brûlée is served after seven.".encode("latin-1"))
+    run = ragbus("ingest", str(docs), str(tmp_path / "missing"), data_dir=tmp_path / "data")
+    assert run.returncode == 1, run.stderr
+    skipped = [line for line in run.stderr.splitlines() if line.startswith("  skipped: ")]
+    assert skipped == [
+        f"  skipped: {docs / 'empty.md'}: empty file",
+        f"  skipped: {docs / 'slides.key'}: unsupported file type '.key'; ragbus reads .txt .text .rst .md "
+        ".markdown .html .htm .pdf .docx .pptx",
+        f"  skipped: {tmp_path / 'missing'}: no such file or directory",
+    ], run.stderr
+    assert "2 document(s), 2 chunk(s)" in run.stderr and "3 skipped" in run.stderr and "Traceback" not in run.stderr
 
 
 def test_delete_takes_the_path_a_document_was_ingested_by_and_fails_when_nothing_is_removed(tmp_path):
