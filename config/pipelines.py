@@ -9,8 +9,9 @@ tests and ``ragbus worker`` deployments use the same lists.
 from __future__ import annotations
 
 # Write the stores: documents in, chunked, embedded and stored; documents out again.
-# document-load deletes a document's old chunks first, so the delete side belongs here too.
-DELETE = ("document-delete", "doc-embeddings-delete", "keyword-delete")
+# document-load deletes a document's old chunks first, so the delete side belongs here too;
+# document-delete also retracts the document's facts from the graph, through kg-store.
+DELETE = ("document-delete", "doc-embeddings-delete", "keyword-delete", "kg-store")
 INGEST = ("embed", "document-load", "doc-embeddings-store", "keyword-store", *DELETE)
 
 # Read the document stores directly: what retrieval benchmarks ask (with embed for the query vector).

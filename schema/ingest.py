@@ -69,12 +69,19 @@ class LoadTriples(msgspec.Struct, kw_only=True):
 
     ``ontology`` is the mapping ``processors.kg.Ontology.from_dict`` reads; a
     batch carrying one replaces the collection's ontology from then on.
+
+    ``retract_sources``: documents deleted, whose facts (``Fact.source``) the graph stops
+    believing at ``recorded_at`` (the writer stamps it when left out). A retraction is a
+    recorded event of the graph's log, not an erasure: ``as_of`` an earlier time still
+    shows the facts, and loading them again later believes them again.
     """
 
     facts: list[Fact] = []
     entities: list[Entity] = []
     ontology: dict[str, Any] | None = None
     collection: str = DEFAULT_COLLECTION
+    retract_sources: list[str] = []
+    recorded_at: str | None = None
 
 
 class IngestResult(msgspec.Struct, kw_only=True):
@@ -89,4 +96,6 @@ class IngestResult(msgspec.Struct, kw_only=True):
     warnings: list[str] = []
     # A document part that is not the last: where in its text the next part must begin.
     resume_at: int = 0
+    # Facts the graph stopped believing (a deleted document's, see ``LoadTriples.retract_sources``).
+    retracted: int = 0
     error: Error | None = None

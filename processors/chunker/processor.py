@@ -24,7 +24,7 @@ from processors.runtime.client import RequestClient
 from processors.runtime.clients import EmbedClient, RemoteError
 from processors.runtime.processor import Processor, RequestContext
 from processors.runtime.sizing import body_budget, pack
-from schema import BadRequest, Chunk, DeleteDocument, Document, EmbeddedChunks, IngestResult, encode
+from schema import BadRequest, Chunk, DeleteDocument, Document, EmbeddedChunks, IngestResult, LoadTriples, encode
 
 from .chunking import chunk_part
 from .settings import ChunkerSettings
@@ -129,9 +129,22 @@ class ChunkerProcessor(_Calls):
 
 
 class DocumentDeleteProcessor(_Calls):
+    """A document out of every store: its chunks from each chunk store, its facts from the graph.
+
+    ``count`` is the chunks removed, ``retracted`` the graph facts no longer believed. Every step
+    is idempotent, so after one failed (an error answer) the next delete finishes the job.
+    """
+
     request_type = DeleteDocument
     response_type = IngestResult
     Settings = ChunkerSettings
 
     async def handle(self, request: DeleteDocument, context: RequestContext) -> IngestResult:
-        return IngestResult(count=await self.delete_everywhere(request.document_id, request.collection))
+        s = self.settings
+        chunks = self.delete_everywhere(request.document_id, request.collection)
+        if not s.retract_topic:
+            return IngestResult(count=await chunks)
+        retraction = LoadTriples(retract_sources=[request.document_id], collection=request.collection)
+        retract = _call_all(self.client, [s.retract_topic], retraction, s.call_timeout_s)
+        count, (retracted,) = await asyncio.gather(chunks, retract)
+        return IngestResult(count=count, retracted=retracted.retracted)

@@ -240,7 +240,7 @@ async def _delete_one(client: RequestClient, name: str, collection: str, timeout
     for document_id in dict.fromkeys((make_document_id(name), name)):
         request = DeleteDocument(document_id=document_id, collection=collection)
         tried.append((document_id, await client.request(t.DOCUMENT_DELETE, request, IngestResult, timeout=timeout)))
-        if tried[-1][1].error is not None or tried[-1][1].count:
+        if tried[-1][1].error is not None or tried[-1][1].count or tried[-1][1].retracted:
             return tried[-1]
     return tried[0]
 
@@ -259,12 +259,13 @@ async def _delete(args: argparse.Namespace) -> int:
                 if result.error is not None:
                     failed += 1
                     print(f"{shown}: {result.error.type}: {result.error.message}", file=sys.stderr)
-                elif not result.count:
+                elif not result.count and not result.retracted:
                     failed += 1
                     print(f"{shown}: no such document in collection {args.collection!r}; nothing removed",
                           file=sys.stderr)
                 else:
-                    print(f"{shown}: removed {result.count} chunk(s)", file=sys.stderr)
+                    facts = f", retracted {result.retracted} graph fact(s)" if result.retracted else ""
+                    print(f"{shown}: removed {result.count} chunk(s){facts}", file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -94,3 +94,35 @@ def test_ingest_sends_a_file_larger_than_a_message_in_parts_and_shows_their_prog
     sent = re.search(r"1 document\(s\), \d+ chunk\(s\) in [\d.]+s \(sent in (\d+) parts\)", run.stderr)
     assert sent is not None and int(sent[1]) >= 3, run.stderr
     assert "big part 2 (" in run.stderr and f"big part {sent[1]} (" in run.stderr  # progress per part
+
+
+def test_delete_retracts_the_documents_graph_facts_and_as_of_before_still_shows_them(tmp_path):
+    """Issue 18 item 2: `ragbus delete DOC` left the facts whose source was DOC, served as evidence."""
+    from datetime import UTC, datetime
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    report = docs / "heron.txt"
+    report.write_text("The Heron drone is made by Acme and sold in Norway.")
+    data = tmp_path / "data"
+    assert ragbus("ingest", str(report), data_dir=data).returncode == 0
+    source = str(report.resolve())
+    facts = tmp_path / "facts.jsonl"
+    facts.write_text(
+        f'{{"kind": "fact", "head": "Heron", "relation": "made_by", "tail": "Acme", "source": "{source}"}}\n'
+        f'{{"kind": "fact", "head": "Heron", "relation": "sold_in", "tail": "Norway", "source": "{source}"}}\n'
+        '{"kind": "fact", "head": "Heron", "relation": "rated", "tail": "IP54", "source": "sheet.pdf"}\n'
+    )
+    loaded = ragbus("kg", "load", str(facts), data_dir=data)
+    assert loaded.returncode == 0, loaded.stderr
+    before_delete = datetime.now(UTC).isoformat()
+    gone = ragbus("delete", str(report), data_dir=data)
+    assert gone.returncode == 0, gone.stderr
+    assert "removed 1 chunk(s), retracted 2 graph fact(s)" in gone.stderr
+    now = ragbus("kg", "query", "Heron", data_dir=data)
+    assert "Heron rated IP54" in now.stdout and "made_by" not in now.stdout and "sold_in" not in now.stdout, now.stdout
+    then = ragbus("kg", "query", "Heron", "--as-of", before_delete, data_dir=data)
+    assert "Heron made_by Acme" in then.stdout and "Heron sold_in Norway" in then.stdout, then.stdout
+    # Nothing is left of the document: a second delete says so and fails.
+    again = ragbus("delete", str(report), data_dir=data)
+    assert again.returncode == 1 and "nothing removed" in again.stderr, again.stderr
