@@ -126,3 +126,26 @@ def test_delete_retracts_the_documents_graph_facts_and_as_of_before_still_shows_
     # Nothing is left of the document: a second delete says so and fails.
     again = ragbus("delete", str(report), data_dir=data)
     assert again.returncode == 1 and "nothing removed" in again.stderr, again.stderr
+
+
+def test_a_delete_whose_graph_step_failed_is_finished_by_the_next_delete(tmp_path):
+    """Issue 18 item 2: a failed step leaves a state the next `delete` repairs."""
+    report = tmp_path / "heron.txt"
+    report.write_text("The Heron drone is made by Acme.")
+    data = tmp_path / "data"
+    assert ragbus("ingest", str(report), data_dir=data).returncode == 0
+    facts = tmp_path / "facts.jsonl"
+    facts.write_text(f'{{"kind": "fact", "head": "Heron", "relation": "made_by", "tail": "Acme", '
+                     f'"source": "{report.resolve()}"}}\n')
+    assert ragbus("kg", "load", str(facts), data_dir=data).returncode == 0
+    # The graph does not answer (its topic is wrong): the chunks go, the delete fails and says why.
+    broken = ragbus("delete", str(report), data_dir=data,
+                    RAGBUS_PROCESSORS__DOCUMENT_DELETE__RETRACT_TOPIC="triples-nowhere",
+                    RAGBUS_PROCESSORS__DOCUMENT_DELETE__CALL_TIMEOUT_S="2")
+    assert broken.returncode == 1 and "triples-nowhere" in broken.stderr, broken.stderr
+    assert "Heron made_by Acme" in ragbus("kg", "query", "Heron", data_dir=data).stdout
+    # The next delete finds no chunks left, retracts the facts, and succeeds.
+    fixed = ragbus("delete", str(report), data_dir=data)
+    assert fixed.returncode == 0, fixed.stderr
+    assert "removed 0 chunk(s), retracted 1 graph fact(s)" in fixed.stderr
+    assert "made_by" not in ragbus("kg", "query", "Heron", data_dir=data).stdout
