@@ -11,6 +11,7 @@ from .ingest import (
     IngestResult,
     LoadTriples,
 )
+from .library import DocumentInfo, DocumentList, ListDocuments, RecordDocument
 from .prompt import PromptRequest, PromptResult
 from .rag import DocumentRagRequest, DocumentRagResponse
 from .retrieval import (
@@ -42,6 +43,10 @@ __all__ = [
     "Document",
     "DocumentRagRequest",
     "DocumentRagResponse",
+    "DocumentInfo",
+    "DocumentList",
+    "ListDocuments",
+    "RecordDocument",
     "EmbedRequest",
     "EmbedResponse",
     "EmbeddedChunks",

@@ -43,6 +43,9 @@ class Document(msgspec.Struct, kw_only=True):
     last: bool = True
     # The position (chunk number) of this part's first chunk: how many chunks earlier parts stored.
     first_position: Annotated[int, msgspec.Meta(ge=0)] = 0
+    # "sha256:<hex>" of the document's content (schema/library.py): a document the library holds with
+    # the same hash is not chunked and embedded again; its part 0 is answered ``unchanged=1``.
+    content_hash: str = ""
 
 
 class DeleteDocument(msgspec.Struct, kw_only=True):

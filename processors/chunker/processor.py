@@ -24,7 +24,20 @@ from processors.runtime.client import RequestClient
 from processors.runtime.clients import EmbedClient, RemoteError
 from processors.runtime.processor import Processor, RequestContext
 from processors.runtime.sizing import body_budget, pack
-from schema import BadRequest, Chunk, DeleteDocument, Document, EmbeddedChunks, IngestResult, LoadTriples, encode
+from schema import (
+    BadRequest,
+    Chunk,
+    DeleteDocument,
+    Document,
+    DocumentInfo,
+    DocumentList,
+    EmbeddedChunks,
+    IngestResult,
+    ListDocuments,
+    LoadTriples,
+    RecordDocument,
+    encode,
+)
 
 from .chunking import chunk_part
 from .settings import ChunkerSettings
@@ -55,11 +68,30 @@ class _Calls(Processor):
         await self.client.close()
 
     async def delete_everywhere(self, document_id: str, collection: str) -> int:
+        """Remove the document from every chunk store, then from the library; the chunks removed."""
         s = self.settings
         results = await _call_all(
             self.client, s.delete_topics, DeleteDocument(document_id=document_id, collection=collection), s.call_timeout_s
         )
+        await self.record(DocumentInfo(document_id=document_id, collection=collection), removed=True)
         return max((r.count for r in results), default=0)
+
+    async def record(self, document: DocumentInfo, *, removed: bool = False) -> None:
+        if self.settings.record_topic:
+            await _call_all(self.client, [self.settings.record_topic], RecordDocument(document=document, removed=removed),
+                            self.settings.call_timeout_s)
+
+    async def held(self, doc: Document) -> DocumentInfo | None:
+        """The library's entry of ``doc`` if it holds it with the same content hash."""
+        s = self.settings
+        if not (doc.content_hash and s.documents_topic):
+            return None
+        request = ListDocuments(collection=doc.collection, document_ids=[doc.document_id], limit=1)
+        found = await self.client.request(s.documents_topic, request, DocumentList, timeout=s.call_timeout_s)
+        if found.error is not None:
+            raise RemoteError(s.documents_topic, found.error)
+        same = [d for d in found.documents if d.document_id == doc.document_id and d.content_hash == doc.content_hash]
+        return same[0] if same else None
 
 
 class ChunkerProcessor(_Calls):
@@ -73,6 +105,8 @@ class ChunkerProcessor(_Calls):
             raise BadRequest("document_id is empty")
         if doc.part == 0 and doc.first_position != 0:
             raise BadRequest(f"part 0 of document {doc.document_id!r} must start at position 0")
+        if doc.part == 0 and (held := await self.held(doc)) is not None:
+            return IngestResult(count=held.chunks, unchanged=1)  # every store holds this content: nothing to do
         chunks, resume_at = chunk_part(doc, s.chunk_size, s.chunk_overlap)
         if not doc.last and resume_at == 0:
             raise BadRequest(
@@ -90,6 +124,11 @@ class ChunkerProcessor(_Calls):
                 opened = True
             for batch in batches:
                 await _call_all(self.client, s.store_topics, batch, s.call_timeout_s)
+            if doc.last:  # stored whole: the library lists it from now on
+                await self.record(DocumentInfo(
+                    document_id=doc.document_id, title=doc.title, source=doc.source, collection=doc.collection,
+                    chunks=doc.first_position + len(chunks), content_hash=doc.content_hash,
+                ))
         except Exception:
             if opened:
                 log.warning("storing %s (part %d) failed; removing it from every store", doc.document_id, doc.part)

@@ -31,5 +31,10 @@ class ChunkerSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=Tru
     # graph's log, so ``as_of`` before the deletion still shows them) by a LoadTriples with
     # ``retract_sources`` on this topic, kg-store's; "" = a deployment without a graph.
     retract_topic: str = t.TRIPLES_LOAD
+    # The library (processors/library): told of each document stored whole and each removed, on
+    # record_topic; asked on documents_topic whether a document with a content_hash is held already
+    # with that hash, which then is neither chunked nor embedded again. "" = no library.
+    record_topic: str = t.DOCUMENT_RECORD
+    documents_topic: str = t.DOCUMENTS_QUERY
     # The chunker's own deadline (per part) must cover its calls.
     handler_timeout_s: PositiveSeconds = 600.0

@@ -17,6 +17,7 @@ section starts.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,11 +63,25 @@ class DocumentSource:
     read: Callable[[], Iterator[str]]
     # The sections met by the last ``read``, filled as it goes.
     sections: list[Section] = field(default_factory=list, compare=False)
+    # "sha256:<hex>" of the file's bytes (of title and text for a document from memory): the same
+    # hash as the library holds means the stores hold this content already.
+    content_hash: str = ""
 
     @classmethod
     def of(cls, doc: Document) -> DocumentSource:
         """A document already in memory."""
-        return cls(doc.document_id, doc.title, doc.collection, doc.source, len(doc.text), lambda: iter((doc.text,)))
+        digest = hashlib.sha256(doc.title.encode() + b"\0" + doc.text.encode()).hexdigest()
+        return cls(doc.document_id, doc.title, doc.collection, doc.source, len(doc.text), lambda: iter((doc.text,)),
+                   content_hash=f"sha256:{digest}")
+
+
+def file_hash(path: Path) -> str:
+    """sha256 of a file's bytes, read a MiB at a time."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return f"sha256:{digest.hexdigest()}"
 
 
 def _texts(pieces: Iterator[Piece], sections: list[Section]) -> Iterator[str]:
@@ -87,7 +102,7 @@ def open_document(path: Path, collection: str) -> DocumentSource:
     sections: list[Section] = []
     return DocumentSource(
         document_id(path), opened.title or path.stem, collection, str(path), path.stat().st_size,
-        lambda: _texts(opened.read(), sections), sections,
+        lambda: _texts(opened.read(), sections), sections, file_hash(path),
     )
 
 

@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import uuid
 
+import msgspec
 import pytest
 
 from config import pipelines
@@ -17,6 +18,8 @@ from processors.bus import connect
 from processors.chunker import chunk_document
 from processors.cli.documents import DocumentSource, builtin_corpus, load_documents
 from processors.cli.ingest import ingest
+from processors.cli.library import list_collections, list_documents
+from processors.runtime import metrics
 from processors.runtime.client import RequestClient
 from processors.runtime.clients import DocEmbeddingsClient, EmbedClient, FetchChunkClient, KeywordClient, RemoteError
 from processors.runtime.processor import Processor
@@ -66,6 +69,11 @@ async def pipeline(url, data_dir, monkeypatch, *, bus_settings=None, extra_env=N
 async def _check_ingest_then_query(client):
     summary = await ingest(client, DOCS, timeout=120)
     assert summary.failed == [] and summary.documents == 3 and summary.chunks >= 3
+    # The library lists what the stores hold, over this bus (issue 18 item 4).
+    listed = await list_documents(client, "default", timeout=30)
+    assert [d.document_id for d in listed] == ["exceptions", "loops", "slots"]
+    assert sum(d.chunks for d in listed) == summary.chunks and all(d.content_hash.startswith("sha256:") for d in listed)
+    assert "default" in await list_collections(client, timeout=30)
     keyword = KeywordClient(client, timeout=30)
     for token, doc in [("__slots__", "slots"), ("7.3.2", "slots"), ("E1101", "exceptions")]:
         matches = await keyword.query(query=token, limit=5)
@@ -81,10 +89,17 @@ async def _check_ingest_then_query(client):
 async def test_ingest_then_query_on_the_memory_bus(tmp_path, monkeypatch):
     url = f"memory://{tmp_path.name}"
     async with pipeline(url, tmp_path, monkeypatch) as client:
-        summary = await _check_ingest_then_query(client)
-        # Idempotent: the same documents again leave the same number of chunks.
+        await _check_ingest_then_query(client)
+        # Idempotent: the same documents again are held already, unchanged (issue 18 item 3), and a
+        # changed one replaces its chunks rather than adding to them.
+        embeds = metrics.client_requests.labels(topic=t.EMBED)._value.get()
         again = await ingest(client, DOCS, timeout=120)
-        assert again.chunks == summary.chunks
+        assert (again.unchanged, again.documents, again.chunks) == (3, 0, 0)
+        assert metrics.client_requests.labels(topic=t.EMBED)._value.get() == embeds  # nothing embedded
+        changed = msgspec.structs.replace(DOCS[0], text=DOCS[0].text + " It also saves memory.")
+        again = await ingest(client, [changed], timeout=120)
+        assert (again.unchanged, again.documents) == (0, 1)
+        assert metrics.client_requests.labels(topic=t.EMBED)._value.get() > embeds
         keyword = KeywordClient(client, timeout=30)
         assert len([m for m in await keyword.query(query="__slots__ declaration", limit=50) if m.document_id == "slots"]) \
             == len([m for m in await keyword.query(query="__slots__", limit=50) if m.document_id == "slots"])

@@ -149,3 +149,55 @@ def test_a_delete_whose_graph_step_failed_is_finished_by_the_next_delete(tmp_pat
     assert fixed.returncode == 0, fixed.stderr
     assert "removed 0 chunk(s), retracted 1 graph fact(s)" in fixed.stderr
     assert "made_by" not in ragbus("kg", "query", "Heron", data_dir=data).stdout
+
+
+def test_reingesting_an_unchanged_folder_embeds_nothing_and_vanished_files_are_reported_then_pruned(tmp_path):
+    """Issue 18 items 3 and 4: unchanged documents skipped by content hash; vanished files; the listings."""
+    import json
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "ferry.txt").write_text("The Osprey ferry leaves Bergen at seven.")
+    (docs / "kettle.md").write_text("# Kettles\n\nAcme kettles carry a seven-year warranty.")
+    (docs / "bus.txt").write_text("The night bus runs every forty minutes.")
+    data = tmp_path / "data"
+    first = ragbus("ingest", str(docs), data_dir=data)
+    assert first.returncode == 0 and "3 document(s), 3 chunk(s)" in first.stderr, first.stderr
+    listed = ragbus("documents", "--json", data_dir=data)
+    assert listed.returncode == 0, listed.stderr
+    held = {d["document_id"]: d for d in json.loads(listed.stdout)}
+    assert set(held) == {str((docs / n).resolve()) for n in ("ferry.txt", "kettle.md", "bus.txt")}
+    kettle = held[str((docs / "kettle.md").resolve())]
+    assert (kettle["title"], kettle["chunks"], kettle["collection"]) == ("Kettles", 1, "default")
+    assert kettle["content_hash"].startswith("sha256:") and kettle["ingested_at"] and kettle["source"].endswith("kettle.md")
+
+    # Unchanged: nothing is chunked or stored again (test_ingest counts that embed is not asked either).
+    again = ragbus("ingest", str(docs), data_dir=data)
+    assert again.returncode == 0, again.stderr
+    assert "0 document(s), 0 chunk(s)" in again.stderr and "3 unchanged" in again.stderr, again.stderr
+    assert json.loads(ragbus("documents", "--json", data_dir=data).stdout) == list(held.values())
+
+    # One file changed, one gone: the changed one is stored again, the gone one reported, then pruned.
+    (docs / "ferry.txt").write_text("The Osprey ferry now leaves Bergen at eight.")
+    (docs / "bus.txt").unlink()
+    changed = ragbus("ingest", str(docs), data_dir=data)
+    assert changed.returncode == 0, changed.stderr
+    assert "1 document(s), 1 chunk(s)" in changed.stderr and "1 unchanged" in changed.stderr, changed.stderr
+    bus = (docs / "bus.txt").resolve()
+    assert f"  vanished: {bus}: ingested before, no longer in its folder (--prune removes it)" in changed.stderr
+    pruned = ragbus("ingest", "--prune", str(docs), data_dir=data)
+    assert pruned.returncode == 0 and f"  pruned: {bus}: no longer in its folder; removed 1 chunk(s)" in pruned.stderr
+    assert "2 unchanged" in pruned.stderr, pruned.stderr
+    remaining = {d["document_id"] for d in json.loads(ragbus("documents", "--json", data_dir=data).stdout)}
+    assert remaining == {str((docs / n).resolve()) for n in ("ferry.txt", "kettle.md")}
+
+    # Collections, and a whole collection deleted.
+    other = ragbus("ingest", "--collection", "manuals", str(docs / "kettle.md"), data_dir=data)
+    assert other.returncode == 0, other.stderr
+    assert ragbus("collections", data_dir=data).stdout.split() == ["default", "manuals"]
+    wiped = ragbus("delete", "--all", data_dir=data)
+    assert wiped.returncode == 0 and "deleting all 2 document(s) of collection 'default'" in wiped.stderr, wiped.stderr
+    assert json.loads(ragbus("documents", "--json", data_dir=data).stdout) == []
+    assert len(json.loads(ragbus("documents", "--json", "--collection", "manuals", data_dir=data).stdout)) == 1
+    refused = ragbus("delete", data_dir=data)
+    assert refused.returncode == 2 and "--all" in refused.stderr
