@@ -25,6 +25,8 @@ class DocumentInfo(msgspec.Struct, kw_only=True):
     chunks: Count = 0
     # sha256 of the file's bytes (of the title and text for a document sent from memory), as "sha256:<hex>".
     content_hash: str = ""
+    # How it was cut into chunks ("chunk_size/chunk_overlap"): the same content cut otherwise is not the same.
+    chunking: str = ""
     ingested_at: str | None = None  # ISO 8601, stamped by the library's writer
     collection: str = DEFAULT_COLLECTION
 

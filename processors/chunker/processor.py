@@ -90,8 +90,13 @@ class _Calls(Processor):
         found = await self.client.request(s.documents_topic, request, DocumentList, timeout=s.call_timeout_s)
         if found.error is not None:
             raise RemoteError(s.documents_topic, found.error)
-        same = [d for d in found.documents if d.document_id == doc.document_id and d.content_hash == doc.content_hash]
+        same = [d for d in found.documents if (d.document_id, d.content_hash, d.chunking) ==
+                (doc.document_id, doc.content_hash, self.chunking)]
         return same[0] if same else None
+
+    @property
+    def chunking(self) -> str:
+        return f"{self.settings.chunk_size}/{self.settings.chunk_overlap}"
 
 
 class ChunkerProcessor(_Calls):
@@ -127,7 +132,7 @@ class ChunkerProcessor(_Calls):
             if doc.last:  # stored whole: the library lists it from now on
                 await self.record(DocumentInfo(
                     document_id=doc.document_id, title=doc.title, source=doc.source, collection=doc.collection,
-                    chunks=doc.first_position + len(chunks), content_hash=doc.content_hash,
+                    chunks=doc.first_position + len(chunks), content_hash=doc.content_hash, chunking=self.chunking,
                 ))
         except Exception:
             if opened:

@@ -191,6 +191,10 @@ def test_reingesting_an_unchanged_folder_embeds_nothing_and_vanished_files_are_r
     remaining = {d["document_id"] for d in json.loads(ragbus("documents", "--json", data_dir=data).stdout)}
     assert remaining == {str((docs / n).resolve()) for n in ("ferry.txt", "kettle.md")}
 
+    # The same content cut into chunks of another size is not the same: it is stored again.
+    resized = ragbus("ingest", str(docs), data_dir=data, RAGBUS_PROCESSORS__DOCUMENT_LOAD__CHUNK_SIZE="500")
+    assert resized.returncode == 0 and "2 document(s)" in resized.stderr and "unchanged" not in resized.stderr
+
     # Collections, and a whole collection deleted.
     other = ragbus("ingest", "--collection", "manuals", str(docs / "kettle.md"), data_dir=data)
     assert other.returncode == 0, other.stderr
