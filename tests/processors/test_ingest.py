@@ -24,7 +24,7 @@ from processors.runtime.client import RequestClient
 from processors.runtime.clients import DocEmbeddingsClient, EmbedClient, FetchChunkClient, KeywordClient, RemoteError
 from processors.runtime.processor import Processor
 from processors.runtime.worker import processors_running
-from schema import DeleteDocument, Document, EmbeddedChunks, IngestResult
+from schema import DeleteDocument, Document, EmbeddedChunks, Fact, IngestResult, LoadTriples
 from schema import topics as t
 
 from ..conftest import settings_for_tests
@@ -83,6 +83,14 @@ async def _check_ingest_then_query(client):
     matches = await DocEmbeddingsClient(client, timeout=30).query([vector], limit=3)
     assert matches[0].document_id == "loops" and matches[0].text
     assert (await FetchChunkClient(client, timeout=30)(matches[0].chunk_id)) == matches[0].text
+    # Deleting a document retracts its graph facts too, through kg-store on this bus (issue 18 item 2).
+    facts = LoadTriples(facts=[Fact("E1101", "raised_by", "try statement", source="exceptions"),
+                               Fact("E1101", "listed_in", "pylint", source="elsewhere")])
+    loaded = await client.request(t.TRIPLES_LOAD, facts, IngestResult, timeout=60)
+    assert loaded.error is None and loaded.count == 2
+    removed = await client.request(t.DOCUMENT_DELETE, DeleteDocument(document_id="exceptions"), IngestResult, timeout=60)
+    assert removed.error is None and removed.count >= 1 and removed.retracted == 1
+    assert [d.document_id for d in await list_documents(client, "default", timeout=30)] == ["loops", "slots"]
     return summary
 
 
@@ -92,6 +100,8 @@ async def test_ingest_then_query_on_the_memory_bus(tmp_path, monkeypatch):
         await _check_ingest_then_query(client)
         # Idempotent: the same documents again are held already, unchanged (issue 18 item 3), and a
         # changed one replaces its chunks rather than adding to them.
+        again = await ingest(client, DOCS, timeout=120)  # the deleted one is stored again, the others held
+        assert (again.unchanged, again.documents) == (2, 1)
         embeds = metrics.client_requests.labels(topic=t.EMBED)._value.get()
         again = await ingest(client, DOCS, timeout=120)
         assert (again.unchanged, again.documents, again.chunks) == (3, 0, 0)
