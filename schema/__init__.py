@@ -10,6 +10,7 @@ from .ingest import (
     EmbeddedChunks,
     IngestResult,
     LoadTriples,
+    Section,
 )
 from .library import DocumentInfo, DocumentList, ListDocuments, RecordDocument
 from .prompt import PromptRequest, PromptResult
@@ -64,6 +65,7 @@ __all__ = [
     "PromptRequest",
     "PromptResult",
     "RejectedFact",
+    "Section",
     "TopicSchema",
     "check_collection",
     "decode",

@@ -29,6 +29,13 @@ from .common import Count, Entity, Error, Fact
 from .retrieval import DEFAULT_COLLECTION
 
 
+class Section(msgspec.Struct, frozen=True):
+    """A section of a document starts at ``offset`` of a part's text, under these headings (outermost first)."""
+
+    offset: Count
+    heading: list[str]
+
+
 class Document(msgspec.Struct, kw_only=True):
     """A document for document-load, or one part of it (see the module's docstring)."""
 
@@ -46,6 +53,9 @@ class Document(msgspec.Struct, kw_only=True):
     # "sha256:<hex>" of the document's content (schema/library.py): a document the library holds with
     # the same hash is not chunked and embedded again; its part 0 is answered ``unchanged=1``.
     content_hash: str = ""
+    # The sections of this part, in order of offset: the one it starts in at offset 0, then each that
+    # begins inside it (a converter's headings: ``processors/cli/convert``). Chunks carry theirs in their title.
+    sections: list[Section] = []
 
 
 class DeleteDocument(msgspec.Struct, kw_only=True):

@@ -32,7 +32,7 @@ from config.settings import load_settings
 from processors.bus import connect
 from processors.runtime.client import RequestClient
 from processors.runtime.sizing import body_budget
-from schema import DeleteDocument, Document, Error, IngestResult, encode
+from schema import DeleteDocument, Document, Error, IngestResult, Section, encode
 from schema import topics as t
 
 from .common import (
@@ -127,9 +127,12 @@ async def send_document(
             if not ended:
                 buffer, ended = _fill(buffer, blocks, room)
             cut = _fitting(buffer, room)
+            if doc.sections:  # the headings travel with the text: leave them room (those of a longer cut, more)
+                cut = _fitting(buffer, room - _section_bytes(doc, done, cut))
             last = ended and cut == len(buffer)
             message = msgspec.structs.replace(
-                empty, text=buffer[:cut], part=part, last=last, first_position=position
+                empty, text=buffer[:cut], part=part, last=last, first_position=position,
+                sections=_part_sections(doc, done, cut),
             )
             result = await client.request(t.DOCUMENT_LOAD, message, IngestResult, timeout=timeout)
             del message
@@ -157,6 +160,26 @@ async def send_document(
     finally:
         if isinstance(blocks, Generator):
             blocks.close()  # the file now, not whenever the generator is collected
+
+
+def _part_sections(doc: DocumentSource, start: int, length: int) -> list[Section]:
+    """The sections of the part of ``doc``'s text at ``[start, start + length)``, offsets made the part's own:
+    the one it starts in, then each that begins inside it."""
+    sections: list[Section] = []
+    for s in doc.sections:
+        if s.offset <= start:
+            sections[:] = [Section(offset=0, heading=list(s.heading))]
+        elif s.offset < start + length:
+            sections.append(Section(offset=s.offset - start, heading=list(s.heading)))
+        else:
+            break
+    return sections
+
+
+def _section_bytes(doc: DocumentSource, start: int, length: int) -> int:
+    """About how many bytes the part's sections take in its message (so its text leaves them room)."""
+    sections = _part_sections(doc, start, length)
+    return len(encode(sections)) if sections else 0
 
 
 async def _remove(client: RequestClient, doc: DocumentSource, timeout: float) -> str:

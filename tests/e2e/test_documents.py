@@ -67,6 +67,11 @@ async def test_questions_about_a_pdf_a_word_file_a_presentation_and_a_web_page_c
             assert r.error is None and r.cited, (question, r.answer)
             assert r.cited[0].startswith(f"{document_id(path)}#"), (question, r.cited, r.answer)
             assert says in " ".join(r.answer.split()), (question, r.answer)
+        # A chunk carries the section it starts in: the page's question heading, searchable though not in its text.
+        r = await rag.ask("How long is the warranty?", mode="keyword")
+        top = r.chunks[0]
+        assert top.document_id == document_id(page) and top.title == "Acme Kettle Warranty › How long is the warranty?"
+        assert "How long is the warranty?" not in (top.text or "") and "How long is the warranty?" not in r.answer
         # The page's boilerplate was never indexed, so no answer can cite it.
         r = await rag.ask("Privacy Terms Acme Corp copyright 2024", mode="keyword")
         assert all("Privacy" not in c.text and "©" not in c.text for c in r.chunks if c.text), r.chunks
