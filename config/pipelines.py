@@ -16,7 +16,8 @@ from __future__ import annotations
 DELETE = ("document-delete", "doc-embeddings-delete", "keyword-delete", "kg-store", "document-record")
 INGEST = ("embed", "document-load", "doc-embeddings-store", "keyword-store", "documents-query", *DELETE)
 
-# List what the stores hold: `ragbus documents`, `ragbus collections`.
+# List what the stores hold: `ragbus documents`, `ragbus collections` (on a deployment, answered by
+# the documents-query of the ingestion workers: INGEST runs it for document-load).
 LIST = ("documents-query",)
 
 # Read the document stores directly: what retrieval benchmarks ask (with embed for the query vector).
@@ -33,7 +34,7 @@ WRITERS = ("doc-embeddings-store", "doc-embeddings-delete", "keyword-store", "ke
            "document-record")
 
 # Answer questions: what every query replica runs.
-QUERY = (*RETRIEVAL, *GRAPH_QUERY, *LIST, "prompt", "document-rag")
+QUERY = (*RETRIEVAL, *GRAPH_QUERY, "prompt", "document-rag")
 
 # Everything the embedded pipeline needs in one process (``ragbus ask`` on memory://).
 EVERYTHING = tuple(dict.fromkeys((*INGEST, *GRAPH_LOAD, *QUERY)))

@@ -42,10 +42,11 @@ class ListDocuments(msgspec.Struct, kw_only=True):
     """The documents of a collection in id order, a page at a time; or, with ``collections``, the collections.
 
     ``document_ids`` keeps only those; ``id_prefix`` only ids starting with it (a folder's files);
-    ``after`` starts after that id (the last of the page before).
+    ``after`` starts after that id (the last of the page before). ``collection`` is required, as
+    every request names what it asks about (with ``collections`` it is not read).
     """
 
-    collection: str = DEFAULT_COLLECTION
+    collection: str
     document_ids: list[str] = []
     id_prefix: str = ""
     after: str = ""

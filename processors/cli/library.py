@@ -17,13 +17,15 @@ from config.settings import load_settings
 from processors.bus import connect
 from processors.runtime.client import RequestClient
 from processors.runtime.clients import RemoteError
-from schema import DocumentInfo, DocumentList, ListDocuments
+from schema import DEFAULT_COLLECTION, DocumentInfo, DocumentList, ListDocuments
 from schema import topics as t
 
 from .common import add_bus_options, add_collection_option, add_timeout_option, call_timeout, embedded_processors
 
 
-async def list_documents(client: RequestClient, collection: str, *, timeout: float, id_prefix: str = "") -> list[DocumentInfo]:
+async def list_documents(
+    client: RequestClient, collection: str, *, timeout: float, id_prefix: str = ""
+) -> list[DocumentInfo]:
     """Every document of ``collection`` (whose id starts with ``id_prefix``), in id order, page by page."""
     documents: list[DocumentInfo] = []
     after = ""
@@ -39,7 +41,8 @@ async def list_documents(client: RequestClient, collection: str, *, timeout: flo
 
 
 async def list_collections(client: RequestClient, *, timeout: float) -> list[str]:
-    found = await client.request(t.DOCUMENTS_QUERY, ListDocuments(collections=True), DocumentList, timeout=timeout)
+    request = ListDocuments(collection=DEFAULT_COLLECTION, collections=True)
+    found = await client.request(t.DOCUMENTS_QUERY, request, DocumentList, timeout=timeout)
     if found.error is not None:
         raise RemoteError(t.DOCUMENTS_QUERY, found.error)
     return found.collections

@@ -7,8 +7,8 @@ from schema import DocumentInfo, ListDocuments, RecordDocument
 
 
 def info(document_id: str, chunks: int = 1, collection: str = "default") -> DocumentInfo:
-    return DocumentInfo(document_id=document_id, title=document_id.upper(), chunks=chunks, content_hash=f"sha256:{document_id}",
-                        collection=collection)
+    return DocumentInfo(document_id=document_id, title=document_id.upper(), chunks=chunks,
+                        content_hash=f"sha256:{document_id}", collection=collection)
 
 
 async def test_records_are_logged_listed_in_pages_and_removed(tmp_path):
@@ -20,23 +20,24 @@ async def test_records_are_logged_listed_in_pages_and_removed(tmp_path):
         for name in ("/d/c", "/d/a", "/e/b", "/d/b"):
             assert (await writer.handle(RecordDocument(document=info(name)), None)).count == 1
         await writer.handle(RecordDocument(document=info("x", collection="other")), None)
-        first = await reader.handle(ListDocuments(limit=2), None)
+        first = await reader.handle(ListDocuments(collection="default", limit=2), None)
         assert [d.document_id for d in first.documents] == ["/d/a", "/d/b"] and first.more
         assert all(d.ingested_at for d in first.documents)  # stamped by the writer
-        rest = await reader.handle(ListDocuments(limit=2, after="/d/b"), None)
+        rest = await reader.handle(ListDocuments(collection="default", limit=2, after="/d/b"), None)
         assert [d.document_id for d in rest.documents] == ["/d/c", "/e/b"] and not rest.more
-        folder = await reader.handle(ListDocuments(id_prefix="/d/"), None)
+        folder = await reader.handle(ListDocuments(collection="default", id_prefix="/d/"), None)
         assert [d.document_id for d in folder.documents] == ["/d/a", "/d/b", "/d/c"]
-        one = await reader.handle(ListDocuments(document_ids=["/e/b"]), None)
+        one = await reader.handle(ListDocuments(collection="default", document_ids=["/e/b"]), None)
         assert [(d.title, d.content_hash) for d in one.documents] == [("/E/B", "sha256:/e/b")]
-        assert (await reader.handle(ListDocuments(collections=True), None)).collections == ["default", "other"]
+        names = (await reader.handle(ListDocuments(collection="default", collections=True), None)).collections
+        assert names == ["default", "other"]
         # A later record of an id replaces it; a removal drops it; removing what is not there logs nothing.
         await writer.handle(RecordDocument(document=info("/d/a", chunks=7)), None)
         assert (await writer.handle(RecordDocument(document=info("/d/c"), removed=True), None)).count == 1
         size = library_path(tmp_path, "default").stat().st_size
         assert (await writer.handle(RecordDocument(document=info("/d/c"), removed=True), None)).count == 0
         assert library_path(tmp_path, "default").stat().st_size == size
-        listed = (await reader.handle(ListDocuments(), None)).documents
+        listed = (await reader.handle(ListDocuments(collection="default"), None)).documents
         assert [(d.document_id, d.chunks) for d in listed] == [("/d/a", 7), ("/d/b", 1), ("/e/b", 1)]
     finally:
         await writer.close()
