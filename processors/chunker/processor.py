@@ -9,6 +9,12 @@ is removed from every store again before the error is reported: no store is
 left holding a partial or different chunk set. An embedding failure of the
 first part leaves the earlier version as it was.
 
+The library (processors/library) is kept in step: a document stored whole is
+recorded (with the sender's content hash), one removed is struck off, and a
+part 0 whose hash, chunk size and overlap the library holds already is
+answered ``unchanged`` before anything is embedded or stored. document-delete
+also has the graph retract the document's facts (``retract_topic``).
+
 Every call fits the bus: embed requests and store writes are packed into
 messages within ``max_message_bytes`` (less room for headers), however many
 chunks a part has, and only ``embed_concurrency`` embed requests are in

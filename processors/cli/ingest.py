@@ -128,7 +128,7 @@ async def send_document(
                 buffer, ended = _fill(buffer, blocks, room)
             cut = _fitting(buffer, room)
             if doc.sections:  # the headings travel with the text: leave them room (those of a longer cut, more)
-                cut = _fitting(buffer, room - _section_bytes(doc, done, cut))
+                cut = _fitting(buffer, max(0, room - _section_bytes(doc, done, cut)))
             last = ended and cut == len(buffer)
             message = msgspec.structs.replace(
                 empty, text=buffer[:cut], part=part, last=last, first_position=position,

@@ -59,7 +59,8 @@ def text_encoding(path: Path, *, need_text: bool = True) -> str:
     """The encoding to read ``path`` in; ``ValueError`` if it is binary, undecodable or (``need_text``) blank."""
     if looks_binary(path):
         raise ValueError(f"{path}: looks binary, not text")
-    encoding = "utf-8-sig" if path.open("rb").read(3) == codecs.BOM_UTF8 else "utf-8"
+    with open(path, "rb") as f:
+        encoding = "utf-8-sig" if f.read(3) == codecs.BOM_UTF8 else "utf-8"
     try:
         has_text = _scan(path, encoding)
     except _NotThis as bad:
