@@ -10,7 +10,9 @@ from .ingest import (
     EmbeddedChunks,
     IngestResult,
     LoadTriples,
+    Section,
 )
+from .library import DocumentInfo, DocumentList, ListDocuments, RecordDocument
 from .prompt import PromptRequest, PromptResult
 from .rag import DocumentRagRequest, DocumentRagResponse
 from .retrieval import (
@@ -42,6 +44,10 @@ __all__ = [
     "Document",
     "DocumentRagRequest",
     "DocumentRagResponse",
+    "DocumentInfo",
+    "DocumentList",
+    "ListDocuments",
+    "RecordDocument",
     "EmbedRequest",
     "EmbedResponse",
     "EmbeddedChunks",
@@ -59,6 +65,7 @@ __all__ = [
     "PromptRequest",
     "PromptResult",
     "RejectedFact",
+    "Section",
     "TopicSchema",
     "check_collection",
     "decode",
