@@ -11,8 +11,8 @@ from .ingest import (
     IngestResult,
     LoadTriples,
 )
-from .prompt import PromptRequest, PromptResult
-from .rag import DocumentRagRequest, DocumentRagResponse
+from .prompt import PromptPiece, PromptRequest, PromptResult
+from .rag import DocumentRagPiece, DocumentRagRequest, DocumentRagResponse
 from .retrieval import (
     DEFAULT_COLLECTION,
     DocEmbeddingsRequest,
@@ -40,6 +40,7 @@ __all__ = [
     "DocEmbeddingsRequest",
     "DocEmbeddingsResponse",
     "Document",
+    "DocumentRagPiece",
     "DocumentRagRequest",
     "DocumentRagResponse",
     "EmbedRequest",
@@ -56,6 +57,7 @@ __all__ = [
     "KgQueryRequest",
     "KgQueryResponse",
     "LoadTriples",
+    "PromptPiece",
     "PromptRequest",
     "PromptResult",
     "RejectedFact",

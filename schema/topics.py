@@ -12,8 +12,8 @@ import msgspec
 
 from .graph import KgQueryRequest, KgQueryResponse
 from .ingest import DeleteDocument, Document, EmbeddedChunks, IngestResult, LoadTriples
-from .prompt import PromptRequest, PromptResult
-from .rag import DocumentRagRequest, DocumentRagResponse
+from .prompt import PromptPiece, PromptRequest, PromptResult
+from .rag import DocumentRagPiece, DocumentRagRequest, DocumentRagResponse
 from .retrieval import (
     DocEmbeddingsRequest,
     DocEmbeddingsResponse,
@@ -66,4 +66,11 @@ SCHEMAS: dict[str, TopicSchema] = {
     DOC_EMBEDDINGS_DELETE: TopicSchema(DeleteDocument, IngestResult),
     KEYWORD_DELETE: TopicSchema(DeleteDocument, IngestResult),
     TRIPLES_LOAD: TopicSchema(LoadTriples, IngestResult),
+}
+
+# Topics whose processors can answer in pieces (a request with the ``stream`` header), and the
+# Struct every piece is; the last piece carries the whole response (see the piece's docstring).
+STREAMS: dict[str, type[msgspec.Struct]] = {
+    PROMPT: PromptPiece,
+    DOCUMENT_RAG: DocumentRagPiece,
 }
