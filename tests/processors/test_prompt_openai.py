@@ -192,6 +192,20 @@ async def test_a_real_model_answers_a_document_prompt_with_its_token_counts(mode
 
 
 @module_loop
+async def test_a_real_model_streams_its_answer_token_by_token(model):
+    variables = {"query": "What is the capital of France?",
+                 "documents": ["Paris is the capital and largest city of France."], "document_ids": ["geo#1"]}
+    pieces = [p async for p in model.document_prompt_stream(**variables)]
+    final = pieces[-1].result
+    assert final is not None and final.error is None and final.backend == "openai"
+    deltas = [p.text for p in pieces[:-1]]
+    assert len(deltas) > 1 and all(deltas)
+    assert "".join(deltas).strip() == final.text
+    # One piece per token the server sent (llama.cpp's server sends no usage when streaming: counts stay 0).
+    assert len(deltas) <= MAX_TOKENS and final.completion_tokens <= MAX_TOKENS
+
+
+@module_loop
 async def test_prompt_tokens_are_the_servers_count_of_the_rendered_template(model, llama_server, tmp_path):
     from processors.prompt.processor import load_templates
     from processors.prompt.variables import check

@@ -1,0 +1,48 @@
+"""Streamed answers end to end: document-rag's pieces (sources, answer, final) on every bus, real processors."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from processors.runtime.clients import RemoteError
+
+from ..conftest import settings_for_tests
+from .test_ask import pipeline
+
+QUESTION = "How does a context manager wrap a block of code?"
+
+
+async def check_stream(ask) -> None:
+    whole = await ask(QUESTION, mode="hybrid")
+    pieces = [p async for p in ask.stream(QUESTION, mode="hybrid")]
+    kinds = [p.kind for p in pieces]
+    # Sources first, then the answer in several pieces, then one final piece.
+    assert kinds[0] == "sources" and kinds[-1] == "final" and set(kinds[1:-1]) == {"answer"}, kinds
+    assert len(pieces) - 2 > 1
+    sources, final = pieces[0], pieces[-1].response
+    assert final is not None and final.error is None
+    assert [c.chunk_id for c in sources.chunks] == [c.chunk_id for c in final.chunks]
+    assert sources.paths == final.paths and sources.chunks[0].text
+    assert "".join(p.text for p in pieces[1:-1]) == final.answer
+    # The final piece carries what the whole response carries, and it is the same answer.
+    assert final.answer == whole.answer and final.cited == whole.cited and final.cited
+    assert final.cited[0].startswith("with#") and f"[{final.cited[0]}]" in final.answer
+    assert final.timings_ms["total"] > 0 and "prompt" in final.timings_ms
+
+
+async def test_document_rag_streams_on_the_memory_bus(tmp_path, monkeypatch):
+    async with pipeline(f"memory://{tmp_path.name}", tmp_path, monkeypatch) as ask:
+        await check_stream(ask)
+        # A bad request is one error piece, raised by the typed client as the whole call would be.
+        with pytest.raises(RemoteError, match="unknown retrieval mode"):
+            [p async for p in ask.stream(QUESTION, mode="semantic")]
+
+
+@pytest.mark.parametrize("which", ["kafka", "pulsar"])
+async def test_document_rag_streams_against_a_real_broker(which, request, tmp_path, monkeypatch):
+    url = request.getfixturevalue(f"{which}_broker").url
+    collection = f"stream-{uuid.uuid4().hex[:8]}"
+    async with pipeline(url, tmp_path, monkeypatch, bus_settings=settings_for_tests(), collection=collection) as ask:
+        await check_stream(ask)
