@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import uuid
 
 import pytest
 
+from processors.cli.ask import show, show_stream
 from processors.runtime.clients import RemoteError
 
 from ..conftest import settings_for_tests
@@ -32,9 +34,29 @@ async def check_stream(ask) -> None:
     assert final.timings_ms["total"] > 0 and "prompt" in final.timings_ms
 
 
+async def check_printed_as_it_arrives(ask) -> None:
+    """``ragbus ask`` on a terminal: each answer piece is on screen before the next one is asked for."""
+    out = io.StringIO()
+    seen: list[str] = []
+
+    async def watched():
+        async for piece in ask.stream(QUESTION, mode="hybrid"):
+            seen.append(out.getvalue())  # what was printed when this piece came
+            yield piece
+
+    response = await show_stream(watched(), out)
+    whole = io.StringIO()
+    show(await ask(QUESTION, mode="hybrid"), whole)
+    assert out.getvalue() == whole.getvalue() and "Sources:" in out.getvalue()
+    answers = seen[2:]  # printed before the 2nd answer piece onwards, and before the final piece
+    assert len(answers) > 1 and all(a and response.answer.startswith(a) for a in answers)
+    assert [len(a) for a in answers] == sorted(len(a) for a in answers) and len(set(answers)) == len(answers)
+
+
 async def test_document_rag_streams_on_the_memory_bus(tmp_path, monkeypatch):
     async with pipeline(f"memory://{tmp_path.name}", tmp_path, monkeypatch) as ask:
         await check_stream(ask)
+        await check_printed_as_it_arrives(ask)
         # A bad request is one error piece, raised by the typed client as the whole call would be.
         with pytest.raises(RemoteError, match="unknown retrieval mode"):
             [p async for p in ask.stream(QUESTION, mode="semantic")]
