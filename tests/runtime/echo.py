@@ -47,6 +47,7 @@ class EchoPiece(msgspec.Struct, kw_only=True):
 
     text: str = ""
     done: bool = False
+    pid: int = 0
     error: Error | None = None
 
 
@@ -71,8 +72,8 @@ class StreamingEcho(EchoProcessor):
                 raise RuntimeError(request.fail)
             if request.delay_s:
                 await asyncio.sleep(request.delay_s)
-            yield EchoPiece(text=word)
-        yield EchoPiece(text=request.text, done=True)
+            yield EchoPiece(text=word, pid=os.getpid())
+        yield EchoPiece(text=request.text, done=True, pid=os.getpid())
 
     def is_final(self, piece: EchoPiece) -> bool:
         return piece.done
