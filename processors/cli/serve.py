@@ -76,9 +76,13 @@ async def run_pipeline(state, settings: Settings, url: str, stop: asyncio.Event,
 
 
 async def serve(args: argparse.Namespace) -> int:
-    import uvicorn
+    try:
+        import uvicorn
 
-    from processors.gateway import GatewayState, build_app
+        from processors.gateway import GatewayState, build_app
+    except ImportError as exc:
+        print(f"ragbus: error: ragbus serve needs the serve extra: pip install 'ragbus[serve]' ({exc})", file=sys.stderr)
+        return 2
 
     settings = load_settings(args.config)
     g = settings.gateway

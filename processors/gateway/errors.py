@@ -22,6 +22,7 @@ from schema.http import ErrorBody, ErrorDetail
 CALLER_ERRORS = frozenset({"BadRequest", "ValidationError", "TimeError", "UnknownTemplate", "MessageTooLarge"})
 
 _AT_FIELD = re.compile(r"at `(\$[^`]*)`")
+_UNKNOWN_FIELD = re.compile(r"(?:unknown|missing required) field `([^`]*)`")
 
 
 class HTTPError(Exception):
@@ -49,10 +50,17 @@ def decode_body(body: bytes, kind: type):
     try:
         return msgspec.json.decode(body, type=kind)
     except msgspec.ValidationError as exc:
-        found = _AT_FIELD.search(str(exc))
-        raise HTTPError(422, "ValidationError", str(exc), found.group(1) if found else None) from None
+        raise HTTPError(422, "ValidationError", str(exc), _field_of(str(exc))) from None
     except msgspec.DecodeError as exc:
         raise HTTPError(400, "InvalidJSON", f"the body is not JSON: {exc}") from None
+
+
+def _field_of(message: str) -> str | None:
+    """Where msgspec says a validation failed: ``$.doc_limit``; an unknown or missing field is named itself."""
+    at, unknown = _AT_FIELD.search(message), _UNKNOWN_FIELD.search(message)
+    if unknown:
+        return f"{at.group(1) if at else '$'}.{unknown.group(1)}"
+    return at.group(1) if at else None
 
 
 def param_named(message: str, fields) -> str | None:
