@@ -67,6 +67,10 @@ class ClientClosed(RuntimeError):
     pass
 
 
+class NotStreamed(RuntimeError):
+    """A streamed call got a whole response: the processor of that topic does not answer in pieces."""
+
+
 @dataclass(slots=True)
 class ClientStats:
     sent: int = 0
@@ -81,9 +85,10 @@ class ClientStats:
 class _Stream:
     """The pieces of one streamed call: kept by sequence number until they can be yielded in order."""
 
-    __slots__ = ("next_seq", "final_seq", "held", "arrived")
+    __slots__ = ("next_seq", "final_seq", "held", "arrived", "failure")
 
     def __init__(self) -> None:
+        self.failure: Exception | None = None
         self.next_seq = 0  # the next number to yield
         self.final_seq: int | None = None
         self.held: dict[int, bytes] = {}
@@ -272,6 +277,8 @@ class RequestClient:
                 stream.arrived.clear()
                 for piece in stream.take():
                     yield piece
+                if stream.failure is not None:
+                    raise stream.failure
                 if stream.done:
                     break
                 wait_until = give_up_at
@@ -358,7 +365,9 @@ class RequestClient:
         position = piece_position(headers)
         if position is None:  # a whole response, not a piece: a processor that cannot stream this topic
             self.stats.undecodable += 1
-            log.warning("dropped a response without a valid seq header on a streamed call")
+            stream.failure = NotStreamed("a whole response (no seq header) came to a streamed call: "
+                                         "the processor of this topic does not answer in pieces")
+            stream.arrived.set()
             return
         if not stream.offer(position[0], position[1], body):
             self.stats.duplicates += 1

@@ -7,9 +7,9 @@ import asyncio
 import msgspec
 import pytest
 
-from processors.runtime.client import RequestTimeout
+from processors.runtime.client import NotStreamed, RequestTimeout
 
-from .echo import EchoPiece, EchoRequest, EchoResponse, EchoSettings, StreamingEcho
+from .echo import EchoPiece, EchoProcessor, EchoRequest, EchoResponse, EchoSettings, StreamingEcho
 from .test_processor import client_on, serving
 
 TEXT = "one two three four five six"
@@ -92,3 +92,12 @@ async def test_pieces_of_a_stream_the_caller_left_are_dropped_and_counted(open_b
         while client.stats.late < 6 and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.05)
     assert client.stats.late == 6 and client.in_flight == 0  # five more words and the final piece
+
+
+async def test_a_processor_that_cannot_stream_fails_the_streamed_call_at_once(open_bus, topic):
+    bus = await open_bus()
+    plain = EchoProcessor("echo", EchoSettings(topic=topic, group=f"echo-{topic}"))
+    async with serving(bus, plain), client_on(bus) as client:
+        with pytest.raises(NotStreamed):
+            await collect(client, topic, EchoRequest(text=TEXT), timeout=30)
+    assert client.stats.timeouts == 0 and client.in_flight == 0
