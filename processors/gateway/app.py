@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import msgspec
 from starlette.applications import Starlette
@@ -47,7 +47,6 @@ class GatewayState:
 
     pipeline: BusPipeline | None = None
     problem: str = "starting"
-    stats: dict[str, int] = field(default_factory=dict)
 
     def need(self) -> BusPipeline:
         if self.pipeline is None:

@@ -18,7 +18,10 @@ Streamed (``stream``), the same POST asks ``"stream": true`` and each
 content delta of the server's Server-Sent Events becomes a piece as it
 arrives; the final piece carries the whole result, its text stripped as the
 non-streamed call strips it, token counts from the last chunk's ``usage``
-when the server sends one (``stream_options.include_usage``).
+when the server sends one (``stream_options.include_usage``). A stream that
+ends without a ``finish_reason`` was cut short (llama.cpp's server does that
+to a stream when another request arrives, unless ``--interrupt_requests
+false``) and is an error, not a shorter answer.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ class _Delta(msgspec.Struct):
 
 class _ChunkChoice(msgspec.Struct):
     delta: _Delta | None = None
+    finish_reason: str | None = None
 
 
 class _Chunk(msgspec.Struct):
@@ -68,6 +72,7 @@ class _Chunk(msgspec.Struct):
 
     choices: list[_ChunkChoice] = []
     usage: _Usage | None = None
+    error: dict | str | None = None  # a server that fails after the 200 (llama.cpp: context too long) says so here
 
 
 class _Answer(msgspec.Struct):
@@ -124,6 +129,7 @@ class OpenAIBackend:
         }
         parts: list[str] = []
         usage = _Usage()
+        finished = False
         async with self.endpoint.post_stream(body, deadline) as answer:
             async for line in answer.aiter_lines():
                 if not line.startswith("data:"):
@@ -135,7 +141,11 @@ class OpenAIBackend:
                     chunk = msgspec.json.decode(data, type=_Chunk)
                 except msgspec.DecodeError as exc:
                     raise self.endpoint.error(f"unexpected stream event: {exc}") from None
+                if chunk.error is not None:
+                    message = chunk.error.get("message", chunk.error) if isinstance(chunk.error, dict) else chunk.error
+                    raise self.endpoint.error(f"the stream failed: {str(message)[:500]}")
                 usage = chunk.usage or usage
+                finished = finished or any(c.finish_reason for c in chunk.choices)
                 text = "".join(c.delta.content or "" for c in chunk.choices if c.delta is not None)
                 if not text:
                     continue
@@ -146,6 +156,10 @@ class OpenAIBackend:
                 parts.append(text)
                 if template_id != EXTRACT_CONCEPTS:
                     yield PromptPiece(text=text)
+        if not finished:
+            # llama.cpp's server ends a stream it interrupts (another request came) with [DONE] too:
+            # without a finish_reason, what came is not the whole answer.
+            raise self.endpoint.error("the stream ended before the answer did (no finish_reason)")
         text = "".join(parts)
         if template_id == EXTRACT_CONCEPTS:
             result = self._result("lines", "\n".join(concept_lines(text, inp.query, self.max_concepts)), template_id, usage)

@@ -95,6 +95,8 @@ class LlamaServer:
             "--model", str(model), "--model_alias", MODEL_ALIAS,
             "--host", "127.0.0.1", "--port", str(self.port),
             "--n_ctx", "2048", "--n_threads", "2", "--api_key", API_KEY, "--verbose", "false",
+            # A second request waits for the first instead of cutting its stream short (a resend would).
+            "--interrupt_requests", "false",
         ]  # fmt: skip
         self.process: subprocess.Popen | None = None
 
