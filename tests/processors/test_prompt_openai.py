@@ -272,11 +272,11 @@ class FailingServer:
                     outer.release.wait(30)
                     return
                 status, headers, payload = step
-                raw = json.dumps(payload).encode()
+                raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()  # bytes: SSE
                 self.send_response(status)
                 for key, value in headers.items():
                     self.send_header(key, value)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/event-stream" if isinstance(payload, bytes) else "application/json")
                 self.send_header("Content-Length", str(len(raw)))
                 self.end_headers()
                 self.wfile.write(raw)
@@ -310,6 +310,44 @@ def ok(text: str, usage: dict | None = None):
 
 def refusal(status: int, message: str, headers: dict | None = None):
     return (status, headers or {}, {"error": {"message": message, "type": "test"}})
+
+
+def sse(*deltas: str, finish: bool = True, extra: list[dict] = ()) -> tuple:
+    """A streamed answer: one chunk per delta, the last with finish_reason unless ``finish`` is False."""
+    events = [{"choices": [{"index": 0, "delta": {"content": d}, "finish_reason": None}]} for d in deltas]
+    events += list(extra)
+    if finish:
+        events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    body = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+    return (200, {}, body)
+
+
+async def stream(server: FailingServer, **settings) -> list:
+    settings = {"base_url": server.base_url, "model": "stand-in", "backoff_base_s": 0.05, **settings}
+    async with serve(openai_processor(**settings)) as client:
+        try:
+            return [p async for p in client.document_prompt_stream(query="q?", documents=["Paris."])]
+        except RemoteError as exc:
+            return [exc]
+
+
+@module_loop
+async def test_a_stream_is_retried_until_it_begins_then_its_deltas_are_the_pieces():
+    with FailingServer([refusal(503, "loading"), sse(" Paris", " is", " the capital.")]) as server:
+        pieces = await stream(server)
+    assert len(server.arrivals) == 2 and server.requests[1]["json"]["stream"] is True
+    assert [p.text for p in pieces[:-1]] == ["Paris", " is", " the capital."]  # the answer's start is stripped
+    assert pieces[-1].result.text == "Paris is the capital."
+
+
+@module_loop
+async def test_a_stream_cut_short_or_failing_midway_is_an_error_not_a_shorter_answer():
+    with FailingServer([sse("Paris", " is", finish=False)]) as server:
+        (cut,) = await stream(server)
+    assert isinstance(cut, RemoteError) and "ended before the answer did" in cut.error.message
+    with FailingServer([sse("Paris", finish=False, extra=[{"error": {"message": "context too long"}}])]) as server:
+        (failed,) = await stream(server)
+    assert isinstance(failed, RemoteError) and "context too long" in failed.error.message
 
 
 async def ask(server: FailingServer, template: str = "extract-concepts", **settings) -> PromptResult | RemoteError:
