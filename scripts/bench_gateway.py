@@ -194,7 +194,8 @@ async def model_run(url: str, data: Path, work: Path) -> dict[str, float]:
         })
         workers = await WorkerProcess(list(pipelines.QUERY), url, env).start()
         gateway = GatewayProcess(url, env={**env, "RAGBUS_DATA_DIR": str(work / "gateway2"),
-                                           "RAGBUS_CLIENT__REQUEST_TIMEOUT_S": "120"}, log_path=work / "serve2.log")
+                                           "RAGBUS_CLIENT__REQUEST_TIMEOUT_S": "120",
+                                           "RAGBUS_CLIENT__RESEND_AFTER_S": "120"}, log_path=work / "serve2.log")
         await asyncio.to_thread(gateway.start)
         try:
             async with httpx.AsyncClient(timeout=180) as http:
