@@ -184,11 +184,11 @@ async def model_run(url: str, data: Path, work: Path) -> dict[str, float]:
             "RAGBUS_PROCESSORS__PROMPT__OPENAI__BASE_URL": server.base_url,
             "RAGBUS_PROCESSORS__PROMPT__OPENAI__MODEL": MODEL_ALIAS,
             "RAGBUS_PROCESSORS__PROMPT__OPENAI__API_KEY": API_KEY,
-            "RAGBUS_PROCESSORS__PROMPT__OPENAI__MAX_TOKENS": "128",
+            "RAGBUS_PROCESSORS__PROMPT__OPENAI__MAX_TOKENS": "192",
             "RAGBUS_PROCESSORS__PROMPT__HANDLER_TIMEOUT_S": "120",
             "RAGBUS_PROCESSORS__DOCUMENT_RAG__HANDLER_TIMEOUT_S": "120",
             "RAGBUS_PROCESSORS__DOCUMENT_RAG__CALL_TIMEOUT_S": "120",
-            "RAGBUS_PROCESSORS__DOCUMENT_RAG__DOC_LIMIT": "2",
+            "RAGBUS_PROCESSORS__DOCUMENT_RAG__DOC_LIMIT": "1",  # the model's context is 2048 tokens
             # The model is silent while it reads the prompt: a resend then would only queue a second copy.
             "RAGBUS_PROCESSORS__DOCUMENT_RAG__RESEND_AFTER_S": "60",
         })

@@ -68,12 +68,15 @@ class BusPipeline:
         return r
 
     async def ready(self) -> None:
-        """Return once document-rag answers a question (an answer counts for ``ready_check_s``); raises if not."""
+        """Return once document-rag answers (an answer counts for ``ready_check_s``); raises if it does not.
+
+        The probe is an empty question: document-rag refuses it at once, before any retrieval or
+        model call, so a probe every few seconds (a load balancer's) costs the pipeline nothing.
+        """
         if time.monotonic() < self._ready_until:
             return
-        # Any answer will do, an error response too: it shows the orchestrator is there and serving.
-        await self.client.request(
-            t.DOCUMENT_RAG, DocumentRagRequest(query="ready?", doc_limit=1, mode="keyword"), DocumentRagResponse,
-            timeout=min(self.timeout_s, 10.0),
-        )
+        r = await self.client.request(t.DOCUMENT_RAG, DocumentRagRequest(query=""), DocumentRagResponse,
+                                      timeout=min(self.timeout_s, 10.0))
+        if r.error is None or r.error.type != "BadRequest":  # any other answer: not the orchestrator we know
+            raise RuntimeError(f"document-rag answered the readiness probe unexpectedly: {r.error}")
         self._ready_until = time.monotonic() + self.ready_check_s

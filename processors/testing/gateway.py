@@ -28,6 +28,11 @@ class GatewayProcess:
         self.process: subprocess.Popen | None = None
 
     def start(self) -> GatewayProcess:
+        """Launch, then wait until ``/ready`` says 200."""
+        self.launch()
+        return self.wait_ready()
+
+    def launch(self) -> GatewayProcess:
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         try:
             self.process = subprocess.Popen(
@@ -38,6 +43,10 @@ class GatewayProcess:
         finally:
             if self.log_path:
                 log.close()
+        return self
+
+    def wait_ready(self) -> GatewayProcess:
+        assert self.process is not None
         deadline = time.monotonic() + self.ready_timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

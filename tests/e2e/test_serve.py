@@ -3,8 +3,10 @@ client and by httpx, on the memory bus and against a real Kafka broker."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import time
 import uuid
 
 import httpx
@@ -258,3 +260,27 @@ def test_cors_is_off_by_default(gateway):
     assert "access-control-allow-origin" not in answer.headers
     asked = httpx.post(f"{gateway.url}/v1/ask", json={"question": QUESTION}, headers={"Origin": "https://elsewhere.example"})
     assert "access-control-allow-origin" not in asked.headers
+
+
+@pytest.mark.brokers
+def test_ready_is_503_while_no_pipeline_answers(pulsar_broker, tmp_path):
+    """/health answers from the start; /ready only once document-rag does (here: never, no worker runs)."""
+    env = {"RAGBUS_DATA_DIR": str(tmp_path), "RAGBUS_BUS__PULSAR__CONSUMER_ID_SPREAD": "8"}
+    g = GatewayProcess(pulsar_broker.url, env=env, log_path=tmp_path / "serve.log").launch()
+    try:
+        for _ in range(300):  # until it listens: a process offers no event to wait on
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{g.url}/health", timeout=5).status_code == 200:
+                    break
+            time.sleep(0.1)
+        details = []
+        for _ in range(30):  # connecting to the bus, then asking document-rag, which never answers
+            ready = httpx.get(f"{g.url}/ready", timeout=30)
+            assert ready.status_code == 503 and ready.json()["status"] == "starting"
+            details.append(ready.json()["detail"])
+            if "does not answer" in details[-1]:
+                break
+            time.sleep(0.2)
+        assert "does not answer" in details[-1], details
+    finally:
+        g.stop()
