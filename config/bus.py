@@ -54,12 +54,13 @@ class KafkaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     linger_ms: NonNegativeMillis = 0
     # The topics ragbus creates, by class. Request topics carry the work; a retry topic
     # (<topic>.retry.<group>) only a group's failed attempts; a dead-letter topic
-    # (<topic><dead_letter_suffix>) what failed for good, kept a week for inspection; a reply
-    # topic is private to one client, and its answers are useless an hour later.
+    # (<topic><dead_letter_suffix>) what failed for good, kept a week for inspection. Replies share
+    # one topic (ragbus.reply.shared): each caller reads one of its partitions, picked at random,
+    # and skips the others' replies; more partitions, fewer to skip. Answers are useless an hour later.
     request_topics: TopicLayout = _layout(partitions=4)
     retry_topics: TopicLayout = _layout(partitions=1)
     dead_letter_topics: TopicLayout = _layout(partitions=1, retention_ms=7 * 24 * 3_600_000)
-    reply_topics: TopicLayout = _layout(partitions=1, retention_ms=3_600_000)
+    reply_topics: TopicLayout = _layout(partitions=8, retention_ms=3_600_000)
 
 
 class PulsarOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

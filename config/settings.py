@@ -53,6 +53,10 @@ class ClientSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     request_timeout_s: PositiveSeconds = 30.0
     # How long ragbus ingest, kg load and delete wait for one document, graph batch or deletion.
     store_timeout_s: PositiveSeconds = 600.0
+    # A command's call unanswered this long asks the bus whether any worker consumes its topic,
+    # and asks again as often while it waits. Where the bus can tell (memory, Kafka; not Pulsar), a topic
+    # nobody consumes ends the call at once with an error naming it. 0 = never ask.
+    served_check_s: NonNegativeSeconds = 2.0
     # An unanswered request is published again (same request id) this often until it times
     # out, so one lost with a dead worker is served by another replica. 0 = never.
     resend_after_s: NonNegativeSeconds = 10.0

@@ -20,7 +20,11 @@ latency bound a hybrid query should meet: direct p50 + 4 hops x ping-pong p50
 Printed per backend and concurrency: p50/p99 latency,
 queries/s, CPU-seconds per query (this process plus, for (c)/(d), the
 broker process), and the machine's limit for that cost, cores / CPU-s per
-query, with queries/s as a share of it. Absolute times drift on a shared
+query, with queries/s as a share of it. Before each bus backend's load it
+measures the pipeline's idle CPU (this process plus the broker, --idle-seconds)
+and prints CPU per query also net of it: with the test brokers' 5 ms Kafka
+polling an idle pipeline burns CPU a real Kafka's long poll would not, so the
+net figure (a lower bound) is the cost of the queries themselves. Absolute times drift on a shared
 machine; the ratios between rows of one run are the result.
 """
 
@@ -130,7 +134,20 @@ def cpu_of(pid: int | None) -> float:
     return sum(int(x) for x in fields[11:15]) / ticks
 
 
-async def measure(ask, concurrency: int, total: int, broker_pid: int | None) -> dict:
+async def idle_rate(seconds: float, broker_pid: int | None) -> float:
+    """CPU seconds per second this process and the broker burn with the pipeline up and no question asked.
+
+    With the test brokers' settings (TEST_BROKER_ENV) each Kafka consumer polls Tansu every 5 ms,
+    so a pipeline of a dozen consumers costs CPU while idle that a real Kafka's long poll would not.
+    """
+    if seconds <= 0:
+        return 0.0
+    cpu0, broker0, wall0 = time.process_time(), cpu_of(broker_pid), time.perf_counter()
+    await asyncio.sleep(seconds)
+    return (time.process_time() - cpu0 + cpu_of(broker_pid) - broker0) / (time.perf_counter() - wall0)
+
+
+async def measure(ask, concurrency: int, total: int, broker_pid: int | None, idle: float = 0.0) -> dict:
     for q in QUESTIONS[:4]:  # warm up: first loads, first connections
         await ask(q)
     latencies: list[float] = []
@@ -149,14 +166,18 @@ async def measure(ask, concurrency: int, total: int, broker_pid: int | None) -> 
     q = statistics.quantiles(latencies, n=100, method="inclusive")
     cpu_per_query = cpu / total
     limit = (os.cpu_count() or 1) / cpu_per_query
+    # Net of the idle rate over the same wall time: a lower bound, as busy consumers poll less.
+    net_ms = max(cpu - idle * wall, 0.0) / total * 1e3
     return {"p50": q[49] * 1e3, "p99": q[98] * 1e3, "qps": total / wall, "cpu_ms": cpu_per_query * 1e3,
-            "limit": limit, "share": total / wall / limit}
+            "net_ms": net_ms, "idle": idle, "limit": limit, "share": total / wall / limit}
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--queries", type=int, default=200, help="queries per backend and concurrency")
     parser.add_argument("--backends", default="direct,memory,kafka,pulsar")
+    parser.add_argument("--idle-seconds", type=float, default=5.0,
+                        help="before each backend's load, measure its idle CPU this long (0: skip)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     wanted = args.backends.split(",")
@@ -190,9 +211,11 @@ async def main() -> None:
                        else bench_bus.raw_pulsar_setup(broker.url))
                 pingpong[backend] = (await bench_bus.run(bench_bus.echo_bench(raw), bench_bus.QUICK)).p50_ms
             async with opened as ask:
+                pid = broker.process.pid if broker and broker.process else None
+                await ask(QUESTIONS[0])  # every processor up and connected before the idle window
+                idle = await idle_rate(args.idle_seconds if backend != "direct" else 0, pid)
                 for concurrency in (1, 32):
-                    pid = broker.process.pid if broker and broker.process else None
-                    r = await measure(ask, concurrency, args.queries, pid)
+                    r = await measure(ask, concurrency, args.queries, pid, idle)
                     rows.append((backend, concurrency, r))
                     print(f"  concurrency {concurrency}: p50 {r['p50']:.1f} ms, {r['qps']:.1f} q/s", file=sys.stderr)
     finally:
@@ -201,14 +224,15 @@ async def main() -> None:
 
     base = {c: r for b, c, r in rows if b == "direct"}
     print()
-    print("| backend | concurrency | p50 ms | p99 ms | queries/s | CPU ms/query | machine limit q/s "
-          "| share of limit | p50 vs direct | q/s vs direct |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| backend | concurrency | p50 ms | p99 ms | queries/s | CPU ms/query | idle CPU % | CPU ms/query net of idle "
+          "| machine limit q/s | share of limit | p50 vs direct | q/s vs direct | CPU vs direct | net CPU vs direct |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for backend, c, r in rows:
         d = base.get(c)
-        vs = f"{r['p50'] / d['p50']:.2f}x | {r['qps'] / d['qps']:.2f}x" if d else "- | -"
+        vs = (f"{r['p50'] / d['p50']:.2f}x | {r['qps'] / d['qps']:.2f}x | {r['cpu_ms'] / d['cpu_ms']:.2f}x "
+              f"| {r['net_ms'] / d['cpu_ms']:.2f}x") if d else "- | - | - | -"
         print(f"| {backend} | {c} | {r['p50']:.1f} | {r['p99']:.1f} | {r['qps']:.1f} | {r['cpu_ms']:.1f} "
-              f"| {r['limit']:.1f} | {r['share']:.0%} | {vs} |")
+              f"| {r['idle']:.0%} | {r['net_ms']:.1f} | {r['limit']:.1f} | {r['share']:.0%} | {vs} |")
     direct = base.get(1)
     for backend, ms in pingpong.items():
         r = next((r for b, c, r in rows if b == backend and c == 1), None)

@@ -23,6 +23,8 @@ from .base import (
     MessageTooLarge,
     Subscription,
     SubscriptionClosed,
+    TopicAdminUnsupported,
+    TopicInfo,
 )
 from .consume import Undecodable, consume, dead_letter_topic
 from .url import BusAddress, parse_bus_url
@@ -39,6 +41,8 @@ __all__ = [
     "MessageTooLarge",
     "Subscription",
     "SubscriptionClosed",
+    "TopicAdminUnsupported",
+    "TopicInfo",
     "Undecodable",
     "connect",
     "consume",

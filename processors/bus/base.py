@@ -9,11 +9,13 @@ members of a consumer group, one acknowledgement per message.
 from __future__ import annotations
 
 import abc
+import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from config.bus import BusSettings
+from schema.topics import REPLY_PREFIX
 
 _DEFAULTS = BusSettings()
 
@@ -189,6 +191,21 @@ class SubscriptionClosed(BusError):
     """``receive`` was called on (or waiting in) a closed subscription."""
 
 
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    """One topic as the broker holds it (``Bus.describe_topics``)."""
+
+    name: str
+    kind: str  # request, retry, dead-letter or reply: told by how ragbus names topics
+    partitions: int
+    replication_factor: int
+    retention_ms: int | None  # None: the broker reports none
+
+
+class TopicAdminUnsupported(BusError):
+    """This backend has no topics to provision or describe from a client."""
+
+
 class Bus(abc.ABC):
     """Publish to topics and subscribe to them as a member of a group.
 
@@ -206,6 +223,8 @@ class Bus(abc.ABC):
     # how many failed attempts (unless the consumer says otherwise).
     dead_letter_suffix: str = _DEFAULTS.dead_letter_suffix
     max_attempts: int = _DEFAULTS.max_attempts
+    # Why provision_topics and describe_topics refuse, on a backend without topic administration.
+    _no_topic_admin = "this bus has no topics to provision or describe"
 
     def __init__(self, url: str, max_message_bytes: int) -> None:
         self.url = url
@@ -233,11 +252,53 @@ class Bus(abc.ABC):
         return sub
 
     async def listen(self, topic: str) -> Subscription:
-        """Read every message of a topic that only this caller reads (a private reply topic)."""
+        """Read every message of a topic that only this caller reads."""
         self._check_open()
         sub = await self._listen(topic)
         self._subscriptions.add(sub)
         return sub
+
+    async def reply_inbox(self, name: str) -> tuple[str, Subscription]:
+        """Where a caller's responses arrive: the reply-to address its requests name, and what reads it.
+
+        By default a private topic (``REPLY_PREFIX`` + ``name`` + a fresh id) read with
+        ``listen``. A backend on which topics outlive their reader (Kafka) shares a few
+        instead, so callers that come and go leave nothing behind; the subscription may
+        then also carry other callers' responses, told apart by request id.
+        """
+        self._check_open()
+        address, sub = await self._reply_inbox(name)
+        self._subscriptions.add(sub)
+        return address, sub
+
+    async def has_consumers(self, topic: str) -> bool | None:
+        """Whether a consumer group with a live member reads ``topic``: True, False, or None = cannot tell.
+
+        Optional for a backend; this default cannot tell. A caller waiting for an answer asks
+        it (``RequestClient(served_check_s=...)``) so that a request nobody will ever read
+        fails in seconds, naming its topic, instead of after its whole time-out. A backend
+        answers False only when it knows: an error or a slow broker is None, never False.
+        """
+        self._check_open()
+        return None
+
+    def consumer_topics(self, topic: str, group: str) -> list[str]:
+        """Every topic a consumer group reading ``topic`` uses on this backend: ``topic`` and its dead letters."""
+        return [topic, f"{topic}{self.dead_letter_suffix}"]
+
+    async def provision_topics(self, topics: list[str]) -> list[str]:
+        """Create the missing ones of ``topics``, each with its class's layout; return the names created.
+
+        Optional for a backend: one that creates topics on first use raises
+        ``TopicAdminUnsupported`` saying so.
+        """
+        self._check_open()
+        raise TopicAdminUnsupported(self._no_topic_admin)
+
+    async def describe_topics(self, names: list[str] | None = None) -> list[TopicInfo]:
+        """What the broker holds for ``names`` (every topic when None); a missing name is left out."""
+        self._check_open()
+        raise TopicAdminUnsupported(self._no_topic_admin)
 
     async def close(self) -> None:
         """Close every subscription and connection this bus opened."""
@@ -264,6 +325,10 @@ class Bus(abc.ABC):
 
     @abc.abstractmethod
     async def _subscribe(self, topic: str, group: str) -> Subscription: ...
+
+    async def _reply_inbox(self, name: str) -> tuple[str, Subscription]:
+        topic = f"{REPLY_PREFIX}{name}.{uuid.uuid4().hex[:16]}"
+        return topic, await self._listen(topic)
 
     async def _listen(self, topic: str) -> Subscription:
         # No other member will ever share the topic, so a group of its own

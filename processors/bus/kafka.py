@@ -11,6 +11,16 @@ Three things Kafka does not give for free, and how this module adds them:
   the original marked done. Other groups never see the retry.
 - Redelivery after a consumer dies. Offsets not committed when a member
   leaves (or is fenced) are read again by whoever gets the partition next.
+
+``has_consumers`` asks the broker's group coordinator (``kafka_groups.py``).
+
+Replies share one topic, ``SHARED_REPLY_TOPIC``: a Kafka topic outlives its
+reader, so one private reply topic per caller would pile up on the broker
+(and in every responder's producer metadata) with each ``ragbus ask``. A
+caller reads one partition of it, picked at random, from its end; its
+requests name ``<topic>#<partition>`` as their reply-to, and it skips other
+callers' replies on that partition by request id. Old replies go with the
+topic's retention ([bus.kafka] reply_topics).
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 
 from aiokafka import (
     AIOKafkaConsumer,
@@ -25,24 +36,27 @@ from aiokafka import (
     ConsumerRebalanceListener,
     TopicPartition,
 )
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExistsError
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaConnectionError, KafkaError
 
 from config.bus import BusSettings, TopicLayout
 from schema.topics import REPLY_PREFIX
 
-from .base import Bus, BusUnavailable, Delivery, Subscription
+from . import kafka_topics
+from .base import Bus, BusError, BusUnavailable, Delivery, Subscription, TopicInfo
+from .kafka_groups import RETRY_INFIX, consumers_of
 from .offsets import PartitionOffsets
 from .url import BusAddress
 
 log = logging.getLogger(__name__)
 
 ATTEMPT_HEADER = "x-ragbus-attempt"
-_RETRY = ".retry."
+SHARED_REPLY_TOPIC = f"{REPLY_PREFIX}shared"
+PARTITION_MARK = "#"  # a reply-to address <topic>#<partition>; Kafka topic names cannot hold it
 
 
 def retry_topic(topic: str, group: str) -> str:
-    return f"{topic}{_RETRY}{group}"
+    return f"{topic}{RETRY_INFIX}{group}"
 
 
 def _headers(record) -> dict[str, str]:
@@ -250,6 +264,26 @@ class KafkaListener(Subscription):
         await self._consumer.stop()
 
 
+class KafkaReplyInbox(KafkaListener):
+    """One partition of the shared reply topic, read from its end: where one caller's replies arrive."""
+
+    def __init__(self, bus: KafkaBus, topic: str, partition: int) -> None:
+        super().__init__(bus, topic)
+        self.partition = partition
+
+    async def start(self) -> None:
+        await self._consumer.start()
+        try:
+            tp = TopicPartition(self.topic, self.partition)
+            self._consumer.assign([tp])
+            await self._consumer.seek_to_end(tp)
+            # Resolved now, before the caller names this partition in a request: no reply is missed.
+            await self._consumer.position(tp)
+        except BaseException:
+            await asyncio.shield(self._consumer.stop())
+            raise
+
+
 class KafkaBus(Bus):
     def __init__(self, url: str, address: BusAddress, settings: BusSettings) -> None:
         super().__init__(url, settings.max_message_bytes)
@@ -276,6 +310,9 @@ class KafkaBus(Bus):
             **self.security,
         )
         self._known_topics: set[str] = set()
+        self._admin: AIOKafkaAdminClient | None = None
+        self._admin_lock = asyncio.Lock()
+        self._ensure_lock = asyncio.Lock()
 
     @classmethod
     async def open(cls, url: str, address: BusAddress, settings: BusSettings) -> KafkaBus:
@@ -293,14 +330,11 @@ class KafkaBus(Bus):
 
     def layout(self, topic: str) -> TopicLayout:
         """How a topic is created, by its class, told by how ragbus names retry, dead-letter and reply topics."""
-        opts = self.settings.kafka
-        if topic.startswith(REPLY_PREFIX):
-            return opts.reply_topics
-        if topic.endswith(self.dead_letter_suffix):
-            return opts.dead_letter_topics
-        if _RETRY in topic:
-            return opts.retry_topics
-        return opts.request_topics
+        return kafka_topics.layout_of(kafka_topics.topic_kind(topic, self.dead_letter_suffix), self.settings.kafka)
+
+    def consumer_topics(self, topic: str, group: str) -> list[str]:
+        """``topic``, the group's retry topic and the dead-letter topic."""
+        return [topic, retry_topic(topic, group), f"{topic}{self.dead_letter_suffix}"]
 
     async def ensure_topics(self, topics: list[str]) -> None:
         """Create missing topics with their class's layout, before anyone joins or publishes.
@@ -308,28 +342,50 @@ class KafkaBus(Bus):
         Left to the broker, a topic would be auto-created with the broker's default
         partitions (one, on a stock Kafka), so replicas of a processor could not share it.
         """
-        missing = [t for t in topics if t not in self._known_topics]
-        if not missing:
+        if all(t in self._known_topics for t in topics):
             return
-        async with self._admin() as admin:
-            existing = set(await admin.list_topics())
-            new = [t for t in missing if t not in existing]
-            if new:
-                brokers = len((await admin.describe_cluster())["brokers"])
-                with contextlib.suppress(TopicAlreadyExistsError):
-                    await admin.create_topics([_new_topic(t, self.layout(t), brokers) for t in new])
-        self._known_topics.update(missing)
+        # One at a time: a thousand first publishes to a new topic ask the broker once, not a
+        # thousand times over the one admin connection (which timed out under that load).
+        async with self._ensure_lock:
+            missing = [t for t in topics if t not in self._known_topics]
+            if missing:
+                await kafka_topics.create_missing(await self._admin_client(), {t: self.layout(t) for t in missing})
+                self._known_topics.update(missing)
 
-    @contextlib.asynccontextmanager
-    async def _admin(self):
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.address.bootstrap, **self.security)
-        await admin.start()
+    async def provision_topics(self, topics: list[str]) -> list[str]:
+        self._check_open()
+        created = await kafka_topics.create_missing(await self._admin_client(), {t: self.layout(t) for t in topics})
+        self._known_topics.update(topics)
+        return created
+
+    async def describe_topics(self, names: list[str] | None = None) -> list[TopicInfo]:
+        self._check_open()
+        return await kafka_topics.describe(await self._admin_client(), names, self.dead_letter_suffix)
+
+    async def has_consumers(self, topic: str) -> bool | None:
+        """Whether a group with a member reads ``topic``; None if the broker did not answer in time."""
+        self._check_open()
+        async def ask() -> bool | None:
+            return await consumers_of(await self._admin_client(), topic)
+
         try:
-            yield admin
-        finally:
-            await admin.close()
+            return await asyncio.wait_for(ask(), self.settings.connect_timeout_s)
+        except Exception as exc:  # a time-out, no permission to describe groups...: cannot tell
+            log.debug("kafka: cannot tell who consumes %r: %r", topic, exc)
+            return None
+
+    async def _admin_client(self) -> AIOKafkaAdminClient:
+        async with self._admin_lock:
+            if self._admin is None:
+                # aiokafka's own request time-out (40 s): topic creation may wait that long on a
+                # loaded broker; has_consumers bounds its own wait with connect_timeout_s.
+                admin = AIOKafkaAdminClient(bootstrap_servers=self.address.bootstrap, **self.security)
+                await admin.start()
+                self._admin = admin
+            return self._admin
 
     async def _publish(self, topic: str, body: bytes, headers: dict[str, str], key: str | None) -> None:
+        topic, partition = await self._destination(topic)
         # Once per topic and process, so the broker's auto-create does not pick the layout. A reply
         # topic exists already: its reader created it before any request named it.
         if topic not in self._known_topics and not topic.startswith(REPLY_PREFIX):
@@ -339,7 +395,26 @@ class KafkaBus(Bus):
             body,
             key=key.encode() if key is not None else None,
             headers=[(k, v.encode()) for k, v in headers.items()],
+            partition=partition,
         )
+
+    async def _destination(self, address: str) -> tuple[str, int | None]:
+        """The topic and partition of a reply-to address ``<topic>#<partition>``; a plain topic is itself."""
+        topic, mark, number = address.partition(PARTITION_MARK)
+        if not mark:
+            return topic, None
+        if not topic.startswith(REPLY_PREFIX) or not number.isdigit():
+            raise BusError(f"{address[:200]!r} is not a reply address (<reply topic>{PARTITION_MARK}<partition>)")
+        if int(number) not in (await self._producer.partitions_for(topic) or ()):
+            raise BusError(f"reply address {address[:200]!r} names a partition {topic!r} does not have")
+        return topic, int(number)
+
+    async def _reply_inbox(self, name: str) -> tuple[str, Subscription]:
+        await self.ensure_topics([SHARED_REPLY_TOPIC])
+        partitions = sorted(await self._producer.partitions_for(SHARED_REPLY_TOPIC) or {0})
+        inbox = KafkaReplyInbox(self, SHARED_REPLY_TOPIC, random.choice(partitions))
+        await inbox.start()
+        return f"{SHARED_REPLY_TOPIC}{PARTITION_MARK}{inbox.partition}", inbox
 
     async def _subscribe(self, topic: str, group: str) -> Subscription:
         sub = KafkaSubscription(self, topic, group)
@@ -352,10 +427,8 @@ class KafkaBus(Bus):
         return listener
 
     async def _close(self) -> None:
+        if self._admin is not None:
+            with contextlib.suppress(Exception):
+                await self._admin.close()
         await self._producer.stop()
 
-
-def _new_topic(name: str, layout: TopicLayout, brokers: int) -> NewTopic:
-    replication = layout.replication_factor or min(3, max(brokers, 1))
-    configs = {"retention.ms": str(layout.retention_ms)} if layout.retention_ms is not None else {}
-    return NewTopic(name, layout.partitions, replication, topic_configs=configs)

@@ -159,6 +159,8 @@ class MemorySubscription(Subscription):
 
 
 class MemoryBus(Bus):
+    _no_topic_admin = "memory:// topics live inside one process and need no provisioning; use a kafka:// bus"
+
     def __init__(self, url: str, name: str, *, max_message_bytes: int, retention: int) -> None:
         super().__init__(url, max_message_bytes)
         self._broker = memory_broker(name, retention)
@@ -176,6 +178,12 @@ class MemoryBus(Bus):
         if group_state is None:
             group_state = state.groups[group] = _Group(list(state.retained))
         return MemorySubscription(self, topic, group, group_state)
+
+    async def has_consumers(self, topic: str) -> bool:
+        """Exact here: a group with a member on the topic (a ``listen``-er counts, it has a group too)."""
+        self._check_open()
+        state = self._broker.topics.get(topic)
+        return state is not None and any(group.members for group in state.groups.values())
 
     async def _close(self) -> None:
         pass  # the topics belong to the broker, which outlives this bus

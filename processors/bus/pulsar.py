@@ -98,6 +98,11 @@ async def _spread_consumer_ids(client: pulsar_async.Client, count: int) -> None:
 
 
 class PulsarBus(Bus):
+    _no_topic_admin = (
+        "Pulsar creates a topic on first use; its partitions and retention are namespace policies "
+        "an operator sets with pulsar-admin (ragbus topics provisions Kafka topics)"
+    )
+
     def __init__(self, url: str, address: BusAddress, settings: BusSettings, client) -> None:
         super().__init__(url, settings.max_message_bytes)
         self.address = address
@@ -199,6 +204,13 @@ class PulsarBus(Bus):
         except pulsar_async.PulsarException as exc:
             raise BusError(f"pulsar subscribe to {topic!r} as {group!r} failed: {exc}") from exc
         return PulsarSubscription(self, topic, group, consumer)
+
+    async def has_consumers(self, topic: str) -> bool | None:
+        """Cannot tell: the binary protocol a client speaks has no call that lists a topic's
+        subscriptions, and Pulsar Lite has no admin (HTTP) API. A caller's time-out says
+        instead which topic went unanswered, and asks whether a worker runs on this bus."""
+        self._check_open()
+        return None
 
     async def _close(self) -> None:
         for future in self._producers.values():

@@ -32,6 +32,7 @@ from .common import (
     add_collection_option,
     add_timeout_option,
     call_timeout,
+    command_client,
     embedded_processors,
     instant,
     positive_int,
@@ -103,8 +104,8 @@ async def ask(args: argparse.Namespace) -> int:
                 async with RequestClient(bus, name="ingest") as loader:  # no resending: loads are slow
                     await seeding.run(loader)
             timeout = call_timeout(args, settings)
-            client = RequestClient(bus, name="ask", timeout_s=timeout,
-                                   resend_after_s=settings.client.resend_after_s or None)
+            client = command_client(bus, settings, "ask", timeout_s=timeout,
+                                    resend_after_s=settings.client.resend_after_s or None)
             async with client:
                 rag = DocumentRagClient(client, timeout=timeout)
                 question = dict(mode=args.mode, at_time=args.at, doc_limit=args.doc_limit, collection=args.collection)

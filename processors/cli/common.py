@@ -15,6 +15,8 @@ import math
 from collections.abc import Callable, Iterable
 
 from config.settings import ClientSettings, Settings
+from processors.bus import Bus
+from processors.runtime.client import RequestClient
 from processors.runtime.worker import processors_running
 from schema import check_collection
 from schema.times import TimeError, parse_instant
@@ -95,6 +97,15 @@ def add_timeout_option(parser: argparse.ArgumentParser, waits_for: str, setting:
     parser.add_argument("--timeout", type=positive_seconds, metavar="S",
                         help=f"seconds to wait for {waits_for} (default: [client] {setting}, {default:g})")
     parser.set_defaults(timeout_setting=setting)
+
+
+def command_client(bus: Bus, settings: Settings, name: str, **options) -> RequestClient:
+    """A command's request client: it asks the bus whether anyone serves a topic it waits on.
+
+    So ``ragbus ask --bus kafka://...`` with no worker running ends in seconds, naming
+    the topic, instead of after its whole time-out (``[client] served_check_s``).
+    """
+    return RequestClient(bus, name=name, served_check_s=settings.client.served_check_s, **options)
 
 
 def call_timeout(args: argparse.Namespace, settings: Settings) -> float:

@@ -37,6 +37,7 @@ from .common import (
     add_collection_option,
     add_timeout_option,
     call_timeout,
+    command_client,
     embedded_processors,
     positive_int,
 )
@@ -216,7 +217,7 @@ async def _ingest(args: argparse.Namespace) -> int:
     url = args.bus or settings.bus.url
     async with embedded_processors(settings, pipelines.INGEST, url):
         print(f"ingesting {len(documents)} document(s) into collection {args.collection!r} over {url}", file=sys.stderr)
-        async with await connect(url, settings.bus) as bus, RequestClient(bus, name="ingest") as client:
+        async with await connect(url, settings.bus) as bus, command_client(bus, settings, "ingest") as client:
             summary = await ingest(
                 client, documents, concurrency=args.concurrency, timeout=call_timeout(args, settings),
                 on_progress=progress_bar(), failed=failed,
@@ -248,7 +249,7 @@ async def _delete(args: argparse.Namespace) -> int:
     url = args.bus or settings.bus.url
     failed = 0
     async with embedded_processors(settings, pipelines.DELETE, url):
-        async with await connect(url, settings.bus) as bus, RequestClient(bus, name="delete") as client:
+        async with await connect(url, settings.bus) as bus, command_client(bus, settings, "delete") as client:
             timeout = call_timeout(args, settings)
             for name in args.document_ids:
                 document_id, result = await _delete_one(client, name, args.collection, timeout)

@@ -16,7 +16,6 @@ import msgspec
 from config import pipelines
 from config.settings import load_settings
 from processors.bus import connect
-from processors.runtime.client import RequestClient
 from processors.runtime.clients import KgClient
 from schema import KgQueryResponse
 
@@ -25,6 +24,7 @@ from .common import (
     add_collection_option,
     add_timeout_option,
     call_timeout,
+    command_client,
     embedded_processors,
     instant,
     non_negative_int,
@@ -43,7 +43,7 @@ async def kg_load(args: argparse.Namespace) -> int:
     ontology = read_ontology(ontology_path) if ontology_path is not None else None
     print(f"loading {path} into collection {args.collection!r} over {url}", file=sys.stderr)
     async with embedded_processors(settings, pipelines.GRAPH_LOAD, url):
-        async with await connect(url, settings.bus) as bus, RequestClient(bus, name="kg-load") as client:
+        async with await connect(url, settings.bus) as bus, command_client(bus, settings, "kg-load") as client:
             summary = await load_graph(
                 client, path, collection=args.collection, ontology=ontology,
                 batch_size=args.batch_size, timeout=call_timeout(args, settings), on_progress=progress_bar(),
@@ -56,7 +56,7 @@ async def kg_query(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     url = args.bus or settings.bus.url
     async with embedded_processors(settings, pipelines.GRAPH_QUERY, url):
-        async with await connect(url, settings.bus) as bus, RequestClient(bus, name="kg-query") as client:
+        async with await connect(url, settings.bus) as bus, command_client(bus, settings, "kg-query") as client:
             kg = KgClient(client, timeout=call_timeout(args, settings))
             response = await kg.query(
                 args.question, at_time=args.at, as_of=args.as_of, limit=args.limit, collection=args.collection

@@ -12,10 +12,10 @@ from config.settings import load_settings
 from processors.bus import BusError
 from processors.runtime.clients import RemoteError
 
-from . import ask, brokers, check, ingest, kg, records, serve, worker
+from . import ask, brokers, check, ingest, kg, records, serve, topics, worker
 
 # In the order `ragbus --help` lists them.
-COMMANDS = (check, worker, ingest, ask, serve, kg, records, brokers)
+COMMANDS = (check, worker, ingest, ask, serve, kg, records, topics, brokers)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,7 +1,8 @@
 """The request client: publish a request, await its response, correlated by request id.
 
-Each client owns a private reply topic (``REPLY_PREFIX`` + a fresh id) that
-it alone consumes, so a response reaches only the instance that asked, never
+Each client reads its own reply inbox (``Bus.reply_inbox``): a private reply
+topic, or on Kafka one partition of a shared one whose other callers' replies
+it skips by request id. A response thus reaches the instance that asked, never
 every replica of the caller. One reader task resolves the waiting futures;
 thousands of calls may be in flight. A call that times out raises
 ``RequestTimeout``; a response that arrives after that, or a second response
@@ -25,6 +26,15 @@ because the replica that takes over has none of the dead one's state: it
 must redo the work anyway, and the processors stay free of per-request
 state. It needs a replica to give the same pieces for the same request, as
 the extractive backend does and a model at temperature 0 does.
+
+With ``served_check_s``, a call unanswered after that long asks the bus
+whether anyone consumes its topic (``Bus.has_consumers``), and again as often
+while it waits. If the bus says no, the call ends at once with ``NotServed``
+naming the topic and the bus: nothing would ever answer it. Where the bus
+cannot tell (Pulsar), the call waits out its time-out, whose message also
+names the topic and asks whether a worker runs on that bus. Commands turn the
+check on; processors' own sub-requests leave it off, since a replica that is
+starting would otherwise fail requests it is about to serve.
 """
 
 from __future__ import annotations
@@ -33,7 +43,6 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -41,7 +50,7 @@ from typing import TypeVar
 
 import msgspec
 
-from schema import REPLY_PREFIX, DecodeError, decode, encode
+from schema import DecodeError, decode, encode
 
 from ..bus import Bus, SubscriptionClosed
 from . import metrics
@@ -56,11 +65,31 @@ _REMEMBERED = 100_000
 
 
 class RequestTimeout(TimeoutError):
-    def __init__(self, topic: str, request_id: str, timeout: float) -> None:
-        super().__init__(f"no response on {topic!r} to request {request_id} within {timeout:g}s")
+    def __init__(self, topic: str, request_id: str, timeout: float, bus_url: str = "the bus") -> None:
+        super().__init__(
+            f"no response on {topic!r} to request {request_id} within {timeout:g}s: "
+            f"is a worker serving {topic!r} running on {bus_url}?"
+        )
         self.topic = topic
         self.request_id = request_id
         self.timeout = timeout
+
+
+class NotServed(RequestTimeout):
+    """The bus says no consumer group reads the topic: no worker would ever answer the call.
+
+    A ``RequestTimeout``, so whoever handles a time-out handles this too, only sooner.
+    """
+
+    def __init__(self, topic: str, request_id: str, waited: float, bus_url: str) -> None:
+        TimeoutError.__init__(
+            self,
+            f"no worker consumes {topic!r} on {bus_url}, so nothing will answer request {request_id}: "
+            f"start one (ragbus worker --all --bus {bus_url}) or check the bus URL",
+        )
+        self.topic = topic
+        self.request_id = request_id
+        self.timeout = waited
 
 
 class ClientClosed(RuntimeError):
@@ -69,6 +98,9 @@ class ClientClosed(RuntimeError):
 
 class NotStreamed(RuntimeError):
     """A streamed call got a whole response: the processor of that topic does not answer in pieces."""
+
+class _Unserved(Exception):
+    """Inside a call: the bus said nobody consumes the topic (the call raises ``NotServed``)."""
 
 
 @dataclass(slots=True)
@@ -80,6 +112,8 @@ class ClientStats:
     duplicates: int = 0
     undecodable: int = 0
     resent: int = 0
+    unserved: int = 0  # calls ended early because the bus said nobody consumes their topic
+    foreign: int = 0  # replies to requests this client never sent (other callers' on a shared inbox)
 
 
 class _Stream:
@@ -119,14 +153,27 @@ class _Stream:
 
 class RequestClient:
     def __init__(
-        self, bus: Bus, *, name: str = "client", timeout_s: float = 30.0, resend_after_s: float | None = None
+        self,
+        bus: Bus,
+        *,
+        name: str = "client",
+        timeout_s: float = 30.0,
+        resend_after_s: float | None = None,
+        served_check_s: float | None = None,
     ) -> None:
         if resend_after_s is not None and resend_after_s <= 0:
             raise ValueError(f"resend_after_s must be positive, got {resend_after_s}")
+        if served_check_s is not None and served_check_s < 0:
+            raise ValueError(f"served_check_s must be 0 (never) or more, got {served_check_s}")
         self.bus = bus
         self.timeout_s = timeout_s
         self.resend_after_s = resend_after_s
-        self.reply_topic = f"{REPLY_PREFIX}{name}.{uuid.uuid4().hex[:16]}"
+        self.served_check_s = served_check_s or None
+        # topic -> (when asked, the answer): one question to the bus per topic and interval,
+        # however many calls to that topic are waiting.
+        self._served: dict[str, tuple[float, asyncio.Future[bool | None]]] = {}
+        self.name = name
+        self.reply_topic = ""  # the reply-to address its requests name, from the bus at start
         self.stats = ClientStats()
         self._pending: dict[str, asyncio.Future[bytes] | _Stream] = {}
         # request id -> True if it was answered, False if its call timed out.
@@ -136,7 +183,7 @@ class RequestClient:
         self._subscription = None
 
     async def start(self) -> RequestClient:
-        self._subscription = await self.bus.listen(self.reply_topic)
+        self.reply_topic, self._subscription = await self.bus.reply_inbox(self.name)
         self._reader = asyncio.ensure_future(self._read_replies())
         return self
 
@@ -189,28 +236,27 @@ class RequestClient:
         )
         started = time.perf_counter()
         counted = self._counted(topic)
+        unserved = asyncio.ensure_future(self._until_unserved(topic)) if self.served_check_s else None
         try:
             async with asyncio.timeout_at(give_up_at):
                 await self.bus.publish(topic, body, headers)
                 self.stats.sent += 1
                 counted[0].inc()
-                attempt = 1
-                while self.resend_after_s is not None:
-                    done, _ = await asyncio.wait([future], timeout=self.resend_after_s)
-                    if done:
-                        break
-                    attempt += 1
-                    headers = {**headers, ATTEMPT: str(attempt)}
-                    await self.bus.publish(topic, body, headers)
-                    self.stats.resent += 1
-                response = await future
+                response = await self._response(future, unserved, topic, body, headers)
+        except _Unserved:
+            self._remember(request_id, answered=False)
+            self.stats.unserved += 1
+            raise NotServed(topic, request_id, time.perf_counter() - started, self.bus.url) from None
         except TimeoutError:
             self.stats.timeouts += 1
             metrics.client_timeouts.labels(topic).inc()
             self._remember(request_id, answered=False)
-            raise RequestTimeout(topic, request_id, timeout) from None
+            raise RequestTimeout(topic, request_id, timeout, self.bus.url) from None
         finally:
-            self._pending.pop(request_id, None)
+            if self._pending.pop(request_id, None) is not None:  # unanswered: timed out, or cancelled
+                self._remember(request_id, answered=False)
+            if unserved is not None:
+                unserved.cancel()
         counted[1].observe(time.perf_counter() - started)
         return response
 
@@ -263,7 +309,7 @@ class RequestClient:
                 await self.bus.publish(topic, body, headers)
         except TimeoutError:
             self._timed_out(topic, request_id, stream)
-            raise RequestTimeout(topic, request_id, timeout) from None
+            raise RequestTimeout(topic, request_id, timeout, self.bus.url) from None
         except BaseException:
             self._pending.pop(request_id, None)
             raise
@@ -293,7 +339,7 @@ class RequestClient:
                     pass
                 if loop.time() >= give_up_at:
                     self._timed_out(topic, request_id, stream)
-                    raise RequestTimeout(topic, request_id, timeout)
+                    raise RequestTimeout(topic, request_id, timeout, self.bus.url)
                 attempt += 1
                 async with asyncio.timeout_at(give_up_at):
                     await self.bus.publish(topic, body, {**headers, ATTEMPT: str(attempt)})
@@ -303,7 +349,7 @@ class RequestClient:
             raise
         except TimeoutError:  # the resend's publish ran out of time
             self._timed_out(topic, request_id, stream)
-            raise RequestTimeout(topic, request_id, timeout) from None
+            raise RequestTimeout(topic, request_id, timeout, self.bus.url) from None
         finally:
             if self._pending.get(request_id) is stream:  # not yet accounted for: finished or abandoned
                 self._pending.pop(request_id)
@@ -326,6 +372,57 @@ class RequestClient:
         if self._pending.get(request_id) is stream:
             self._pending.pop(request_id)
         self._remember(request_id, answered=False)
+
+    async def _response(
+        self, future: asyncio.Future[bytes], unserved: asyncio.Future[None] | None, topic: str, body: bytes,
+        headers: dict[str, str],
+    ) -> bytes:
+        """The response body, resending every ``resend_after_s``; ``_Unserved`` if ``unserved`` finishes first."""
+        waiting = {future} if unserved is None else {future, unserved}
+        attempt = 1
+        while True:
+            done, _ = await asyncio.wait(waiting, timeout=self.resend_after_s, return_when=asyncio.FIRST_COMPLETED)
+            if future in done:
+                return future.result()
+            if unserved is not None and unserved in done:
+                unserved.result()  # a failure of the check itself surfaces here
+                raise _Unserved(topic)
+            attempt += 1  # resend_after_s passed without an answer
+            headers = {**headers, ATTEMPT: str(attempt)}
+            await self.bus.publish(topic, body, headers)
+            self.stats.resent += 1
+
+    async def _until_unserved(self, topic: str) -> None:
+        """Return once the bus says nobody consumes ``topic``; ask every ``served_check_s`` until then.
+
+        A fresh "nobody" from an earlier call counts at once: the next of a thousand documents
+        sent to a topic no worker reads fails now, not after a wait of its own.
+        """
+        assert self.served_check_s is not None
+        while True:
+            if not self._said_unserved(topic):
+                await asyncio.sleep(self.served_check_s)
+            if await self._has_consumers(topic) is False:
+                return
+
+    def _said_unserved(self, topic: str) -> bool:
+        asked = self._served.get(topic)
+        if asked is None or not asked[1].done() or asked[1].cancelled() or asked[1].exception() is not None:
+            return False
+        fresh = asyncio.get_running_loop().time() - asked[0] < self.served_check_s  # type: ignore[operator]
+        return fresh and asked[1].result() is False
+
+    async def _has_consumers(self, topic: str) -> bool | None:
+        """The bus's answer for ``topic``, asked at most once per ``served_check_s`` for every waiting call."""
+        loop = asyncio.get_running_loop()
+        asked = self._served.get(topic)
+        if asked is None or (asked[1].done() and loop.time() - asked[0] >= self.served_check_s):
+            asked = self._served[topic] = (loop.time(), asyncio.ensure_future(self.bus.has_consumers(topic)))
+        try:
+            return await asyncio.shield(asked[1])
+        except Exception as exc:  # the question failed: that says nothing about the topic
+            log.debug("could not ask who consumes %r: %r", topic, exc)
+            return None
 
     def _remember(self, request_id: str, *, answered: bool) -> None:
         self._finished[request_id] = answered
@@ -374,7 +471,10 @@ class RequestClient:
             metrics.client_duplicates.inc()
 
     def _count_unexpected(self, request_id: str) -> None:
-        if self._finished.get(request_id):
+        if request_id not in self._finished:
+            self.stats.foreign += 1  # not one of ours: another caller's reply on a shared inbox
+            return
+        if self._finished[request_id]:
             self.stats.duplicates += 1
             metrics.client_duplicates.inc()
         else:
@@ -383,6 +483,8 @@ class RequestClient:
         log.debug("dropped response to %s (late or duplicate)", request_id)
 
     async def close(self) -> None:
+        for _, asked in self._served.values():
+            asked.cancel()
         if self._reader is not None:
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):

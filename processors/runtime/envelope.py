@@ -1,7 +1,7 @@
 """The envelope: what every request and response carries in its headers.
 
 - ``request-id``: chosen by the caller, echoed on the response.
-- ``reply-to``: the caller's private reply topic (must start with ``REPLY_PREFIX``).
+- ``reply-to``: where the caller reads responses (``Bus.reply_inbox``; must start with ``REPLY_PREFIX``).
 - ``attempt``: the caller's own retry count of this request (1 = first try).
 - ``deadline``: absolute, milliseconds since the Unix epoch; past it nobody waits
   for the answer, so a processor drops the request instead of working on it.

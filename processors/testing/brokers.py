@@ -16,7 +16,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,6 +70,7 @@ class BrokerProcess:
     argv: list[str]
     port: int
     workdir: Path
+    host: str = "127.0.0.1"  # the address it listens on (a test host's, in a network namespace)
     process: subprocess.Popen | None = None
     log_path: Path = field(init=False)
 
@@ -78,7 +79,7 @@ class BrokerProcess:
 
     @property
     def url(self) -> str:
-        return f"{self.scheme}://127.0.0.1:{self.port}"
+        return f"{self.scheme}://{self.host}:{self.port}"
 
     def start(self, timeout: float = READY_TIMEOUT_S) -> BrokerProcess:
         log = open(self.log_path, "ab")
@@ -93,7 +94,7 @@ class BrokerProcess:
                     f"{self.name} exited with {self.process.returncode} before accepting clients:\n{self.log_tail()}"
                 )
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.25):
+                with socket.create_connection((self.host, self.port), timeout=0.25):
                     return self
             except OSError:
                 time.sleep(0.05)
@@ -122,19 +123,20 @@ class BrokerProcess:
             return "(no log)"
 
 
-def tansu(workdir: Path) -> BrokerProcess:
+def tansu(workdir: Path, host: str = "127.0.0.1", wrap: Sequence[str] = ()) -> BrokerProcess:
+    """Tansu on ``host``; ``wrap`` prefixes its command (``ip netns exec NS``: see ``netns.Host.wrap``)."""
     port = free_port()
-    listener = f"tcp://127.0.0.1:{port}"
-    argv = [tansu_binary(), "broker", "--listener-url", listener, "--advertised-listener-url", listener,
+    listener = f"tcp://{host}:{port}"
+    argv = [*wrap, tansu_binary(), "broker", "--listener-url", listener, "--advertised-listener-url", listener,
             "--storage-engine", "memory://tansu/"]
-    return BrokerProcess("tansu", "kafka", argv, port, workdir)
+    return BrokerProcess("tansu", "kafka", argv, port, workdir, host)
 
 
-def pulsar_lite(workdir: Path) -> BrokerProcess:
+def pulsar_lite(workdir: Path, host: str = "127.0.0.1", wrap: Sequence[str] = ()) -> BrokerProcess:
     port = free_port()
     db = workdir / "pulsar-lite-data"
-    argv = [pulsar_lite_binary(), "--addr", f"127.0.0.1:{port}", "--db-path", str(db), "--log-level", "warn"]
-    return BrokerProcess("pulsar-lite", "pulsar", argv, port, workdir)
+    argv = [*wrap, pulsar_lite_binary(), "--addr", f"{host}:{port}", "--db-path", str(db), "--log-level", "warn"]
+    return BrokerProcess("pulsar-lite", "pulsar", argv, port, workdir, host)
 
 
 def make_workdir() -> Path:

@@ -28,8 +28,9 @@ from processors.testing import brokers
 class WorkerProcess:
     """``ragbus worker NAMES --bus URL`` in a process of its own, ready once it says so."""
 
-    def __init__(self, names: Sequence[str], url: str, env: dict[str, str]) -> None:
+    def __init__(self, names: Sequence[str], url: str, env: dict[str, str], wrap: Sequence[str] = ()) -> None:
         self.names = list(names)
+        self.wrap = list(wrap)  # a prefix of its command: ``ip netns exec NS`` puts it on a test host
         self.url = url
         self.env = env
         self.proc: asyncio.subprocess.Process | None = None
@@ -38,7 +39,7 @@ class WorkerProcess:
 
     async def start(self, timeout: float = 120.0) -> WorkerProcess:
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "processors.cli", "worker", *self.names, "--bus", self.url,
+            *self.wrap, sys.executable, "-m", "processors.cli", "worker", *self.names, "--bus", self.url,
             env=self.env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
         )
         ready = asyncio.get_running_loop().create_future()

@@ -29,7 +29,8 @@ def kg_query(topic: str, tmp_path) -> KgQueryProcessor:
 
 def document_rag(topic: str) -> DocumentRagProcessor:
     # Bad input is refused before any sub-request, so no other processor needs to run.
-    return DocumentRagProcessor("document-rag", DocumentRagSettings(topic=topic, group=f"rag-{topic}", max_doc_limit=20))
+    settings = DocumentRagSettings(topic=topic, group=f"rag-{topic}", max_doc_limit=20)
+    return DocumentRagProcessor("document-rag", settings)
 
 
 def problems(caplog) -> list[str]:

@@ -1,0 +1,107 @@
+"""Kafka topics by class: how ragbus creates them and what the broker says they are.
+
+A topic's class is told by how ragbus names it: ``<topic>.retry.<group>`` is a
+group's retry topic, ``<topic><dead_letter_suffix>`` a dead-letter topic, a
+``REPLY_PREFIX`` name one client's replies; anything else carries requests.
+Each class has its own ``TopicLayout`` ([bus.kafka] request_topics,
+retry_topics, dead_letter_topics, reply_topics). ``KafkaBus.ensure_topics``
+creates a missing topic with its class's layout before anyone uses it;
+``ragbus topics`` provisions and shows them ahead of time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import TopicAlreadyExistsError
+
+from config.bus import KafkaOptions, TopicLayout
+from schema.topics import REPLY_PREFIX
+
+from .base import TopicInfo
+from .kafka_groups import RETRY_INFIX
+
+RETENTION = "retention.ms"
+
+
+def topic_kind(name: str, dead_letter_suffix: str) -> str:
+    """``request``, ``retry``, ``dead-letter`` or ``reply``, by the name."""
+    if name.startswith(REPLY_PREFIX):
+        return "reply"
+    if name.endswith(dead_letter_suffix):
+        return "dead-letter"
+    if RETRY_INFIX in name:
+        return "retry"
+    return "request"
+
+
+def layout_of(kind: str, opts: KafkaOptions) -> TopicLayout:
+    return {
+        "reply": opts.reply_topics,
+        "dead-letter": opts.dead_letter_topics,
+        "retry": opts.retry_topics,
+        "request": opts.request_topics,
+    }[kind]
+
+
+def new_topic(name: str, layout: TopicLayout, brokers: int) -> NewTopic:
+    replication = layout.replication_factor or min(3, max(brokers, 1))
+    configs = {RETENTION: str(layout.retention_ms)} if layout.retention_ms is not None else {}
+    return NewTopic(name, layout.partitions, replication, topic_configs=configs)
+
+
+async def create_missing(admin: AIOKafkaAdminClient, layouts: dict[str, TopicLayout]) -> list[str]:
+    """Create the topics of ``layouts`` the broker lacks, each with its layout; the names created.
+
+    A topic that exists is left as it is, even if its layout differs: changing partitions
+    or replication under running consumers is an operator's decision, not ours.
+    """
+    existing = set(await admin.list_topics())
+    new = [name for name in layouts if name not in existing]
+    if new:
+        brokers = len((await admin.describe_cluster())["brokers"])
+        with contextlib.suppress(TopicAlreadyExistsError):  # another process made it first
+            await admin.create_topics([new_topic(name, layouts[name], brokers) for name in new])
+    return new
+
+
+async def describe(admin: AIOKafkaAdminClient, names: list[str] | None, dead_letter_suffix: str) -> list[TopicInfo]:
+    """What the broker holds for ``names`` (every topic but the broker's internal ones when None).
+
+    A name the broker does not have is left out. Retention is the ``retention.ms`` the
+    broker reports for the topic (its own, or the broker's default it inherits); None when
+    the broker reports none.
+    """
+    # Every topic, filtered here: a metadata request naming a missing topic can make the broker
+    # auto-create it, with the broker's layout rather than ours.
+    wanted = None if names is None else set(names)
+    found = sorted(
+        (
+            t for t in await admin.describe_topics(None)
+            if not t["error_code"] and not t["is_internal"] and not t["topic"].startswith("__")
+            and (wanted is None or t["topic"] in wanted)
+        ),
+        key=lambda t: t["topic"],
+    )
+    if not found:
+        return []
+    retention: dict[str, int | None] = {}
+    # Every config of each topic: Tansu drops the connection when asked for named configs only.
+    resources = [ConfigResource(ConfigResourceType.TOPIC, t["topic"]) for t in found]
+    for response in await admin.describe_configs(resources):
+        for resource in response.to_object()["resources"]:
+            values = [e["config_value"] for e in resource["config_entries"] if e["config_names"] == RETENTION]
+            retention[resource["resource_name"]] = int(values[0]) if values and values[0] else None
+    return [
+        TopicInfo(
+            name=t["topic"],
+            kind=topic_kind(t["topic"], dead_letter_suffix),
+            partitions=len(t["partitions"]),
+            replication_factor=max((len(p["replicas"]) for p in t["partitions"]), default=0),
+            retention_ms=retention.get(t["topic"]),
+        )
+        for t in found
+    ]
+
