@@ -83,13 +83,15 @@ async def first_piece_share(http: httpx.AsyncClient, url: str, runs: int) -> tup
         body = {"question": QUESTIONS[i % len(QUESTIONS)], "stream": True}
         async with http.stream("POST", f"{url}/v1/ask", json=body) as r:
             r.raise_for_status()
+            failed = False
             async for line in r.aiter_lines():
+                if failed:
+                    raise RuntimeError(f"the stream failed: {line}")
                 if line == "event: answer" and first is None:
                     first = time.perf_counter() - started
                 elif line == "event: final":
                     break
-                elif line == "event: error":
-                    raise RuntimeError(f"the stream failed: {await r.aread()}")
+                failed = line == "event: error"
         wholes.append(time.perf_counter() - started)
         firsts.append(first if first is not None else wholes[-1])
     return p50(firsts), p50(wholes)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
+import os
+import pty
+import sys
 import uuid
 
 import pytest
@@ -62,9 +67,32 @@ async def test_document_rag_streams_on_the_memory_bus(tmp_path, monkeypatch):
             [p async for p in ask.stream(QUESTION, mode="semantic")]
 
 
+async def ask_on_a_terminal(url: str, collection: str, tmp_path) -> str:
+    """``ragbus ask`` run with a pseudo-terminal as its stdout: what it printed there."""
+    main, secondary = pty.openpty()
+    env = {**os.environ, "RAGBUS_DATA_DIR": str(tmp_path / "unused")}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "processors.cli", "ask", QUESTION, "--bus", url, "--collection", collection,
+        "--mode", "hybrid", env=env, stdout=secondary, stderr=asyncio.subprocess.PIPE)
+    os.close(secondary)
+    _, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, err.decode()
+    chunks = []
+    with contextlib.suppress(OSError):  # EIO once the terminal's other end has closed and all is read
+        while data := os.read(main, 65536):
+            chunks.append(data)
+    os.close(main)
+    return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
 @pytest.mark.parametrize("which", ["kafka", "pulsar"])
 async def test_document_rag_streams_against_a_real_broker(which, request, tmp_path, monkeypatch):
     url = request.getfixturevalue(f"{which}_broker").url
     collection = f"stream-{uuid.uuid4().hex[:8]}"
     async with pipeline(url, tmp_path, monkeypatch, bus_settings=settings_for_tests(), collection=collection) as ask:
         await check_stream(ask)
+        if which == "kafka":  # `ragbus ask` on a terminal takes the streamed path and prints what show() would
+            printed = await ask_on_a_terminal(url, collection, tmp_path)
+            whole = io.StringIO()
+            show(await ask(QUESTION, mode="hybrid"), whole)
+            assert printed == whole.getvalue() and "Sources:" in printed
