@@ -23,7 +23,7 @@ from processors.runtime.clients import RemoteError
 from schema import DEFAULT_COLLECTION, Document, Error
 from schema import topics as t
 
-from .common import BUS_HELP, CONFIG_HELP, embedded_processors
+from .common import BUS_HELP, CONFIG_HELP, command_client, embedded_processors
 from .documents import DocumentSource
 from .ingest import DocumentRejected, send_document
 from .seed import first_use_plan
@@ -61,8 +61,9 @@ async def run_pipeline(state, settings: Settings, url: str, stop: asyncio.Event,
                 state.problem = "first use: ingesting the default corpus"
                 async with RequestClient(bus, name="ingest") as loader:
                     await seeding.run(loader, out)
-            async with RequestClient(bus, name="serve", timeout_s=c.request_timeout_s,
-                                     resend_after_s=c.resend_after_s or None) as client, \
+            # A command's client: a question to a topic no worker consumes ends at once (NotServed, 503).
+            async with command_client(bus, settings, "serve", timeout_s=c.request_timeout_s,
+                                      resend_after_s=c.resend_after_s or None) as client, \
                     RequestClient(bus, name="serve-store") as store_client:  # no resending: loads are slow
                 state.pipeline = BusPipeline(
                     client, timeout_s=c.request_timeout_s, store_timeout_s=c.store_timeout_s,
@@ -90,7 +91,9 @@ async def serve(args: argparse.Namespace) -> int:
     url = args.bus or settings.bus.url
     state = GatewayState()
     app = build_app(state, g, api_keys=api_keys(g))
+    # No access log, no Server and Date headers: per-request work nobody here reads (a proxy adds its own).
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off",
+                                           access_log=False, server_header=False, date_header=False,
                                            timeout_graceful_shutdown=5))
     stop = asyncio.Event()
     pipeline = asyncio.ensure_future(run_pipeline(state, settings, url, stop))

@@ -4,7 +4,8 @@
 - the pipeline's refusal of the caller's input (``BadRequest``, ``ValidationError``,
   ``TimeError``...): 400, ``param`` the request field its message names;
 - the pipeline's own failures: 504 when it ran out of time, 502 otherwise (the gateway is
-  fine, what it fronts failed), 503 while it is not there at all.
+  fine, what it fronts failed), 503 while it is not there at all (no worker consumes the
+  topic, on a bus that can tell).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import re
 import msgspec
 from starlette.responses import Response
 
-from processors.runtime.client import RequestTimeout
+from processors.runtime.client import NotServed, RequestTimeout
 from processors.runtime.clients import RemoteError
 from schema.http import ErrorBody, ErrorDetail
 
@@ -85,6 +86,8 @@ def from_pipeline(exc: Exception, fields=()) -> HTTPError:
         if e.type == "Timeout":
             return HTTPError(504, "Timeout", e.message)
         return HTTPError(502, e.type, e.message)
+    if isinstance(exc, NotServed):  # no worker consumes the topic: nothing will answer, for now
+        return HTTPError(503, "NotServed", str(exc), headers={"Retry-After": "5"})
     if isinstance(exc, RequestTimeout):
         return HTTPError(504, "Timeout", str(exc))
     if isinstance(exc, ValueError):  # BadRequest raised on this side (a collection name...)
