@@ -13,8 +13,8 @@ from .ingest import (
     Section,
 )
 from .library import DocumentInfo, DocumentList, ListDocuments, RecordDocument
-from .prompt import PromptRequest, PromptResult
-from .rag import DocumentRagRequest, DocumentRagResponse
+from .prompt import PromptPiece, PromptRequest, PromptResult
+from .rag import DocumentRagPiece, DocumentRagRequest, DocumentRagResponse
 from .retrieval import (
     DEFAULT_COLLECTION,
     DocEmbeddingsRequest,
@@ -42,6 +42,7 @@ __all__ = [
     "DocEmbeddingsRequest",
     "DocEmbeddingsResponse",
     "Document",
+    "DocumentRagPiece",
     "DocumentRagRequest",
     "DocumentRagResponse",
     "DocumentInfo",
@@ -62,6 +63,7 @@ __all__ = [
     "KgQueryRequest",
     "KgQueryResponse",
     "LoadTriples",
+    "PromptPiece",
     "PromptRequest",
     "PromptResult",
     "RejectedFact",

@@ -13,8 +13,8 @@ import msgspec
 from .graph import KgQueryRequest, KgQueryResponse
 from .ingest import DeleteDocument, Document, EmbeddedChunks, IngestResult, LoadTriples
 from .library import DocumentList, ListDocuments, RecordDocument
-from .prompt import PromptRequest, PromptResult
-from .rag import DocumentRagRequest, DocumentRagResponse
+from .prompt import PromptPiece, PromptRequest, PromptResult
+from .rag import DocumentRagPiece, DocumentRagRequest, DocumentRagResponse
 from .retrieval import (
     DocEmbeddingsRequest,
     DocEmbeddingsResponse,
@@ -71,4 +71,11 @@ SCHEMAS: dict[str, TopicSchema] = {
     TRIPLES_LOAD: TopicSchema(LoadTriples, IngestResult),
     DOCUMENT_RECORD: TopicSchema(RecordDocument, IngestResult),
     DOCUMENTS_QUERY: TopicSchema(ListDocuments, DocumentList),
+}
+
+# Topics whose processors can answer in pieces (a request with the ``stream`` header), and the
+# Struct every piece is; the last piece carries the whole response (see the piece's docstring).
+STREAMS: dict[str, type[msgspec.Struct]] = {
+    PROMPT: PromptPiece,
+    DOCUMENT_RAG: DocumentRagPiece,
 }

@@ -7,6 +7,12 @@
   for the answer, so a processor drops the request instead of working on it.
 - ``traceparent``: W3C trace context; a processor continues the caller's trace.
 - ``content-type``: how the body is encoded.
+- ``stream`` (request, ``1``): the caller takes the answer in pieces, if the
+  processor can give it so (``schema.topics.STREAMS``); else the one response.
+- ``seq`` and ``final`` (response to a ``stream`` request): the piece's number,
+  0, 1, 2... within its request id, and ``1`` on the last piece. A piece
+  published again (a resent request served from the start by another replica)
+  has the same number, so the caller keeps each number once.
 """
 
 from __future__ import annotations
@@ -27,6 +33,9 @@ ATTEMPT = "attempt"
 DEADLINE = "deadline"
 TRACEPARENT = "traceparent"
 CONTENT_TYPE_HEADER = "content-type"
+STREAM = "stream"
+SEQ = "seq"
+FINAL = "final"
 
 _TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 
@@ -69,6 +78,7 @@ class Envelope:
     attempt: int
     deadline_ms: int | None
     traceparent: str
+    stream: bool = False  # the caller takes the answer in pieces
 
     def remaining_s(self, now: int | None = None) -> float | None:
         """Seconds left before the deadline (negative once past), or None for no deadline."""
@@ -88,6 +98,7 @@ def request_headers(
     timeout_s: float | None,
     attempt: int = 1,
     traceparent: str | None = None,
+    stream: bool = False,
 ) -> dict[str, str]:
     headers = {
         REQUEST_ID: request_id,
@@ -97,17 +108,33 @@ def request_headers(
     }
     if reply_to is not None:
         headers[REPLY_TO] = reply_to
+    if stream:
+        headers[STREAM] = "1"
     if timeout_s is not None:
         headers[DEADLINE] = str(math.ceil(time.time() * 1000 + timeout_s * 1000))
     return headers
 
 
-def response_headers(envelope: Envelope) -> dict[str, str]:
-    return {
+def response_headers(envelope: Envelope, *, seq: int | None = None, final: bool = False) -> dict[str, str]:
+    """The headers of a response; with ``seq``, of that piece of a stream (``final`` on the last)."""
+    headers = {
         REQUEST_ID: envelope.request_id,
         TRACEPARENT: child_traceparent(envelope.traceparent),
         CONTENT_TYPE_HEADER: CONTENT_TYPE,
     }
+    if seq is not None:
+        headers[SEQ] = str(seq)
+        if final:
+            headers[FINAL] = "1"
+    return headers
+
+
+def piece_position(headers: Mapping[str, str]) -> tuple[int, bool] | None:
+    """A stream piece's ``(seq, final)``; None when the headers carry no valid sequence number."""
+    raw = headers.get(SEQ)
+    if raw is None or len(raw) > 12 or not raw.isdigit():
+        return None
+    return int(raw), headers.get(FINAL) == "1"
 
 
 # Epoch milliseconds of the year 9999: later deadlines are not times, they are garbage.
@@ -145,4 +172,5 @@ def parse_envelope(headers: Mapping[str, str]) -> Envelope:
         attempt=attempt,
         deadline_ms=deadline,
         traceparent=headers.get(TRACEPARENT) or new_traceparent(),
+        stream=headers.get(STREAM) == "1",
     )
