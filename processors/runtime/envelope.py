@@ -5,7 +5,9 @@
 - ``attempt``: the caller's own retry count of this request (1 = first try).
 - ``deadline``: absolute, milliseconds since the Unix epoch; past it nobody waits
   for the answer, so a processor drops the request instead of working on it.
-- ``traceparent``: W3C trace context; a processor continues the caller's trace.
+- ``traceparent``: W3C trace context; a processor continues the caller's trace, and every
+  request it makes while handling one (``request_headers``, within the handler's task)
+  carries a child of it, so one question is one trace across every hop and resend.
 - ``content-type``: how the body is encoded.
 - ``stream`` (request, ``1``): the caller takes the answer in pieces, if the
   processor can give it so (``schema.topics.STREAMS``); else the one response.
@@ -23,6 +25,7 @@ import random
 import re
 import time
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from schema import CONTENT_TYPE
@@ -38,6 +41,11 @@ SEQ = "seq"
 FINAL = "final"
 
 _TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
+
+
+# The traceparent of the request the current task is handling (set by the processor before its
+# handler runs; a task's children inherit it). Requests made meanwhile continue its trace.
+handling_trace: ContextVar[str | None] = ContextVar("ragbus_handling_trace", default=None)
 
 
 class EnvelopeError(ValueError):
@@ -61,6 +69,12 @@ def now_ms() -> int:
 def new_traceparent(trace_id: str | None = None) -> str:
     """A traceparent for a new span, in ``trace_id`` or a fresh trace."""
     return f"00-{trace_id or f'{random.getrandbits(128):032x}'}-{_span_id()}-01"
+
+
+def _outgoing_traceparent() -> str:
+    """A child of the request being handled (``handling_trace``), else a new trace."""
+    parent = handling_trace.get()
+    return child_traceparent(parent) if parent else new_traceparent()
 
 
 def child_traceparent(parent: str | None) -> str:
@@ -103,7 +117,7 @@ def request_headers(
     headers = {
         REQUEST_ID: request_id,
         ATTEMPT: str(attempt),
-        TRACEPARENT: traceparent or new_traceparent(),
+        TRACEPARENT: traceparent or _outgoing_traceparent(),
         CONTENT_TYPE_HEADER: CONTENT_TYPE,
     }
     if reply_to is not None:

@@ -49,7 +49,7 @@ from schema import REPLY_PREFIX, BadRequest, DecodeError, Error, decode, encode
 from ..bus import Bus, Delivery, Undecodable, consume
 from ..bus.consume import ConsumeStats, Oversized, size_limit, too_large
 from . import metrics
-from .envelope import REQUEST_ID, Envelope, EnvelopeError, parse_envelope, response_headers
+from .envelope import REQUEST_ID, Envelope, EnvelopeError, handling_trace, parse_envelope, response_headers
 
 log = logging.getLogger(__name__)
 
@@ -182,6 +182,7 @@ class Processor(Generic[Req, Resp]):
             raise Undecodable(f"bad envelope: {exc}") from None
         if envelope.reply_to is not None and not envelope.reply_to.startswith(REPLY_PREFIX):
             raise Undecodable(f"reply-to {envelope.reply_to[:200]!r} is outside {REPLY_PREFIX!r}")
+        handling_trace.set(envelope.traceparent)  # this delivery's task: its sub-requests continue the trace
         if self.response_type is not None and (envelope.reply_to is None or not d.headers.get(REQUEST_ID)):
             # The answer would reach no one (no reply-to), or no caller could tell whose it is.
             raise Undecodable(f"a request to {self.name} needs a reply-to and a request-id header")
