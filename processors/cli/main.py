@@ -60,7 +60,7 @@ class _Completion(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         import shtab
 
-        print(shtab.complete(parser, shell=values))
+        print(shtab.complete(parser, values))  # values: the shell
         parser.exit(0)
 
 

@@ -23,13 +23,13 @@ from schema.http import (
     ModelList,
 )
 
-_REF = "#/components/schemas/{name}"
+_REF = "#/components/schemas/{name}"  # msgspec fills {name} in its own components
 TYPES = (AskRequest, DocumentRagResponse, DocumentRagPiece, ChatRequest, ChatCompletion, ChatCompletionChunk,
          ModelList, DocumentUpload, DocumentStored, IngestResult, KgQueryResponse, ErrorBody, Health)
 
 
 def _ref(kind: type) -> dict:
-    return {"$ref": _REF.format(name=kind.__name__)}
+    return {"$ref": f"#/components/schemas/{kind.__name__}"}
 
 
 def _json(kind: type, description: str) -> dict:
