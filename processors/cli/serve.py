@@ -39,11 +39,11 @@ def api_keys(settings: GatewaySettings, environ=os.environ) -> list[str]:
 def _store_with(client: RequestClient, timeout: float):
     async def store(document: Document) -> int:
         try:
-            chunks, _parts = await send_document(client, DocumentSource.of(document), timeout=timeout)
+            sent = await send_document(client, DocumentSource.of(document), timeout=timeout)
         except DocumentRejected as exc:  # "part N: Type: message": the pipeline's own error type
             found = re.match(r"(?:part \d+: )?(\w+): ", str(exc))
             raise RemoteError(t.DOCUMENT_LOAD, Error(found.group(1) if found else "Rejected", str(exc))) from None
-        return chunks
+        return sent.chunks  # an unchanged document: the chunks the stores hold already
 
     return store
 
