@@ -21,9 +21,9 @@ def pytest_configure(config):
         os.environ.setdefault(name, value)
 
 
-def _start(factory, tmp_path_factory):
+def _start(factory, workdir):
     try:
-        broker = factory(tmp_path_factory.mktemp(factory.__name__)).start()
+        broker = factory(workdir).start()
     except Exception as exc:
         if brokers.in_ci():
             pytest.fail(f"test broker {factory.__name__} could not start in CI: {exc}", pytrace=False)
@@ -33,14 +33,22 @@ def _start(factory, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory):
-    broker = _start(brokers.tansu, tmp_path_factory)
+    broker = _start(brokers.tansu, tmp_path_factory.mktemp("tansu"))
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def own_kafka_broker(tmp_path):
+    """A Tansu of the test's own, that no other test's topics or groups ever touched."""
+    broker = _start(brokers.tansu, tmp_path)
     yield broker
     broker.stop()
 
 
 @pytest.fixture(scope="session")
 def pulsar_broker(tmp_path_factory):
-    broker = _start(brokers.pulsar_lite, tmp_path_factory)
+    broker = _start(brokers.pulsar_lite, tmp_path_factory.mktemp("pulsar_lite"))
     yield broker
     broker.stop()
 

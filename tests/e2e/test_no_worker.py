@@ -18,8 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from processors.testing import brokers
-
 REPO = Path(__file__).resolve().parents[2]
 # Far beyond any run of this test: if the command returns at all, it did not wait this out.
 PATIENCE = 300
@@ -32,32 +30,19 @@ def ragbus(*args: str, data_dir: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=PATIENCE)
 
 
-@pytest.fixture
-def kafka_broker(tmp_path):
-    """A Tansu no worker ever joined (the session's ``kafka_broker`` is shadowed on purpose)."""
-    try:
-        broker = brokers.tansu(tmp_path).start()
-    except Exception as exc:
-        if brokers.in_ci():
-            pytest.fail(f"test broker tansu could not start in CI: {exc}", pytrace=False)
-        pytest.skip(f"test broker tansu unavailable: {exc}")
-    yield broker
-    broker.stop()
-
-
-def test_ask_on_kafka_with_no_worker_ends_early_naming_the_topic(kafka_broker, tmp_path):
-    run = ragbus("ask", "Who?", "--bus", kafka_broker.url, "--timeout", "3600", data_dir=tmp_path / "data")
+def test_ask_on_kafka_with_no_worker_ends_early_naming_the_topic(own_kafka_broker, tmp_path):
+    run = ragbus("ask", "Who?", "--bus", own_kafka_broker.url, "--timeout", "3600", data_dir=tmp_path / "data")
     assert run.returncode == 2, run.stderr
-    assert f"ragbus: error: no worker consumes 'document-rag' on {kafka_broker.url}" in run.stderr, run.stderr
+    assert f"ragbus: error: no worker consumes 'document-rag' on {own_kafka_broker.url}" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr and len(run.stderr.splitlines()) == 1
 
 
-def test_ingest_on_kafka_with_no_worker_ends_early_naming_the_topic(kafka_broker, tmp_path):
+def test_ingest_on_kafka_with_no_worker_ends_early_naming_the_topic(own_kafka_broker, tmp_path):
     doc = tmp_path / "doc.txt"
     doc.write_text("Nothing will chunk this.")
-    run = ragbus("ingest", str(doc), "--bus", kafka_broker.url, "--timeout", "3600", data_dir=tmp_path / "data")
+    run = ragbus("ingest", str(doc), "--bus", own_kafka_broker.url, "--timeout", "3600", data_dir=tmp_path / "data")
     assert run.returncode == 1, run.stderr
-    assert f"failed: {doc}: no worker consumes 'document-load' on {kafka_broker.url}" in run.stderr, run.stderr
+    assert f"failed: {doc}: no worker consumes 'document-load' on {own_kafka_broker.url}" in run.stderr, run.stderr
 
 
 @pytest.mark.parametrize("command", [["ask", "Who?"], ["kg", "query", "Germany"]])

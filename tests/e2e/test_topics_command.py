@@ -1,4 +1,4 @@
-"""``ragbus topics create|describe`` against a real Kafka (Tansu) of the test's own, checked with a bare admin client."""
+"""``ragbus topics create|describe`` against a real Kafka (Tansu) of the test's own (``own_kafka_broker``), checked with a bare admin client."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from config.settings import load_settings
-from processors.testing import brokers
 
 pytestmark = pytest.mark.brokers
 
@@ -32,19 +31,6 @@ def ragbus(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(REPO), RAGBUS_DATA_DIR=str(cwd / "data"))
     return subprocess.run([sys.executable, "-m", "processors.cli", *args], capture_output=True, text=True,
                           env=env, cwd=REPO, timeout=120)
-
-
-@pytest.fixture
-def kafka_broker(tmp_path):
-    """A Tansu with no topics yet (the session's ``kafka_broker`` is shadowed on purpose)."""
-    try:
-        broker = brokers.tansu(tmp_path).start()
-    except Exception as exc:
-        if brokers.in_ci():
-            pytest.fail(f"test broker tansu could not start in CI: {exc}", pytrace=False)
-        pytest.skip(f"test broker tansu unavailable: {exc}")
-    yield broker
-    broker.stop()
 
 
 async def broker_view(url: str, create: list[NewTopic] = ()) -> dict[str, tuple[int, str | None]]:
@@ -66,10 +52,10 @@ async def broker_view(url: str, create: list[NewTopic] = ()) -> dict[str, tuple[
         await admin.close()
 
 
-def test_create_makes_every_wiring_topic_with_its_class_layout_and_describe_agrees(kafka_broker, tmp_path):
+def test_create_makes_every_wiring_topic_with_its_class_layout_and_describe_agrees(own_kafka_broker, tmp_path):
     config = tmp_path / "topics.toml"
     config.write_text(CONFIG)
-    url = kafka_broker.url
+    url = own_kafka_broker.url
     # An operator's own topic with another layout: left as it is, and flagged.
     asyncio.run(broker_view(url, [NewTopic("embed", 1, 1)]))
 
@@ -114,6 +100,6 @@ def test_topics_on_buses_without_topic_administration_say_why(pulsar_broker, tmp
         assert len(run.stderr.splitlines()) == 1
 
 
-def test_unknown_processor_is_refused_by_name(tmp_path, kafka_broker):
-    run = ragbus("topics", "describe", "--bus", kafka_broker.url, "--processors", "embed,nope", cwd=tmp_path)
+def test_unknown_processor_is_refused_by_name(tmp_path, own_kafka_broker):
+    run = ragbus("topics", "describe", "--bus", own_kafka_broker.url, "--processors", "embed,nope", cwd=tmp_path)
     assert run.returncode == 2 and "no processor named nope in the wiring" in run.stderr, run.stderr
