@@ -579,6 +579,11 @@ class Accounting:
     def ended(self) -> int:
         return sum(len(v) for v in self.endings.values())
 
+    def unended(self) -> list[tuple[str, str, str, int]]:
+        """(kind, variant, processor, body bytes) of each message still without the ending it may have."""
+        return [(m.kind, m.variant, m.name, len(m.body)) for m in self.messages
+                if m.expect != {EXPIRED} and not self.endings.get(m.hid)]
+
     def check(self, expired_seen: dict[str, float]) -> collections.Counter:
         """Assert every message had exactly one ending it may have; returns (kind, ending) counts."""
         summary: collections.Counter = collections.Counter()
@@ -692,7 +697,8 @@ async def run_wave(h: Harness, count: int, *, chunk: int, settle_timeout: float)
             call.cancel()
         await asyncio.gather(*real_calls, return_exceptions=True)
     await until(settled, settle_timeout,
-                lambda: f"{accounting.ended()}/{accounting.ending_count} ended, expired {expired_now()}",
+                lambda: f"{accounting.ended()}/{accounting.ending_count} ended, expired {expired_now()}; "
+                        f"not ended: {accounting.unended()[:5]}",
                 progress=lambda: (accounting.ended(), sum(expired_now().values())), stall=10)
     # The workers still serve every topic, after all of it.
     for name in pipelines.QUERY:
