@@ -98,7 +98,11 @@ class BusSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # default of every consumer on this bus (a processor's own max_attempts overrides it).
     max_attempts: PositiveInt = 3
     dead_letter_suffix: str = ".dlq"
-    # The memory bus keeps this many messages per topic for groups that join later.
-    memory_retention: PositiveInt = 100_000
+    # The memory bus keeps at most this many messages, and this many bytes of them, per topic for
+    # groups that join later (reply topics keep none: their one reader joined before asking). It
+    # lives as long as the process: 100,000 messages of up to max_message_bytes each could hold
+    # gigabytes; first use publishes about 80 messages, 3 MB, on its busiest topic.
+    memory_retention: PositiveInt = 1_000
+    memory_retention_bytes: PositiveInt = 8_000_000
     kafka: KafkaOptions = msgspec.field(default_factory=KafkaOptions)
     pulsar: PulsarOptions = msgspec.field(default_factory=PulsarOptions)

@@ -9,9 +9,16 @@ tests and ``ragbus worker`` deployments use the same lists.
 from __future__ import annotations
 
 # Write the stores: documents in, chunked, embedded and stored; documents out again.
-# document-load deletes a document's old chunks first, so the delete side belongs here too.
-DELETE = ("document-delete", "doc-embeddings-delete", "keyword-delete")
-INGEST = ("embed", "document-load", "doc-embeddings-store", "keyword-store", *DELETE)
+# document-load deletes a document's old chunks first, so the delete side belongs here too;
+# document-delete also retracts the document's facts from the graph, through kg-store.
+# The library (document-record, documents-query) is told of every document stored and removed, and
+# tells document-load which documents it holds unchanged.
+DELETE = ("document-delete", "doc-embeddings-delete", "keyword-delete", "kg-store", "document-record")
+INGEST = ("embed", "document-load", "doc-embeddings-store", "keyword-store", "documents-query", *DELETE)
+
+# List what the stores hold: `ragbus documents`, `ragbus collections` (on a deployment, answered by
+# the documents-query of the ingestion workers: INGEST runs it for document-load).
+LIST = ("documents-query",)
 
 # Read the document stores directly: what retrieval benchmarks ask (with embed for the query vector).
 RETRIEVAL = ("embed", "doc-embeddings-query", "fetch-chunk", "keyword-query")
@@ -23,7 +30,8 @@ GRAPH = (*GRAPH_LOAD, *GRAPH_QUERY)
 
 # What writes the stores of a data directory: one process runs all of them for a data dir (the
 # keyword and kg writers take a lock at start and refuse a second process; see processors/runtime/store_lock.py).
-WRITERS = ("doc-embeddings-store", "doc-embeddings-delete", "keyword-store", "keyword-delete", *GRAPH_LOAD)
+WRITERS = ("doc-embeddings-store", "doc-embeddings-delete", "keyword-store", "keyword-delete", *GRAPH_LOAD,
+           "document-record")
 
 # Answer questions: what every query replica runs.
 QUERY = (*RETRIEVAL, *GRAPH_QUERY, "prompt", "document-rag")

@@ -60,6 +60,9 @@ class ClientSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # An unanswered request is published again (same request id) this often until it times
     # out, so one lost with a dead worker is served by another replica. 0 = never.
     resend_after_s: NonNegativeSeconds = 10.0
+    # When stderr is not a terminal (a log, CI), ingest, kg load and first use write a line of
+    # progress at most this often (and the first and last step); 0 = every step.
+    progress_interval_s: NonNegativeSeconds = 10.0
 
 
 class RetrySettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -83,10 +86,30 @@ class MetricsSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     host: str = "127.0.0.1"
 
 
+class GatewaySettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``ragbus serve``: the HTTP gateway (``processors/gateway``)."""
+
+    host: str = "127.0.0.1"
+    port: Port = 8000
+    # Bearer keys a request must carry (Authorization: Bearer KEY); none = no authentication.
+    # Also from RAGBUS_API_KEYS (comma-separated), added to these.
+    api_keys: list[str] = []
+    # A request body over this is refused with 413 before it is read whole (uploads included).
+    max_body_bytes: PositiveInt = 8 * 1024 * 1024
+    # Requests answered at once; past this a request gets 503 with Retry-After at once, not a queue.
+    max_in_flight: PositiveInt = 64
+    retry_after_s: PositiveInt = 1
+    # Origins allowed by CORS (e.g. ["https://chat.example.com"], or ["*"]); none = CORS off.
+    cors_origins: list[str] = []
+    # /ready asks the pipeline at most this often; an answer counts for that long.
+    ready_check_s: PositiveSeconds = 5.0
+
+
 class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     bus: BusSettings = msgspec.field(default_factory=BusSettings)
     client: ClientSettings = msgspec.field(default_factory=ClientSettings)
     metrics: MetricsSettings = msgspec.field(default_factory=MetricsSettings)
+    gateway: GatewaySettings = msgspec.field(default_factory=GatewaySettings)
     # Raw sections (config/defaults.toml wires them); ``processor_settings`` types them with
     # the processor's own class.
     processors: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)

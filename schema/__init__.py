@@ -10,9 +10,11 @@ from .ingest import (
     EmbeddedChunks,
     IngestResult,
     LoadTriples,
+    Section,
 )
-from .prompt import PromptRequest, PromptResult
-from .rag import DocumentRagRequest, DocumentRagResponse
+from .library import DocumentInfo, DocumentList, ListDocuments, RecordDocument
+from .prompt import PromptPiece, PromptRequest, PromptResult
+from .rag import DocumentRagPiece, DocumentRagRequest, DocumentRagResponse
 from .retrieval import (
     DEFAULT_COLLECTION,
     DocEmbeddingsRequest,
@@ -40,8 +42,13 @@ __all__ = [
     "DocEmbeddingsRequest",
     "DocEmbeddingsResponse",
     "Document",
+    "DocumentRagPiece",
     "DocumentRagRequest",
     "DocumentRagResponse",
+    "DocumentInfo",
+    "DocumentList",
+    "ListDocuments",
+    "RecordDocument",
     "EmbedRequest",
     "EmbedResponse",
     "EmbeddedChunks",
@@ -56,9 +63,11 @@ __all__ = [
     "KgQueryRequest",
     "KgQueryResponse",
     "LoadTriples",
+    "PromptPiece",
     "PromptRequest",
     "PromptResult",
     "RejectedFact",
+    "Section",
     "TopicSchema",
     "check_collection",
     "decode",

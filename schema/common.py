@@ -11,8 +11,11 @@ import msgspec
 # on from one processor to another has one bound on both sides: document-rag's doc_limit
 # becomes the limit of its doc-embeddings-query and keyword-query calls (Limit), its
 # fact_limit the limit of its kg-query call (Count; 0 = no facts).
-Limit = Annotated[int, msgspec.Meta(ge=1)]
-Count = Annotated[int, msgspec.Meta(ge=0)]
+# The upper bound is what a message can carry (a msgpack int64): a larger number is refused where
+# it is read (say, a gateway's query string), naming its field, not failing when sent on.
+WIRE_MAX = 2**63 - 1
+Limit = Annotated[int, msgspec.Meta(ge=1, le=WIRE_MAX)]
+Count = Annotated[int, msgspec.Meta(ge=0, le=WIRE_MAX)]
 
 
 class BadRequest(ValueError):

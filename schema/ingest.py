@@ -29,6 +29,13 @@ from .common import Count, Entity, Error, Fact
 from .retrieval import DEFAULT_COLLECTION
 
 
+class Section(msgspec.Struct, frozen=True):
+    """A section of a document starts at ``offset`` of a part's text, under these headings (outermost first)."""
+
+    offset: Count
+    heading: list[str]
+
+
 class Document(msgspec.Struct, kw_only=True):
     """A document for document-load, or one part of it (see the module's docstring)."""
 
@@ -43,6 +50,12 @@ class Document(msgspec.Struct, kw_only=True):
     last: bool = True
     # The position (chunk number) of this part's first chunk: how many chunks earlier parts stored.
     first_position: Annotated[int, msgspec.Meta(ge=0)] = 0
+    # "sha256:<hex>" of the document's content (schema/library.py): a document the library holds with
+    # the same hash is not chunked and embedded again; its part 0 is answered ``unchanged=1``.
+    content_hash: str = ""
+    # The sections of this part, in order of offset: the one it starts in at offset 0, then each that
+    # begins inside it (a converter's headings: ``processors/cli/convert``). Chunks carry theirs in their title.
+    sections: list[Section] = []
 
 
 class DeleteDocument(msgspec.Struct, kw_only=True):
@@ -69,12 +82,19 @@ class LoadTriples(msgspec.Struct, kw_only=True):
 
     ``ontology`` is the mapping ``processors.kg.Ontology.from_dict`` reads; a
     batch carrying one replaces the collection's ontology from then on.
+
+    ``retract_sources``: documents deleted, whose facts (``Fact.source``) the graph stops
+    believing at ``recorded_at`` (the writer stamps it when left out). A retraction is a
+    recorded event of the graph's log, not an erasure: ``as_of`` an earlier time still
+    shows the facts, and loading them again later believes them again.
     """
 
     facts: list[Fact] = []
     entities: list[Entity] = []
     ontology: dict[str, Any] | None = None
     collection: str = DEFAULT_COLLECTION
+    retract_sources: list[str] = []
+    recorded_at: str | None = None
 
 
 class IngestResult(msgspec.Struct, kw_only=True):
@@ -89,4 +109,6 @@ class IngestResult(msgspec.Struct, kw_only=True):
     warnings: list[str] = []
     # A document part that is not the last: where in its text the next part must begin.
     resume_at: int = 0
+    # Facts the graph stopped believing (a deleted document's, see ``LoadTriples.retract_sources``).
+    retracted: int = 0
     error: Error | None = None

@@ -29,3 +29,18 @@ class PromptResult(msgspec.Struct):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     error: Error | None = None
+
+
+class PromptPiece(msgspec.Struct, kw_only=True):
+    """One piece of a streamed prompt answer (see ``processors/runtime/envelope.py``: ``seq``, ``final``).
+
+    Every piece but the last carries ``text``, the next part of the answer; the
+    pieces' texts joined are the answer as the model wrote it. The last piece
+    carries ``result``: the whole ``PromptResult`` a non-streaming call gets
+    (its text cleaned up as the backend does for that call, its token counts),
+    or only ``error`` when the request failed.
+    """
+
+    text: str = ""
+    result: PromptResult | None = None
+    error: Error | None = None

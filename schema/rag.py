@@ -39,3 +39,30 @@ class DocumentRagResponse(msgspec.Struct, kw_only=True):
     problems: list[str] = []
     timings_ms: dict[str, float] = {}  # per stage, and "total"
     error: Error | None = None
+
+
+class DocumentRagPiece(msgspec.Struct, kw_only=True):
+    """One piece of a streamed document-rag answer, in this order (``kind``):
+
+    - ``sources``: one piece, before any answer text: what the answer will be drawn
+      from (``chunks`` with text, ``facts``, ``rejected``), the ``paths`` that ran,
+      those ``degraded`` and why (``problems``), the graph snapshot (``at_time``, ``header``);
+    - ``answer``: zero or more pieces, each the next part of the answer (``text``);
+    - ``final``: one piece whose ``response`` is the whole ``DocumentRagResponse`` a
+      non-streaming call gets (answer, cited ids, timings...).
+
+    A failure ends the stream with a piece carrying only ``error`` (kind ``error``).
+    """
+
+    kind: str = "error"
+    text: str = ""
+    chunks: list[ChunkMatch] = []
+    facts: list[Fact] = []
+    rejected: list[RejectedFact] = []
+    paths: list[str] = []
+    degraded: list[str] = []
+    problems: list[str] = []
+    at_time: str | None = None
+    header: str | None = None
+    response: DocumentRagResponse | None = None
+    error: Error | None = None

@@ -12,8 +12,9 @@ import msgspec
 
 from .graph import KgQueryRequest, KgQueryResponse
 from .ingest import DeleteDocument, Document, EmbeddedChunks, IngestResult, LoadTriples
-from .prompt import PromptRequest, PromptResult
-from .rag import DocumentRagRequest, DocumentRagResponse
+from .library import DocumentList, ListDocuments, RecordDocument
+from .prompt import PromptPiece, PromptRequest, PromptResult
+from .rag import DocumentRagPiece, DocumentRagRequest, DocumentRagResponse
 from .retrieval import (
     DocEmbeddingsRequest,
     DocEmbeddingsResponse,
@@ -40,6 +41,8 @@ DOC_EMBEDDINGS_DELETE = "doc-embeddings-delete"
 KEYWORD_STORE = "keyword-store"
 KEYWORD_DELETE = "keyword-delete"
 TRIPLES_LOAD = "triples-load"
+DOCUMENT_RECORD = "document-record"  # a document stored whole, or removed: the library's writer
+DOCUMENTS_QUERY = "documents-query"  # which documents a collection holds, which collections there are
 
 # Reply topics are private to one client; processors publish only under this prefix.
 REPLY_PREFIX = "ragbus.reply."
@@ -66,4 +69,13 @@ SCHEMAS: dict[str, TopicSchema] = {
     DOC_EMBEDDINGS_DELETE: TopicSchema(DeleteDocument, IngestResult),
     KEYWORD_DELETE: TopicSchema(DeleteDocument, IngestResult),
     TRIPLES_LOAD: TopicSchema(LoadTriples, IngestResult),
+    DOCUMENT_RECORD: TopicSchema(RecordDocument, IngestResult),
+    DOCUMENTS_QUERY: TopicSchema(ListDocuments, DocumentList),
+}
+
+# Topics whose processors can answer in pieces (a request with the ``stream`` header), and the
+# Struct every piece is; the last piece carries the whole response (see the piece's docstring).
+STREAMS: dict[str, type[msgspec.Struct]] = {
+    PROMPT: PromptPiece,
+    DOCUMENT_RAG: DocumentRagPiece,
 }

@@ -72,6 +72,7 @@ async def connect(url: str | None = None, settings: BusSettings | None = None) -
             address.name,
             max_message_bytes=settings.max_message_bytes,
             retention=settings.memory_retention,
+            retention_bytes=settings.memory_retention_bytes,
         )
     elif address.scheme == "kafka":
         from .kafka import KafkaBus

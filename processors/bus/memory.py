@@ -6,6 +6,12 @@ message comes back with ``attempt + 1``, a member that leaves hands its
 unacked messages to the rest of the group, and a group that joins late starts
 from the oldest retained message. Buses opened on the same ``memory://NAME``
 in one process share topics, the way clients of one broker do.
+
+Retention, as a broker's: a topic keeps its latest ``retention`` messages and at
+most ``retention_bytes`` of them (the oldest go first), for groups that join
+later. A reply topic (``ragbus.reply.*``) keeps none: it has one reader, which
+subscribed before sending the request its replies answer, so a retained reply
+would only hold memory for the life of the process.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ import time
 import zlib
 from collections import deque
 from dataclasses import dataclass
+
+from schema.topics import REPLY_PREFIX
 
 from .base import Bus, Delivery, Message, Subscription
 
@@ -71,33 +79,49 @@ class _Group:
             self.dispatch(entry)
 
 
+def _size(message: _Published) -> int:
+    return len(message.body) + sum(len(k) + len(v) for k, v in message.headers.items())
+
+
 class _Topic:
-    def __init__(self, retention: int) -> None:
-        self.retained: deque[_Published] = deque(maxlen=retention)
+    def __init__(self, retention: int, retention_bytes: int) -> None:
+        self.retained: deque[_Published] = deque()
+        self.retained_bytes = 0
+        self.retention = retention
+        self.retention_bytes = retention_bytes
         self.groups: dict[str, _Group] = {}
+
+    def retain(self, message: _Published) -> None:
+        self.retained.append(message)
+        self.retained_bytes += _size(message)
+        while self.retained and (len(self.retained) > self.retention or self.retained_bytes > self.retention_bytes):
+            self.retained_bytes -= _size(self.retained.popleft())
 
 
 class MemoryBroker:
     """The shared state behind every bus opened on one ``memory://NAME``."""
 
-    def __init__(self, retention: int) -> None:
+    def __init__(self, retention: int, retention_bytes: int) -> None:
         self.retention = retention
+        self.retention_bytes = retention_bytes
         self.topics: dict[str, _Topic] = {}
 
     def topic(self, name: str) -> _Topic:
         topic = self.topics.get(name)
         if topic is None:
-            topic = self.topics[name] = _Topic(self.retention)
+            keeps = 0 if name.startswith(REPLY_PREFIX) else self.retention
+            topic = self.topics[name] = _Topic(keeps, self.retention_bytes)
         return topic
 
 
 _BROKERS: dict[str, MemoryBroker] = {}
 
 
-def memory_broker(name: str, retention: int) -> MemoryBroker:
+def memory_broker(name: str, retention: int, retention_bytes: int) -> MemoryBroker:
+    """The broker of ``memory://NAME``; its retention is that of the first bus opened on it."""
     broker = _BROKERS.get(name)
     if broker is None:
-        broker = _BROKERS[name] = MemoryBroker(retention)
+        broker = _BROKERS[name] = MemoryBroker(retention, retention_bytes)
     return broker
 
 
@@ -161,14 +185,14 @@ class MemorySubscription(Subscription):
 class MemoryBus(Bus):
     _no_topic_admin = "memory:// topics live inside one process and need no provisioning; use a kafka:// bus"
 
-    def __init__(self, url: str, name: str, *, max_message_bytes: int, retention: int) -> None:
+    def __init__(self, url: str, name: str, *, max_message_bytes: int, retention: int, retention_bytes: int) -> None:
         super().__init__(url, max_message_bytes)
-        self._broker = memory_broker(name, retention)
+        self._broker = memory_broker(name, retention, retention_bytes)
 
     async def _publish(self, topic: str, body: bytes, headers: dict[str, str], key: str | None) -> None:
         message = _Published(topic, bytes(body), headers, key, published_at=time.time())
         state = self._broker.topic(topic)
-        state.retained.append(message)
+        state.retain(message)
         for group in state.groups.values():
             group.dispatch(_Entry(message))
 

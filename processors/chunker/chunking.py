@@ -15,6 +15,7 @@ wherever the parts were cut.
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from schema import Chunk, Document
@@ -36,6 +37,18 @@ def split_part(text: str, size: int, overlap: int, *, first: bool = True, last: 
     ``len(text)``). Otherwise ``text`` must start where a chunk starts, as the
     offset returned for the part before says.
     """
+    found, resume_at = _split(text, size, overlap, first=first, last=last)
+    return [piece for _, piece in found], resume_at
+
+
+def _split(text: str, size: int, overlap: int, *, first: bool, last: bool) -> tuple[list[tuple[int, str]], int]:
+    """``split_part``, each chunk with the offset in ``text`` where it starts.
+
+    ``first``: the text starts the document (leading whitespace is dropped);
+    ``last``: it ends it (everything is split; the returned offset is then
+    ``len(text)``). Otherwise ``text`` must start where a chunk starts, as the
+    offset returned for the part before says.
+    """
     if size < 1:
         raise ValueError(f"chunk size must be >= 1, got {size}")
     if not 0 <= overlap < size:
@@ -44,16 +57,17 @@ def split_part(text: str, size: int, overlap: int, *, first: bool = True, last: 
     # Trailing whitespace may be the document's last (a whole document is stripped), so a part
     # that is not the last only counts on the text up to its last non-space character.
     stop = len(text.rstrip())
-    pieces: list[str] = []
+    pieces: list[tuple[int, str]] = []
     while start < stop:
         if not last and start + size >= stop:
             return pieces, start  # this window needs text the next part brings
         end = min(start + size, stop)
         if end < stop:
             end = _boundary(text, start, end, size)
-        piece = text[start:end].strip()
+        window = text[start:end]
+        piece = window.strip()
         if piece:
-            pieces.append(piece)
+            pieces.append((start + len(window) - len(window.lstrip()), piece))
         if end >= stop:
             break
         next_start = max(end - overlap, start + 1)
@@ -77,20 +91,33 @@ def _boundary(text: str, start: int, end: int, size: int) -> int:
 
 
 def chunk_part(doc: Document, size: int, overlap: int) -> tuple[list[Chunk], int]:
-    """The chunks of ``doc`` (a whole document, or one part of one) and where its next part begins."""
-    pieces, resume_at = split_part(doc.text, size, overlap, first=doc.part == 0, last=doc.last)
+    """The chunks of ``doc`` (a whole document, or one part of one) and where its next part begins.
+
+    A chunk's title is its document's, followed by the headings of the section it starts in
+    (``doc.sections``), so the section is searched with the title and shown with the chunk.
+    """
+    pieces, resume_at = _split(doc.text, size, overlap, first=doc.part == 0, last=doc.last)
+    starts = [section.offset for section in doc.sections]
     chunks = [
         Chunk(
             chunk_id=f"{doc.document_id}#{position}",
             document_id=doc.document_id,
             text=piece,
             position=position,
-            title=doc.title,
+            title=_titled(doc, bisect.bisect_right(starts, start) - 1),
             collection=doc.collection,
         )
-        for position, piece in enumerate(pieces, start=doc.first_position)
+        for position, (start, piece) in enumerate(pieces, start=doc.first_position)
     ]
     return chunks, resume_at
+
+
+def _titled(doc: Document, section: int) -> str:
+    """The document's title and the headings of its ``section``-th section (none when negative)."""
+    if section < 0:
+        return doc.title
+    headings = [h for h in doc.sections[section].heading if h and h != doc.title]
+    return " › ".join([doc.title, *headings]) if doc.title else " › ".join(headings)
 
 
 def chunk_document(doc: Document, size: int, overlap: int) -> list[Chunk]:

@@ -9,6 +9,12 @@ is removed from every store again before the error is reported: no store is
 left holding a partial or different chunk set. An embedding failure of the
 first part leaves the earlier version as it was.
 
+The library (processors/library) is kept in step: a document stored whole is
+recorded (with the sender's content hash), one removed is struck off, and a
+part 0 whose hash, chunk size and overlap the library holds already is
+answered ``unchanged`` before anything is embedded or stored. document-delete
+also has the graph retract the document's facts (``retract_topic``).
+
 Every call fits the bus: embed requests and store writes are packed into
 messages within ``max_message_bytes`` (less room for headers), however many
 chunks a part has, and only ``embed_concurrency`` embed requests are in
@@ -24,7 +30,20 @@ from processors.runtime.client import RequestClient
 from processors.runtime.clients import EmbedClient, RemoteError
 from processors.runtime.processor import Processor, RequestContext
 from processors.runtime.sizing import body_budget, pack
-from schema import BadRequest, Chunk, DeleteDocument, Document, EmbeddedChunks, IngestResult, encode
+from schema import (
+    BadRequest,
+    Chunk,
+    DeleteDocument,
+    Document,
+    DocumentInfo,
+    DocumentList,
+    EmbeddedChunks,
+    IngestResult,
+    ListDocuments,
+    LoadTriples,
+    RecordDocument,
+    encode,
+)
 
 from .chunking import chunk_part
 from .settings import ChunkerSettings
@@ -55,11 +74,35 @@ class _Calls(Processor):
         await self.client.close()
 
     async def delete_everywhere(self, document_id: str, collection: str) -> int:
+        """Remove the document from every chunk store, then from the library; the chunks removed."""
         s = self.settings
         results = await _call_all(
             self.client, s.delete_topics, DeleteDocument(document_id=document_id, collection=collection), s.call_timeout_s
         )
+        await self.record(DocumentInfo(document_id=document_id, collection=collection), removed=True)
         return max((r.count for r in results), default=0)
+
+    async def record(self, document: DocumentInfo, *, removed: bool = False) -> None:
+        if self.settings.record_topic:
+            await _call_all(self.client, [self.settings.record_topic], RecordDocument(document=document, removed=removed),
+                            self.settings.call_timeout_s)
+
+    async def held(self, doc: Document) -> DocumentInfo | None:
+        """The library's entry of ``doc`` if it holds it with the same content hash."""
+        s = self.settings
+        if not (doc.content_hash and s.documents_topic):
+            return None
+        request = ListDocuments(collection=doc.collection, document_ids=[doc.document_id], limit=1)
+        found = await self.client.request(s.documents_topic, request, DocumentList, timeout=s.call_timeout_s)
+        if found.error is not None:
+            raise RemoteError(s.documents_topic, found.error)
+        same = [d for d in found.documents if (d.document_id, d.content_hash, d.chunking) ==
+                (doc.document_id, doc.content_hash, self.chunking)]
+        return same[0] if same else None
+
+    @property
+    def chunking(self) -> str:
+        return f"{self.settings.chunk_size}/{self.settings.chunk_overlap}"
 
 
 class ChunkerProcessor(_Calls):
@@ -73,6 +116,8 @@ class ChunkerProcessor(_Calls):
             raise BadRequest("document_id is empty")
         if doc.part == 0 and doc.first_position != 0:
             raise BadRequest(f"part 0 of document {doc.document_id!r} must start at position 0")
+        if doc.part == 0 and (held := await self.held(doc)) is not None:
+            return IngestResult(count=held.chunks, unchanged=1)  # every store holds this content: nothing to do
         chunks, resume_at = chunk_part(doc, s.chunk_size, s.chunk_overlap)
         if not doc.last and resume_at == 0:
             raise BadRequest(
@@ -90,6 +135,11 @@ class ChunkerProcessor(_Calls):
                 opened = True
             for batch in batches:
                 await _call_all(self.client, s.store_topics, batch, s.call_timeout_s)
+            if doc.last:  # stored whole: the library lists it from now on
+                await self.record(DocumentInfo(
+                    document_id=doc.document_id, title=doc.title, source=doc.source, collection=doc.collection,
+                    chunks=doc.first_position + len(chunks), content_hash=doc.content_hash, chunking=self.chunking,
+                ))
         except Exception:
             if opened:
                 log.warning("storing %s (part %d) failed; removing it from every store", doc.document_id, doc.part)
@@ -129,9 +179,22 @@ class ChunkerProcessor(_Calls):
 
 
 class DocumentDeleteProcessor(_Calls):
+    """A document out of every store: its chunks from each chunk store, its facts from the graph.
+
+    ``count`` is the chunks removed, ``retracted`` the graph facts no longer believed. Every step
+    is idempotent, so after one failed (an error answer) the next delete finishes the job.
+    """
+
     request_type = DeleteDocument
     response_type = IngestResult
     Settings = ChunkerSettings
 
     async def handle(self, request: DeleteDocument, context: RequestContext) -> IngestResult:
-        return IngestResult(count=await self.delete_everywhere(request.document_id, request.collection))
+        s = self.settings
+        chunks = self.delete_everywhere(request.document_id, request.collection)
+        if not s.retract_topic:
+            return IngestResult(count=await chunks)
+        retraction = LoadTriples(retract_sources=[request.document_id], collection=request.collection)
+        retract = _call_all(self.client, [s.retract_topic], retraction, s.call_timeout_s)
+        count, (retracted,) = await asyncio.gather(chunks, retract)
+        return IngestResult(count=count, retracted=retracted.retracted)

@@ -27,5 +27,14 @@ class ChunkerSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=Tru
     embed_topic: str = t.EMBED
     store_topics: list[str] = msgspec.field(default_factory=lambda: [t.DOC_EMBEDDINGS_STORE, t.KEYWORD_STORE])
     delete_topics: list[str] = msgspec.field(default_factory=lambda: [t.DOC_EMBEDDINGS_DELETE, t.KEYWORD_DELETE])
+    # document-delete also has the graph retract the deleted document's facts (a recorded event of the
+    # graph's log, so ``as_of`` before the deletion still shows them) by a LoadTriples with
+    # ``retract_sources`` on this topic, kg-store's; "" = a deployment without a graph.
+    retract_topic: str = t.TRIPLES_LOAD
+    # The library (processors/library): told of each document stored whole and each removed, on
+    # record_topic; asked on documents_topic whether a document with a content_hash is held already
+    # with that hash, which then is neither chunked nor embedded again. "" = no library.
+    record_topic: str = t.DOCUMENT_RECORD
+    documents_topic: str = t.DOCUMENTS_QUERY
     # The chunker's own deadline (per part) must cover its calls.
     handler_timeout_s: PositiveSeconds = 600.0

@@ -7,12 +7,16 @@ language reference) is ingested and the sample graph loaded, with progress
 shown (``seed.py``). A question to another collection that holds nothing is
 an error saying how to fill it. With a Kafka or Pulsar URL the command only
 publishes the question and waits for the workers' answer.
+
+On a terminal the answer is printed as it is written (a streamed request);
+piped, or with ``--json``, it is printed whole, once it is complete.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import AsyncIterator
 
 import msgspec
 
@@ -21,7 +25,7 @@ from config.settings import load_settings
 from processors.bus import connect
 from processors.runtime.client import RequestClient
 from processors.runtime.clients import DocumentRagClient
-from schema import DocumentRagResponse, Fact
+from schema import DocumentRagPiece, DocumentRagResponse, Fact
 
 from .common import (
     add_bus_options,
@@ -50,6 +54,11 @@ def show(r: DocumentRagResponse, out=sys.stdout) -> None:
     only adds its source to ``Sources``.
     """
     print(r.answer, file=out)
+    show_sources(r, out)
+
+
+def show_sources(r: DocumentRagResponse, out=sys.stdout) -> None:
+    """What ``show`` prints after the answer: its sources, the other facts, what degraded."""
     by_id = {c.chunk_id: c for c in r.chunks}
     cited_facts = [f for f in r.facts if _cites_fact(r.answer, f)]
     if r.cited or cited_facts:
@@ -70,6 +79,19 @@ def show(r: DocumentRagResponse, out=sys.stdout) -> None:
         print(f"\nDegraded: {'; '.join(r.problems or r.degraded)}", file=sys.stderr)
 
 
+async def show_stream(pieces: AsyncIterator[DocumentRagPiece], out=sys.stdout) -> DocumentRagResponse:
+    """Print the answer piece by piece as it arrives (flushed each time), then its sources; return the response."""
+    async for piece in pieces:
+        if piece.kind == "answer":
+            out.write(piece.text)
+            out.flush()
+        elif piece.response is not None:
+            print(file=out)
+            show_sources(piece.response, out)
+            return piece.response
+    raise RuntimeError("the answer's stream ended without its final piece")
+
+
 async def ask(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     url = args.bus or settings.bus.url
@@ -86,8 +108,11 @@ async def ask(args: argparse.Namespace) -> int:
                                     resend_after_s=settings.client.resend_after_s or None)
             async with client:
                 rag = DocumentRagClient(client, timeout=timeout)
-                response = await rag.ask(args.question, mode=args.mode, at_time=args.at,
-                                         doc_limit=args.doc_limit, collection=args.collection)
+                question = dict(mode=args.mode, at_time=args.at, doc_limit=args.doc_limit, collection=args.collection)
+                if not args.json and sys.stdout.isatty():  # someone is watching: show the answer as it comes
+                    await show_stream(rag.ask_stream(args.question, **question))
+                    return 0
+                response = await rag.ask(args.question, **question)
     if args.json:
         print(msgspec.json.encode(response).decode())
     else:

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 
@@ -29,7 +32,7 @@ from config.settings import load_settings
 from processors.bus import connect
 from processors.runtime.client import RequestClient
 from processors.runtime.sizing import body_budget
-from schema import DeleteDocument, Document, Error, IngestResult, encode
+from schema import DeleteDocument, Document, Error, IngestResult, Section, encode
 from schema import topics as t
 
 from .common import (
@@ -43,6 +46,7 @@ from .common import (
 )
 from .documents import DocumentSource, load_documents
 from .documents import document_id as make_document_id
+from .library import list_documents
 from .progress import progress_bar
 
 # What a part's fields may grow by over the empty one sized below: the text's msgpack prefix
@@ -52,11 +56,18 @@ _GROWTH = 5 + 9 + 9
 
 @dataclass
 class IngestSummary:
-    documents: int = 0
+    documents: int = 0  # stored now (unchanged ones not counted)
     chunks: int = 0
     parts: int = 0
     failed: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    unchanged: int = 0  # held already with the same content hash: neither chunked nor embedded again
+
+
+class Sent(NamedTuple):
+    chunks: int  # chunks stored (or held, when unchanged)
+    parts: int  # parts sent
+    unchanged: bool = False  # the stores held this content already: nothing was stored
 
 
 class DocumentRejected(Exception):
@@ -95,15 +106,17 @@ async def send_document(
     *,
     timeout: float,
     on_part: Callable[[int, int], None] | None = None,
-) -> tuple[int, int]:
-    """Send ``doc`` to document-load in parts that fit the bus; returns (chunks stored, parts sent).
+) -> Sent:
+    """Send ``doc`` to document-load in parts that fit the bus; returns chunks stored and parts sent,
+    or that the stores hold this content already (its hash is the library's).
 
     Each part waits at most ``timeout``. ``on_part(characters done, parts done)`` follows a
     document of several parts. Raises ``DocumentRejected`` for an error answer, else what
     went wrong (a time-out, a read error), after removing what was stored of the document.
     """
     empty = Document(
-        document_id=doc.document_id, text="", title=doc.title, collection=doc.collection, source=doc.source
+        document_id=doc.document_id, text="", title=doc.title, collection=doc.collection, source=doc.source,
+        content_hash=doc.content_hash,
     )
     room = body_budget(client.bus.max_message_bytes) - len(encode(empty)) - _GROWTH
     if room < 1:
@@ -115,18 +128,23 @@ async def send_document(
             if not ended:
                 buffer, ended = _fill(buffer, blocks, room)
             cut = _fitting(buffer, room)
+            if doc.sections:  # the headings travel with the text: leave them room (those of a longer cut, more)
+                cut = _fitting(buffer, max(0, room - _section_bytes(doc, done, cut)))
             last = ended and cut == len(buffer)
             message = msgspec.structs.replace(
-                empty, text=buffer[:cut], part=part, last=last, first_position=position
+                empty, text=buffer[:cut], part=part, last=last, first_position=position,
+                sections=_part_sections(doc, done, cut),
             )
             result = await client.request(t.DOCUMENT_LOAD, message, IngestResult, timeout=timeout)
             del message
             if result.error is not None:
                 raise DocumentRejected(part, result.error)
+            if part == 0 and result.unchanged:
+                return Sent(result.count, 1, unchanged=True)
             part += 1
             position += result.count
             if last:
-                return position, part
+                return Sent(position, part)
             if not 0 < result.resume_at <= cut:
                 raise ValueError(f"document-load answered part {part - 1} with resume_at={result.resume_at}, "
                                  f"outside its {cut} characters")
@@ -143,6 +161,26 @@ async def send_document(
     finally:
         if isinstance(blocks, Generator):
             blocks.close()  # the file now, not whenever the generator is collected
+
+
+def _part_sections(doc: DocumentSource, start: int, length: int) -> list[Section]:
+    """The sections of the part of ``doc``'s text at ``[start, start + length)``, offsets made the part's own:
+    the one it starts in, then each that begins inside it."""
+    sections: list[Section] = []
+    for s in doc.sections:
+        if s.offset <= start:
+            sections[:] = [Section(offset=0, heading=list(s.heading))]
+        elif s.offset < start + length:
+            sections.append(Section(offset=s.offset - start, heading=list(s.heading)))
+        else:
+            break
+    return sections
+
+
+def _section_bytes(doc: DocumentSource, start: int, length: int) -> int:
+    """About how many bytes the part's sections take in its message (so its text leaves them room)."""
+    sections = _part_sections(doc, start, length)
+    return len(encode(sections)) if sections else 0
 
 
 async def _remove(client: RequestClient, doc: DocumentSource, timeout: float) -> str:
@@ -192,14 +230,17 @@ async def ingest(
 
         async with slots:
             try:
-                chunks, parts = await send_document(client, doc, timeout=timeout, on_part=show_part)
+                sent = await send_document(client, doc, timeout=timeout, on_part=show_part)
             except Exception as exc:  # an error answer, a timeout, a transport failure: report, go on
                 notes = "".join(f"; {note}" for note in getattr(exc, "__notes__", ()))
                 summary.failed.append(f"{doc.source or doc.document_id}: {exc}{notes}")
             else:
-                summary.documents += 1
-                summary.chunks += chunks
-                summary.parts += parts
+                if sent.unchanged:
+                    summary.unchanged += 1
+                else:
+                    summary.documents += 1
+                    summary.chunks += sent.chunks
+                    summary.parts += sent.parts
                 if on_stored is not None:
                     on_stored(doc)
             done += 1
@@ -213,21 +254,54 @@ async def ingest(
 
 async def _ingest(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
-    documents, failed = load_documents(args.paths, args.collection)
+    documents, skipped = load_documents(args.paths, args.collection)
     url = args.bus or settings.bus.url
+    for problem in skipped:  # before anything is sent: the user sees at once what will not be read
+        print(f"  skipped: {problem}", file=sys.stderr)
     async with embedded_processors(settings, pipelines.INGEST, url):
         print(f"ingesting {len(documents)} document(s) into collection {args.collection!r} over {url}", file=sys.stderr)
         async with await connect(url, settings.bus) as bus, command_client(bus, settings, "ingest") as client:
             summary = await ingest(
                 client, documents, concurrency=args.concurrency, timeout=call_timeout(args, settings),
-                on_progress=progress_bar(), failed=failed,
+                on_progress=progress_bar(interval_s=settings.client.progress_interval_s),
             )
+            vanished = await _vanished(client, args, documents, call_timeout(args, settings))
     for problem in summary.failed:
         print(f"  failed: {problem}", file=sys.stderr)
     parts = f" (sent in {summary.parts} parts)" if summary.parts > summary.documents else ""
     print(f"{summary.documents} document(s), {summary.chunks} chunk(s) in {summary.seconds:.1f}s{parts}"
+          f"{f', {summary.unchanged} unchanged (held already with the same content)' if summary.unchanged else ''}"
+          f"{f', {len(skipped)} skipped' if skipped else ''}"
           f"{f', {len(summary.failed)} failed' if summary.failed else ''}", file=sys.stderr)
-    return 1 if summary.failed else 0
+    return 1 if summary.failed or skipped or (args.prune and not all(vanished.values())) else 0
+
+
+async def _vanished(client: RequestClient, args: argparse.Namespace, found: list[DocumentSource],
+                    timeout: float) -> dict[str, bool]:
+    """Documents ingested from a folder named now whose files are gone: reported, and removed with ``--prune``.
+
+    Returns each such document id and whether it was removed."""
+    folders = [Path(p).resolve() for p in args.paths if Path(p).is_dir()]
+    seen = {d.document_id for d in found}
+    gone: dict[str, bool] = {}
+    for folder in folders:
+        for d in await list_documents(client, args.collection, timeout=timeout, id_prefix=f"{folder}{os.sep}"):
+            if d.document_id not in seen and d.document_id not in gone and not Path(d.document_id).exists():
+                gone[d.document_id] = False
+    for document_id in gone:
+        if not args.prune:
+            print(f"  vanished: {document_id}: ingested before, no longer in its folder (--prune removes it)",
+                  file=sys.stderr)
+            continue
+        request = DeleteDocument(document_id=document_id, collection=args.collection)
+        result = await client.request(t.DOCUMENT_DELETE, request, IngestResult, timeout=timeout)
+        if result.error is not None:
+            print(f"  vanished: {document_id}: could not be removed: {result.error.type}: {result.error.message}",
+                  file=sys.stderr)
+        else:
+            gone[document_id] = True
+            print(f"  pruned: {document_id}: no longer in its folder; removed {result.count} chunk(s)", file=sys.stderr)
+    return gone
 
 
 async def _delete_one(client: RequestClient, name: str, collection: str, timeout: float) -> tuple[str, IngestResult]:
@@ -238,46 +312,57 @@ async def _delete_one(client: RequestClient, name: str, collection: str, timeout
     for document_id in dict.fromkeys((make_document_id(name), name)):
         request = DeleteDocument(document_id=document_id, collection=collection)
         tried.append((document_id, await client.request(t.DOCUMENT_DELETE, request, IngestResult, timeout=timeout)))
-        if tried[-1][1].error is not None or tried[-1][1].count:
+        if tried[-1][1].error is not None or tried[-1][1].count or tried[-1][1].retracted:
             return tried[-1]
     return tried[0]
 
 
 async def _delete(args: argparse.Namespace) -> int:
-    """Delete each named document; exit 1 if one could not be deleted, or was not there to delete."""
+    """Delete each named document (or, with ``--all``, every document of the collection); exit 1 if one
+    could not be deleted, or was not there to delete."""
+    if bool(args.all) == bool(args.document_ids):
+        raise ValueError("name the documents to delete, or --all for every document of the collection (not both)")
     settings = load_settings(args.config)
     url = args.bus or settings.bus.url
     failed = 0
-    async with embedded_processors(settings, pipelines.DELETE, url):
+    async with embedded_processors(settings, (*pipelines.DELETE, *pipelines.LIST), url):
         async with await connect(url, settings.bus) as bus, command_client(bus, settings, "delete") as client:
             timeout = call_timeout(args, settings)
-            for name in args.document_ids:
+            names = args.document_ids
+            if args.all:
+                names = [d.document_id for d in await list_documents(client, args.collection, timeout=timeout)]
+                print(f"deleting all {len(names)} document(s) of collection {args.collection!r}", file=sys.stderr)
+            for name in names:
                 document_id, result = await _delete_one(client, name, args.collection, timeout)
                 shown = name if document_id == name else f"{name} ({document_id})"
                 if result.error is not None:
                     failed += 1
                     print(f"{shown}: {result.error.type}: {result.error.message}", file=sys.stderr)
-                elif not result.count:
+                elif not result.count and not result.retracted:
                     failed += 1
                     print(f"{shown}: no such document in collection {args.collection!r}; nothing removed",
                           file=sys.stderr)
                 else:
-                    print(f"{shown}: removed {result.count} chunk(s)", file=sys.stderr)
+                    facts = f", retracted {result.retracted} graph fact(s)" if result.retracted else ""
+                    print(f"{shown}: removed {result.count} chunk(s){facts}", file=sys.stderr)
     return 1 if failed else 0
 
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("ingest", help="chunk, embed and store documents (default: the Python language reference)")
-    p.add_argument("paths", nargs="*", help="files or folders of .txt/.md/.rst/.html/.pdf")
+    p.add_argument("paths", nargs="*", help="files or folders of .pdf .docx .pptx .html .md .txt .rst")
     add_bus_options(p)
     add_collection_option(p)
     p.add_argument("--concurrency", type=positive_int, default=4, help="documents in flight at once")
+    p.add_argument("--prune", action="store_true",
+                   help="remove documents ingested from a folder named here whose files are gone")
     add_timeout_option(p, "each document to be stored", "store_timeout_s")
     p.set_defaults(run=_ingest)
 
     p = sub.add_parser("delete", help="remove documents from every store (exit 1 if one was not there)")
-    p.add_argument("document_ids", nargs="+", metavar="document",
+    p.add_argument("document_ids", nargs="*", metavar="document",
                    help="a file as it was ingested (any path to it), pydoc:TOPIC, or a document id")
+    p.add_argument("--all", action="store_true", help="every document of the collection (see `ragbus documents`)")
     add_bus_options(p)
     add_collection_option(p)
     add_timeout_option(p, "each document to be removed", "store_timeout_s")

@@ -46,7 +46,7 @@ async def kg_load(args: argparse.Namespace) -> int:
         async with await connect(url, settings.bus) as bus, command_client(bus, settings, "kg-load") as client:
             summary = await load_graph(
                 client, path, collection=args.collection, ontology=ontology,
-                batch_size=args.batch_size, timeout=call_timeout(args, settings), on_progress=progress_bar(),
+                batch_size=args.batch_size, timeout=call_timeout(args, settings), on_progress=progress_bar(unit="item", interval_s=settings.client.progress_interval_s),
             )
     report(summary)
     return 1 if summary.rejected else 0

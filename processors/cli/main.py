@@ -12,10 +12,10 @@ from config.settings import load_settings
 from processors.bus import BusError
 from processors.runtime.clients import RemoteError
 
-from . import ask, brokers, check, ingest, kg, records, topics, worker
+from . import ask, brokers, check, ingest, kg, library, records, serve, topics, worker
 
 # In the order `ragbus --help` lists them.
-COMMANDS = (check, worker, ingest, ask, kg, records, topics, brokers)
+COMMANDS = (check, worker, ingest, library, ask, serve, kg, records, topics, brokers)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,9 +30,46 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"ragbus: error: {message} (see '{self.prog} --help')\n")
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed distribution's version, looked up only when asked (it reads metadata)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            shown = version("ragbus")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            shown = "unknown (not installed)"
+        print(f"ragbus {shown}")  # on stdout, as argparse's own version action prints
+        parser.exit(0)
+
+
+class _Completion(argparse.Action):
+    """``--print-completion SHELL``: a completion script made by shtab from this very parser (imported only then).
+
+    Static, so completing costs the shell nothing: ``ragbus --print-completion bash > ~/.local/share/
+    bash-completion/completions/ragbus`` (zsh: a ``_ragbus`` file in a directory on ``$fpath``).
+    """
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, **kwargs):
+        super().__init__(option_strings, dest, default=default, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import shtab
+
+        print(shtab.complete(parser, values))  # values: the shell
+        parser.exit(0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="ragbus", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    parser.add_argument("--version", action=_Version, help="print the installed version and exit")
+    parser.add_argument("--print-completion", action=_Completion, choices=("bash", "zsh", "tcsh"), metavar="SHELL",
+                        help="print a shell completion script (bash, zsh or tcsh) and exit")
     sub = parser.add_subparsers(dest="command")
     for command in COMMANDS:
         command.add_parsers(sub)
@@ -43,8 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    if not getattr(args, "run", None):
-        args = parser.parse_args(["check", *(argv or [])])
+    if not getattr(args, "run", None):  # bare `ragbus`: what it can do, not a bus self-check
+        parser.print_help()
+        return 0
     try:
         load_settings()  # fail early on a bad RAGBUS_* variable or config file
         if getattr(args, "sync", False):

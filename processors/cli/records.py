@@ -10,6 +10,7 @@ from processors.bus import connect
 from processors.runtime.recording import record, replay
 
 from .common import add_bus_options, positive_float, positive_int, positive_seconds
+from .progress import progress_bar
 
 
 def _warn_if_private(command: str, url: str) -> None:
@@ -42,12 +43,19 @@ async def _record(args: argparse.Namespace) -> int:
     async with await connect(args.bus, load_settings().bus) as bus:
         _warn_if_private("record", bus.url)
 
+        progress = progress_bar(unit="msg")
+        count = 0
+
         def show(item) -> None:
-            print(f"\rrecorded {show.count} message(s), last on {item.topic}", end="", file=sys.stderr, flush=True)
-            show.count += 1
-        show.count = 1
-        n = await record(bus, args.topics, args.out, limit=args.limit, idle_timeout=args.idle, on_message=show)
-    print(f"\nrecorded {n} message(s) from {', '.join(args.topics)} to {args.out}", file=sys.stderr)
+            nonlocal count
+            count += 1
+            progress(count, args.limit, f"last on {item.topic}")
+
+        try:
+            n = await record(bus, args.topics, args.out, limit=args.limit, idle_timeout=args.idle, on_message=show)
+        finally:
+            progress.close()
+    print(f"recorded {n} message(s) from {', '.join(args.topics)} to {args.out}", file=sys.stderr)
     return 0
 
 

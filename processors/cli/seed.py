@@ -132,7 +132,8 @@ class FirstUse:
         if todo:
             resumed = f", resuming: {len(corpus) - len(todo)} already in" if len(todo) < len(corpus) else ""
             print(f"first use: ingesting the Python language reference ({len(corpus)} topics{resumed})", file=out)
-            summary = await ingest(client, todo, on_progress=progress_bar(out), on_stored=self._record)
+            progress = progress_bar(out, interval_s=self.settings.client.progress_interval_s)
+            summary = await ingest(client, todo, on_progress=progress, on_stored=self._record)
             if summary.failed:
                 raise RuntimeError(f"ingesting the default corpus failed: {summary.failed[0]}")
         if not _graph_loaded(self.settings, self.collection):
@@ -171,7 +172,7 @@ async def _load_sample_graph(client: RequestClient, collection: str, out=None) -
     if out is not None:
         print("first use: loading the sample knowledge graph", file=out)
     loaded = await load_graph(client, SAMPLE_GRAPH, collection=collection, ontology=read_ontology(SAMPLE_ONTOLOGY),
-                              on_progress=progress_bar(out) if out else None)
+                              on_progress=progress_bar(out, unit="item") if out else None)
     if loaded.rejected:
         raise RuntimeError(f"loading the sample graph failed: {loaded.rejected[0]}")
 

@@ -65,13 +65,15 @@ import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import faiss
 import msgspec
 import numpy as np
 
 from schema import Chunk, ChunkMatch, check_collection
+
+if TYPE_CHECKING:
+    import faiss
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +209,7 @@ class VectorStore:
             )
         index = self._ensure_index()
         k = min(limit, len(self._rows))
-        if isinstance(index, faiss.IndexHNSWFlat):
+        if self.index_kind == "hnsw":
             index.hnsw.efSearch = max(self.hnsw_ef_search, k)  # fewer candidates than k cannot give k
         scores, labels = index.search(matrix, k)
         best: dict[int, float] = {}
@@ -275,12 +277,7 @@ class VectorStore:
                     replaced_from.append(i)
             if not replaced_at and not appended_from:
                 return len(latest)
-            if replaced_at:
-                stored = stored.copy()
-                stored[replaced_at] = matrix[replaced_from]
-            if appended_from:
-                stored = np.concatenate([stored, matrix[appended_from]])
-            self._publish(rows, stored)
+            self._publish(rows, _updated(stored, replaced_at, matrix[replaced_from], matrix[appended_from]))
         return len(latest)
 
     def delete_document(self, document_id: str) -> int:
@@ -327,6 +324,10 @@ class VectorStore:
         return self._index
 
     def _new_index(self, dimension: int, n: int) -> faiss.Index:
+        # Imported when the first search needs an index, not with the module: faiss takes ~14 MB and
+        # ~80 ms to import, which a command that never searches (ragbus --help, ingest) need not pay.
+        import faiss
+
         if self._kind(n) == "flat":
             return faiss.IndexFlatIP(dimension)
         index = faiss.IndexHNSWFlat(dimension, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
@@ -453,6 +454,20 @@ class VectorStore:
             if stale:
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
+
+
+def _updated(stored: np.ndarray, replaced_at: list[int], replacements: np.ndarray, appended: np.ndarray) -> np.ndarray:
+    """A new matrix: ``stored`` with rows replaced and rows appended, built in one allocation.
+
+    The loaded matrix is never changed in place (readers of this store may hold it), and a
+    copy followed by a concatenation would hold the collection's vectors three times at once.
+    """
+    n = stored.shape[0]
+    out = np.empty((n + appended.shape[0], stored.shape[1]), dtype=np.float32)
+    out[:n] = stored
+    out[replaced_at] = replacements
+    out[n:] = appended
+    return out
 
 
 def _flock(fd: int) -> None:

@@ -28,6 +28,9 @@ Per query, with the data dependencies as the only ordering:
 - the answer: ``prompt_client.document_prompt(query=..., documents=[texts in
   fused order], document_ids=[their chunk ids], facts=[fact texts], ...)``,
   with the snapshot header only when ``at_time`` is given.
+
+``stream`` runs the same query and yields the sources as soon as they are
+known, then the answer as the prompt streams it, then the whole ``RagAnswer``.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,6 +93,23 @@ class _Timings:
             yield
         finally:
             self.ms[name] = round((time.perf_counter() - started) * 1000, 3)
+
+
+@dataclass(slots=True)
+class _Found:
+    """A query up to its prompt: the sources found, the prompt's arguments, the clock."""
+
+    result: RagAnswer
+    prompt: dict[str, Any]
+    timings: _Timings
+    started: float
+
+    def finish(self, answer: str) -> RagAnswer:
+        self.result.answer = answer
+        self.result.cited = [c.chunk_id for c in self.result.chunks if _cites(answer, c.chunk_id)]
+        self.timings.ms["total"] = round((time.perf_counter() - self.started) * 1000, 3)
+        self.result.timings_ms = self.timings.ms
+        return self.result
 
 
 class DocumentRag:
@@ -145,6 +165,40 @@ class DocumentRag:
         collection: str = DEFAULT_COLLECTION,
     ) -> RagAnswer:
         """A cited answer to ``question``; ``BadRequest`` (a ValueError) or ``TypeError`` on bad input."""
+        found = await self._sources(question, mode, at_time, doc_limit, collection)
+        with found.timings.stage("prompt"):
+            answer = await self.prompt_client.document_prompt(**found.prompt)
+        return found.finish(answer.text)
+
+    async def stream(
+        self,
+        question: str,
+        *,
+        mode: str | None = None,
+        at_time: Any = None,
+        doc_limit: int | None = None,
+        collection: str = DEFAULT_COLLECTION,
+    ) -> AsyncIterator[tuple[str, Any]]:
+        """The same answer as it is written: ``("sources", RagAnswer without answer)`` once, then
+        ``("answer", text)`` per piece of the prompt's stream, then ``("final", RagAnswer)``.
+
+        Needs a prompt client with ``document_prompt_stream``.
+        """
+        found = await self._sources(question, mode, at_time, doc_limit, collection)
+        yield "sources", found.result
+        text = None
+        with found.timings.stage("prompt"):
+            async for piece in self.prompt_client.document_prompt_stream(**found.prompt):
+                if piece.result is not None:
+                    text = piece.result.text
+                elif piece.text:
+                    yield "answer", piece.text
+        if text is None:
+            raise RuntimeError("the prompt stream ended without its result")
+        yield "final", found.finish(text)
+
+    async def _sources(self, question, mode, at_time, doc_limit, collection) -> _Found:
+        """Everything before the prompt: checks, the document and graph paths, chunk texts."""
         if not isinstance(question, str):
             raise TypeError(f"question must be a str, got {type(question).__name__}")
         if not question.strip():
@@ -175,23 +229,17 @@ class DocumentRag:
         fact_texts = [f.text or f"{f.head} {f.relation} {f.tail}" for f in result.facts]
         if when is not None and "kg" in result.paths:
             result.header = render_header(self.header_template, when)
-        with t.stage("prompt"):
-            kwargs: dict[str, Any] = {
-                "query": question,
-                "documents": [c.text or "" for c in result.chunks],
-                "document_ids": [c.chunk_id for c in result.chunks],
-                "facts": fact_texts,
-            }
-            if when is not None:
-                kwargs["at_time"] = result.at_time
-                if result.header is not None:
-                    kwargs["snapshot_header"] = result.header
-            answer = await self.prompt_client.document_prompt(**kwargs)
-        result.answer = answer.text
-        result.cited = [c.chunk_id for c in result.chunks if _cites(result.answer, c.chunk_id)]
-        t.ms["total"] = round((time.perf_counter() - started) * 1000, 3)
-        result.timings_ms = t.ms
-        return result
+        prompt: dict[str, Any] = {
+            "query": question,
+            "documents": [c.text or "" for c in result.chunks],
+            "document_ids": [c.chunk_id for c in result.chunks],
+            "facts": fact_texts,
+        }
+        if when is not None:
+            prompt["at_time"] = result.at_time
+            if result.header is not None:
+                prompt["snapshot_header"] = result.header
+        return _Found(result, prompt, t, started)
 
     # -- the document paths --------------------------------------------------------------------
 

@@ -9,6 +9,8 @@ become error responses (or degraded answers, see ``core.py``).
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 from processors.runtime.client import RequestClient
 from processors.runtime.clients import (
     DocEmbeddingsClient,
@@ -19,15 +21,16 @@ from processors.runtime.clients import (
     PromptClient,
 )
 from processors.runtime.processor import Processor, RequestContext
-from schema import BadRequest, DocumentRagRequest, DocumentRagResponse, check_collection
+from schema import BadRequest, DocumentRagPiece, DocumentRagRequest, DocumentRagResponse, check_collection
 
-from .core import DocumentRag
+from .core import DocumentRag, RagAnswer
 from .settings import DocumentRagSettings
 
 
 class DocumentRagProcessor(Processor[DocumentRagRequest, DocumentRagResponse]):
     request_type = DocumentRagRequest
     response_type = DocumentRagResponse
+    piece_type = DocumentRagPiece
     Settings = DocumentRagSettings
 
     settings: DocumentRagSettings
@@ -65,17 +68,43 @@ class DocumentRagProcessor(Processor[DocumentRagRequest, DocumentRagResponse]):
             await client.close()
 
     async def handle(self, request: DocumentRagRequest, context: RequestContext) -> DocumentRagResponse:
+        r = await self._checked(request).query(
+            request.query, mode=request.mode, at_time=request.at_time, doc_limit=request.doc_limit,
+            collection=request.collection,
+        )
+        return _response(r)
+
+    async def stream(self, request: DocumentRagRequest, context: RequestContext) -> AsyncIterator[DocumentRagPiece]:
+        events = self._checked(request).stream(
+            request.query, mode=request.mode, at_time=request.at_time, doc_limit=request.doc_limit,
+            collection=request.collection,
+        )
+        async for kind, value in events:
+            if kind == "sources":
+                yield DocumentRagPiece(
+                    kind=kind, chunks=value.chunks, facts=value.facts, rejected=value.rejected, paths=value.paths,
+                    degraded=value.degraded, problems=value.problems, at_time=value.at_time, header=value.header,
+                )
+            elif kind == "answer":
+                yield DocumentRagPiece(kind=kind, text=value)
+            else:
+                yield DocumentRagPiece(kind="final", response=_response(value))
+
+    def is_final(self, piece: DocumentRagPiece) -> bool:
+        return piece.response is not None
+
+    def _checked(self, request: DocumentRagRequest) -> DocumentRag:
         if self._rag is None:
             raise RuntimeError(f"{self.name} is not started")
         check_collection(request.collection)
         if request.doc_limit is not None and request.doc_limit > self.settings.max_doc_limit:
             raise BadRequest(f"doc_limit {request.doc_limit} is over max_doc_limit={self.settings.max_doc_limit}")
-        r = await self._rag.query(
-            request.query, mode=request.mode, at_time=request.at_time, doc_limit=request.doc_limit,
-            collection=request.collection,
-        )
-        return DocumentRagResponse(
-            answer=r.answer, chunks=r.chunks, cited=r.cited, facts=r.facts, rejected=r.rejected,
-            at_time=r.at_time, header=r.header, paths=r.paths, degraded=r.degraded, problems=r.problems,
-            timings_ms=r.timings_ms,
-        )
+        return self._rag
+
+
+def _response(r: RagAnswer) -> DocumentRagResponse:
+    return DocumentRagResponse(
+        answer=r.answer, chunks=r.chunks, cited=r.cited, facts=r.facts, rejected=r.rejected,
+        at_time=r.at_time, header=r.header, paths=r.paths, degraded=r.degraded, problems=r.problems,
+        timings_ms=r.timings_ms,
+    )

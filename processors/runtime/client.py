@@ -14,6 +14,19 @@ held by a worker that died, or lost by a broker, is then served by another
 replica. The first response wins; the others count as duplicates. Requests
 must therefore be safe to serve twice, which every query topic is.
 
+``stream`` asks for the answer in pieces (the ``stream`` header) and yields
+them in order of their ``seq`` header until the ``final`` one, with the same
+timeout (for the whole stream) and resending: the resend comes after
+``resend_after_s`` without a new piece, so a worker that dies mid-stream is
+replaced like one that dies before answering. A resent request is served
+again from the start, and the pieces are told apart by number: each number
+is yielded once, the first copy to arrive wins, later copies count as
+duplicates ("restart and skip"). Chosen over resuming from a sequence number
+because the replica that takes over has none of the dead one's state: it
+must redo the work anyway, and the processors stay free of per-request
+state. It needs a replica to give the same pieces for the same request, as
+the extractive backend does and a model at temperature 0 does.
+
 With ``served_check_s``, a call unanswered after that long asks the bus
 whether anyone consumes its topic (``Bus.has_consumers``), and again as often
 while it waits. If the bus says no, the call ends at once with ``NotServed``
@@ -31,6 +44,7 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -40,7 +54,7 @@ from schema import DecodeError, decode, encode
 
 from ..bus import Bus, SubscriptionClosed
 from . import metrics
-from .envelope import ATTEMPT, REQUEST_ID, new_request_id, request_headers
+from .envelope import ATTEMPT, REQUEST_ID, new_request_id, piece_position, request_headers
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +96,9 @@ class ClientClosed(RuntimeError):
     pass
 
 
+class NotStreamed(RuntimeError):
+    """A streamed call got a whole response: the processor of that topic does not answer in pieces."""
+
 class _Unserved(Exception):
     """Inside a call: the bus said nobody consumes the topic (the call raises ``NotServed``)."""
 
@@ -97,6 +114,41 @@ class ClientStats:
     resent: int = 0
     unserved: int = 0  # calls ended early because the bus said nobody consumes their topic
     foreign: int = 0  # replies to requests this client never sent (other callers' on a shared inbox)
+
+
+class _Stream:
+    """The pieces of one streamed call: kept by sequence number until they can be yielded in order."""
+
+    __slots__ = ("next_seq", "final_seq", "held", "arrived", "failure")
+
+    def __init__(self) -> None:
+        self.failure: Exception | None = None
+        self.next_seq = 0  # the next number to yield
+        self.final_seq: int | None = None
+        self.held: dict[int, bytes] = {}
+        self.arrived = asyncio.Event()  # set when a new piece is held
+
+    def offer(self, seq: int, final: bool, body: bytes) -> bool:
+        """Hold a piece; False for a number already held or yielded (a duplicate)."""
+        if seq < self.next_seq or seq in self.held or (self.final_seq is not None and seq > self.final_seq):
+            return False
+        if final:
+            self.final_seq = seq
+        self.held[seq] = body
+        self.arrived.set()
+        return True
+
+    def take(self) -> list[bytes]:
+        """The held pieces that come next in order, removed from the hold."""
+        out = []
+        while self.next_seq in self.held:
+            out.append(self.held.pop(self.next_seq))
+            self.next_seq += 1
+        return out
+
+    @property
+    def done(self) -> bool:
+        return self.final_seq is not None and self.next_seq > self.final_seq
 
 
 class RequestClient:
@@ -123,7 +175,7 @@ class RequestClient:
         self.name = name
         self.reply_topic = ""  # the reply-to address its requests name, from the bus at start
         self.stats = ClientStats()
-        self._pending: dict[str, asyncio.Future[bytes]] = {}
+        self._pending: dict[str, asyncio.Future[bytes] | _Stream] = {}
         # request id -> True if it was answered, False if its call timed out.
         self._finished: OrderedDict[str, bool] = OrderedDict()
         self._reader: asyncio.Task[None] | None = None
@@ -183,11 +235,7 @@ class RequestClient:
             request_id=request_id, reply_to=self.reply_topic, timeout_s=timeout, traceparent=traceparent
         )
         started = time.perf_counter()
-        counted = self._per_topic.get(topic)
-        if counted is None:
-            counted = self._per_topic[topic] = (
-                metrics.client_requests.labels(topic), metrics.client_latency.labels(topic)
-            )
+        counted = self._counted(topic)
         unserved = asyncio.ensure_future(self._until_unserved(topic)) if self.served_check_s else None
         try:
             async with asyncio.timeout_at(give_up_at):
@@ -211,6 +259,119 @@ class RequestClient:
                 unserved.cancel()
         counted[1].observe(time.perf_counter() - started)
         return response
+
+    async def stream(
+        self,
+        topic: str,
+        message: msgspec.Struct,
+        piece_type: type[Resp],
+        *,
+        timeout: float | None = None,
+        traceparent: str | None = None,
+    ) -> AsyncIterator[Resp]:
+        """Send ``message`` to ``topic`` asking for pieces; yield each decoded piece once, in order.
+
+        ``timeout`` bounds the whole stream. Raises ``RequestTimeout``, or
+        ``schema.DecodeError`` for a piece that is not a valid ``piece_type``.
+        """
+        async for body in self.stream_bytes(topic, encode(message), timeout=timeout, traceparent=traceparent):
+            try:
+                piece = decode(body, piece_type)
+            except DecodeError:
+                self.stats.undecodable += 1
+                raise
+            yield piece
+
+    async def stream_bytes(
+        self, topic: str, body: bytes, *, timeout: float | None = None, traceparent: str | None = None
+    ) -> AsyncIterator[bytes]:
+        """The streamed round trip with an already encoded body; yields the pieces' bodies in order.
+
+        The waits are bounded one by one rather than by a timeout around the
+        whole generator: a deadline firing while the caller's own code runs
+        between two pieces would cancel the caller, not this call.
+        """
+        if self._reader is None or self._reader.done():
+            raise ClientClosed("request client is not started (or its reply reader stopped)")
+        timeout = self.timeout_s if timeout is None else timeout
+        loop = asyncio.get_running_loop()
+        give_up_at = loop.time() + timeout
+        request_id = new_request_id()
+        stream = _Stream()
+        self._pending[request_id] = stream
+        headers = request_headers(
+            request_id=request_id, reply_to=self.reply_topic, timeout_s=timeout, traceparent=traceparent, stream=True
+        )
+        started = time.perf_counter()
+        counted = self._counted(topic)
+        try:
+            async with asyncio.timeout_at(give_up_at):
+                await self.bus.publish(topic, body, headers)
+        except TimeoutError:
+            self._timed_out(topic, request_id, stream)
+            raise RequestTimeout(topic, request_id, timeout, self.bus.url) from None
+        except BaseException:
+            self._pending.pop(request_id, None)
+            raise
+        self.stats.sent += 1
+        counted[0].inc()
+        attempt, last_news = 1, loop.time()
+        try:
+            while True:
+                if self._reader is None or self._reader.done():
+                    raise ClientClosed("request client closed while a stream was open")
+                stream.arrived.clear()
+                for piece in stream.take():
+                    yield piece
+                if stream.failure is not None:
+                    raise stream.failure
+                if stream.done:
+                    break
+                wait_until = give_up_at
+                if self.resend_after_s is not None:
+                    wait_until = min(give_up_at, last_news + self.resend_after_s)
+                try:
+                    async with asyncio.timeout_at(wait_until):
+                        await stream.arrived.wait()
+                    last_news = loop.time()
+                    continue
+                except TimeoutError:
+                    pass
+                if loop.time() >= give_up_at:
+                    self._timed_out(topic, request_id, stream)
+                    raise RequestTimeout(topic, request_id, timeout, self.bus.url)
+                attempt += 1
+                async with asyncio.timeout_at(give_up_at):
+                    await self.bus.publish(topic, body, {**headers, ATTEMPT: str(attempt)})
+                self.stats.resent += 1
+                last_news = loop.time()
+        except RequestTimeout:
+            raise
+        except TimeoutError:  # the resend's publish ran out of time
+            self._timed_out(topic, request_id, stream)
+            raise RequestTimeout(topic, request_id, timeout, self.bus.url) from None
+        finally:
+            if self._pending.get(request_id) is stream:  # not yet accounted for: finished or abandoned
+                self._pending.pop(request_id)
+                self._remember(request_id, answered=stream.done)
+                if stream.done:
+                    self.stats.answered += 1
+                    counted[1].observe(time.perf_counter() - started)
+
+    def _counted(self, topic: str) -> tuple:
+        counted = self._per_topic.get(topic)
+        if counted is None:
+            counted = self._per_topic[topic] = (
+                metrics.client_requests.labels(topic), metrics.client_latency.labels(topic)
+            )
+        return counted
+
+    def _timed_out(self, topic: str, request_id: str, stream: _Stream) -> None:
+        self.stats.timeouts += 1
+        metrics.client_timeouts.labels(topic).inc()
+        if self._pending.get(request_id) is stream:
+            self._pending.pop(request_id)
+        self._remember(request_id, answered=False)
 
     async def _response(
         self, future: asyncio.Future[bytes], unserved: asyncio.Future[None] | None, topic: str, body: bytes,
@@ -284,14 +445,30 @@ class RequestClient:
             failures = 0
             await d.ack()  # a reply is consumed once, whatever happens to it
             request_id = d.headers.get(REQUEST_ID, "")
-            waiting = self._pending.pop(request_id, None)
+            waiting = self._pending.get(request_id)
             if waiting is None:
                 self._count_unexpected(request_id)
                 continue
+            if isinstance(waiting, _Stream):
+                self._offer_piece(waiting, d.headers, d.body)
+                continue
+            del self._pending[request_id]
             if not waiting.done():  # else its call was cancelled
                 waiting.set_result(d.body)
             self.stats.answered += 1
             self._remember(request_id, answered=True)
+
+    def _offer_piece(self, stream: _Stream, headers, body: bytes) -> None:
+        position = piece_position(headers)
+        if position is None:  # a whole response, not a piece: a processor that cannot stream this topic
+            self.stats.undecodable += 1
+            stream.failure = NotStreamed("a whole response (no seq header) came to a streamed call: "
+                                         "the processor of this topic does not answer in pieces")
+            stream.arrived.set()
+            return
+        if not stream.offer(position[0], position[1], body):
+            self.stats.duplicates += 1
+            metrics.client_duplicates.inc()
 
     def _count_unexpected(self, request_id: str) -> None:
         if request_id not in self._finished:
@@ -315,6 +492,8 @@ class RequestClient:
         if self._subscription is not None:
             await self._subscription.close()
         for future in self._pending.values():
-            if not future.done():
+            if isinstance(future, _Stream):
+                future.arrived.set()  # its generator wakes, finds the reader gone and stops
+            elif not future.done():
                 future.set_exception(ClientClosed("request client closed while waiting"))
         self._pending.clear()

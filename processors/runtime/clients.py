@@ -2,18 +2,21 @@
 
 They return plain values and raise ``RemoteError`` when the processor
 answered with an error, so callers (the orchestrator first) never look at
-envelopes or response Structs.
+envelopes or response Structs. The ``*_stream`` calls yield the pieces of a
+streamed answer (``schema.topics.STREAMS``) and raise ``RemoteError`` at the
+piece that carries an error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 
 from schema import (
     DEFAULT_COLLECTION,
     ChunkMatch,
     DocEmbeddingsRequest,
     DocEmbeddingsResponse,
+    DocumentRagPiece,
     DocumentRagRequest,
     DocumentRagResponse,
     EmbedRequest,
@@ -25,6 +28,7 @@ from schema import (
     KeywordQueryResponse,
     KgQueryRequest,
     KgQueryResponse,
+    PromptPiece,
     PromptRequest,
     PromptResult,
 )
@@ -126,6 +130,18 @@ class PromptClient(_Typed):
         r = await self.client.request(self.topic, request, PromptResult, timeout=self.timeout)
         return _check(self.topic, r)
 
+    async def stream(
+        self, template_id: str, variables: dict[str, str | list[str]] | None = None
+    ) -> AsyncIterator[PromptPiece]:
+        """The answer's pieces of text, then a piece with the whole ``PromptResult``."""
+        request = PromptRequest(template_id=template_id, variables=dict(variables or {}))
+        async for piece in self.client.stream(self.topic, request, PromptPiece, timeout=self.timeout):
+            yield _check(self.topic, piece)
+
+    def document_prompt_stream(self, **kwargs) -> AsyncIterator[PromptPiece]:
+        """``document_prompt`` (same arguments), streamed."""
+        return self.stream("document-prompt", _document_variables(**kwargs))
+
     async def document_prompt(
         self,
         *,
@@ -144,14 +160,30 @@ class PromptClient(_Typed):
         precedes the facts when ``at_time`` is given. Optional variables are
         sent only when given.
         """
-        variables: dict[str, str | list[str]] = {"query": query, "documents": list(documents), "facts": list(facts)}
-        if at_time is not None:
-            variables["at_time"] = at_time
-        if document_ids is not None:
-            variables["document_ids"] = list(document_ids)
-        if snapshot_header is not None:
-            variables["snapshot_header"] = snapshot_header
+        variables = _document_variables(
+            query=query, documents=documents, facts=facts, at_time=at_time, document_ids=document_ids,
+            snapshot_header=snapshot_header,
+        )
         return await self.prompt("document-prompt", variables)
+
+
+def _document_variables(
+    *,
+    query: str,
+    documents: Sequence[str],
+    facts: Sequence[str] = (),
+    at_time: str | None = None,
+    document_ids: Sequence[str] | None = None,
+    snapshot_header: str | None = None,
+) -> dict[str, str | list[str]]:
+    variables: dict[str, str | list[str]] = {"query": query, "documents": list(documents), "facts": list(facts)}
+    if at_time is not None:
+        variables["at_time"] = at_time
+    if document_ids is not None:
+        variables["document_ids"] = list(document_ids)
+    if snapshot_header is not None:
+        variables["snapshot_header"] = snapshot_header
+    return variables
 
 
 class DocumentRagClient(_Typed):
@@ -171,3 +203,17 @@ class DocumentRagClient(_Typed):
         request = DocumentRagRequest(query=query, mode=mode, at_time=at_time, doc_limit=doc_limit, collection=collection)
         r = await self.client.request(self.topic, request, DocumentRagResponse, timeout=self.timeout)
         return _check(self.topic, r)
+
+    async def ask_stream(
+        self,
+        query: str,
+        *,
+        mode: str | None = None,
+        at_time: str | None = None,
+        doc_limit: int | None = None,
+        collection: str = DEFAULT_COLLECTION,
+    ) -> AsyncIterator[DocumentRagPiece]:
+        """The answer as it is written: a ``sources`` piece, ``answer`` pieces, then the ``final`` one."""
+        request = DocumentRagRequest(query=query, mode=mode, at_time=at_time, doc_limit=doc_limit, collection=collection)
+        async for piece in self.client.stream(self.topic, request, DocumentRagPiece, timeout=self.timeout):
+            yield _check(self.topic, piece)

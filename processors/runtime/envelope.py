@@ -5,8 +5,16 @@
 - ``attempt``: the caller's own retry count of this request (1 = first try).
 - ``deadline``: absolute, milliseconds since the Unix epoch; past it nobody waits
   for the answer, so a processor drops the request instead of working on it.
-- ``traceparent``: W3C trace context; a processor continues the caller's trace.
+- ``traceparent``: W3C trace context; a processor continues the caller's trace, and every
+  request it makes while handling one (``request_headers``, within the handler's task)
+  carries a child of it, so one question is one trace across every hop and resend.
 - ``content-type``: how the body is encoded.
+- ``stream`` (request, ``1``): the caller takes the answer in pieces, if the
+  processor can give it so (``schema.topics.STREAMS``); else the one response.
+- ``seq`` and ``final`` (response to a ``stream`` request): the piece's number,
+  0, 1, 2... within its request id, and ``1`` on the last piece. A piece
+  published again (a resent request served from the start by another replica)
+  has the same number, so the caller keeps each number once.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import random
 import re
 import time
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from schema import CONTENT_TYPE
@@ -27,8 +36,16 @@ ATTEMPT = "attempt"
 DEADLINE = "deadline"
 TRACEPARENT = "traceparent"
 CONTENT_TYPE_HEADER = "content-type"
+STREAM = "stream"
+SEQ = "seq"
+FINAL = "final"
 
 _TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
+
+
+# The traceparent of the request the current task is handling (set by the processor before its
+# handler runs; a task's children inherit it). Requests made meanwhile continue its trace.
+handling_trace: ContextVar[str | None] = ContextVar("ragbus_handling_trace", default=None)
 
 
 class EnvelopeError(ValueError):
@@ -54,6 +71,12 @@ def new_traceparent(trace_id: str | None = None) -> str:
     return f"00-{trace_id or f'{random.getrandbits(128):032x}'}-{_span_id()}-01"
 
 
+def _outgoing_traceparent() -> str:
+    """A child of the request being handled (``handling_trace``), else a new trace."""
+    parent = handling_trace.get()
+    return child_traceparent(parent) if parent else new_traceparent()
+
+
 def child_traceparent(parent: str | None) -> str:
     """Continue the caller's trace with a new span, or start one if the header is absent or bad."""
     m = _TRACEPARENT.match(parent or "")
@@ -69,6 +92,7 @@ class Envelope:
     attempt: int
     deadline_ms: int | None
     traceparent: str
+    stream: bool = False  # the caller takes the answer in pieces
 
     def remaining_s(self, now: int | None = None) -> float | None:
         """Seconds left before the deadline (negative once past), or None for no deadline."""
@@ -88,26 +112,43 @@ def request_headers(
     timeout_s: float | None,
     attempt: int = 1,
     traceparent: str | None = None,
+    stream: bool = False,
 ) -> dict[str, str]:
     headers = {
         REQUEST_ID: request_id,
         ATTEMPT: str(attempt),
-        TRACEPARENT: traceparent or new_traceparent(),
+        TRACEPARENT: traceparent or _outgoing_traceparent(),
         CONTENT_TYPE_HEADER: CONTENT_TYPE,
     }
     if reply_to is not None:
         headers[REPLY_TO] = reply_to
+    if stream:
+        headers[STREAM] = "1"
     if timeout_s is not None:
         headers[DEADLINE] = str(math.ceil(time.time() * 1000 + timeout_s * 1000))
     return headers
 
 
-def response_headers(envelope: Envelope) -> dict[str, str]:
-    return {
+def response_headers(envelope: Envelope, *, seq: int | None = None, final: bool = False) -> dict[str, str]:
+    """The headers of a response; with ``seq``, of that piece of a stream (``final`` on the last)."""
+    headers = {
         REQUEST_ID: envelope.request_id,
         TRACEPARENT: child_traceparent(envelope.traceparent),
         CONTENT_TYPE_HEADER: CONTENT_TYPE,
     }
+    if seq is not None:
+        headers[SEQ] = str(seq)
+        if final:
+            headers[FINAL] = "1"
+    return headers
+
+
+def piece_position(headers: Mapping[str, str]) -> tuple[int, bool] | None:
+    """A stream piece's ``(seq, final)``; None when the headers carry no valid sequence number."""
+    raw = headers.get(SEQ)
+    if raw is None or len(raw) > 12 or not raw.isdigit():
+        return None
+    return int(raw), headers.get(FINAL) == "1"
 
 
 # Epoch milliseconds of the year 9999: later deadlines are not times, they are garbage.
@@ -145,4 +186,5 @@ def parse_envelope(headers: Mapping[str, str]) -> Envelope:
         attempt=attempt,
         deadline_ms=deadline,
         traceparent=headers.get(TRACEPARENT) or new_traceparent(),
+        stream=headers.get(STREAM) == "1",
     )

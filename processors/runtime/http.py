@@ -17,8 +17,10 @@ an ``EndpointError`` naming the URL, the status and the server's message.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
+from collections.abc import AsyncIterator
 from email.utils import parsedate_to_datetime
 
 import httpx
@@ -103,6 +105,27 @@ class OpenAIEndpoint:
 
         ``deadline`` is on the event loop's clock; None = retry without one (the caller bounds the time).
         """
+        answer = await self._send(body, deadline, stream=False)
+        return answer.content
+
+    @contextlib.asynccontextmanager
+    async def post_stream(self, body: object, deadline: float | None = None) -> AsyncIterator[httpx.Response]:
+        """The endpoint's 200 answer to ``body``, its body not read yet (``aiter_lines``), closed on exit.
+
+        Retried as ``post_json`` is, until the status line of a 200: once the
+        answer has begun, a failure is the caller's to report.
+        """
+        answer = await self._send(body, deadline, stream=True)
+        try:
+            yield answer
+        except httpx.TimeoutException:
+            raise self.error(f"the answer stopped coming within timeout_s={self.timeout_s}") from None
+        except httpx.HTTPError as exc:
+            raise self.error(f"the answer broke off: {type(exc).__name__}: {exc}") from None
+        finally:
+            await answer.aclose()
+
+    async def _send(self, body: object, deadline: float | None, *, stream: bool) -> httpx.Response:
         if self._client is None:
             raise RuntimeError(f"the client of {self.url} is not started")
         content = msgspec.json.encode(body)
@@ -112,7 +135,11 @@ class OpenAIEndpoint:
             attempt += 1
             wait: float | None = None
             try:
-                answer = await self._client.post(self.url, content=content)
+                request = self._client.build_request("POST", self.url, content=content)
+                answer = await self._client.send(request, stream=stream)
+                if stream and answer.status_code != 200:
+                    await answer.aread()  # the refusal's message, then the connection goes back to the pool
+                    await answer.aclose()
             except RETRYABLE_ERRORS as exc:
                 failure = f"{type(exc).__name__}: {exc}"
             except httpx.TimeoutException:
@@ -121,7 +148,7 @@ class OpenAIEndpoint:
                 raise self.error(f"{type(exc).__name__}: {exc}") from None
             else:
                 if answer.status_code == 200:
-                    return answer.content
+                    return answer
                 failure = f"HTTP {answer.status_code}: {refusal(answer.content)}"
                 if not retryable(answer.status_code):
                     raise self.error(failure)

@@ -3,11 +3,19 @@
 One registry per process, labelled by processor (or by topic for callers),
 so replicas of a processor running as tasks of one worker add up, and
 ``ragbus worker --all`` exposes every processor on one port.
+
+The same port answers an orchestrator's probes: ``/health`` (200 while the
+process serves HTTP at all) and ``/ready`` (200 once every processor of the
+worker has joined its topic, 503 before that and once it is stopping).
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, start_http_server
+import threading
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 
 REGISTRY = CollectorRegistry()
 
@@ -55,7 +63,35 @@ def exposition() -> bytes:
     return generate_latest(REGISTRY)
 
 
-def serve_metrics(port: int, host: str = "127.0.0.1"):
-    """Serve ``/metrics`` on ``host:port`` from a background thread; returns the server."""
-    server, _thread = start_http_server(port, addr=host, registry=REGISTRY)
+class Readiness:
+    """What ``/ready`` answers: set by the worker once its processors joined, cleared when it stops."""
+
+    def __init__(self) -> None:
+        self.ready = False
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format, *args) -> None:  # noqa: A002  (the stdlib's name)
+        pass  # a scrape every few seconds is not news
+
+
+def serve_metrics(port: int, host: str = "127.0.0.1", readiness: Readiness | None = None):
+    """Serve ``/metrics``, ``/health`` and ``/ready`` on ``host:port`` from a background thread; returns the server.
+
+    prometheus_client's own ``start_http_server`` serves only metrics; this is its WSGI app
+    on the same threading server, with the two probe paths in front (no readiness: always ready).
+    """
+    scrape = make_wsgi_app(REGISTRY)
+
+    def app(environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        if path not in ("/health", "/ready"):
+            return scrape(environ, start_response)
+        ok = path == "/health" or readiness is None or readiness.ready
+        status, body = ("200 OK", b"ok\n") if ok else ("503 Service Unavailable", b"not ready\n")
+        start_response(status, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))])
+        return [body]
+
+    server = make_server(host, port, app, ThreadingWSGIServer, handler_class=_Quiet)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     return server

@@ -20,7 +20,13 @@ A concrete processor names its request and response Structs and implements
   ``ragbus_bad_requests``; anything else is the processor's failure, logged
   with its stack and counted in ``ragbus_errors``;
 - publish the response to ``reply-to`` with the same ``request-id``, and
-  only then ack; if publishing fails the request is nacked and retried.
+  only then ack; if publishing fails the request is nacked and retried;
+- a request with the ``stream`` header, to a processor that sets
+  ``piece_type`` and writes ``stream``, is answered in pieces: each piece is
+  published as soon as ``stream`` yields it, numbered (``seq``), the last one
+  (``is_final``, or any piece with an error) marked ``final``. A failure
+  mid-stream ends it with a final error piece; a failure before it (a bad
+  body) is the one, final piece.
 
 Nothing per request is stored on the processor object: what a handler needs
 to know about its request arrives in ``RequestContext``.
@@ -31,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -42,7 +49,7 @@ from schema import REPLY_PREFIX, BadRequest, DecodeError, Error, decode, encode
 from ..bus import Bus, Delivery, Undecodable, consume
 from ..bus.consume import ConsumeStats, Oversized, size_limit, too_large
 from . import metrics
-from .envelope import REQUEST_ID, Envelope, EnvelopeError, parse_envelope, response_headers
+from .envelope import REQUEST_ID, Envelope, EnvelopeError, handling_trace, parse_envelope, response_headers
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +91,14 @@ def error_response(response_type: type[Resp], error: Error) -> Resp:
 
 
 class Processor(Generic[Req, Resp]):
-    """Subclass with ``request_type``, ``response_type`` (None: no reply) and ``handle``."""
+    """Subclass with ``request_type``, ``response_type`` (None: no reply) and ``handle``.
+
+    To answer in pieces too, set ``piece_type`` and write ``stream`` and ``is_final``.
+    """
 
     request_type: ClassVar[type[msgspec.Struct]]
     response_type: ClassVar[type[msgspec.Struct] | None]
+    piece_type: ClassVar[type[msgspec.Struct] | None] = None
     Settings: ClassVar[type[ProcessorSettings]] = ProcessorSettings
 
     def __init__(self, name: str, settings: ProcessorSettings) -> None:
@@ -106,6 +117,14 @@ class Processor(Generic[Req, Resp]):
         """Release what ``start`` acquired: called once after the last request."""
 
     async def handle(self, request: Req, context: RequestContext) -> Resp | None:
+        raise NotImplementedError
+
+    def stream(self, request: Req, context: RequestContext) -> AsyncIterator[msgspec.Struct]:
+        """The answer in ``piece_type`` pieces, the last one final; same time limit as ``handle``."""
+        raise NotImplementedError
+
+    def is_final(self, piece: msgspec.Struct) -> bool:
+        """Whether ``piece`` is the last of its stream (a piece with an error always is)."""
         raise NotImplementedError
 
     def handler_limit_s(self, context: RequestContext) -> float:
@@ -163,6 +182,7 @@ class Processor(Generic[Req, Resp]):
             raise Undecodable(f"bad envelope: {exc}") from None
         if envelope.reply_to is not None and not envelope.reply_to.startswith(REPLY_PREFIX):
             raise Undecodable(f"reply-to {envelope.reply_to[:200]!r} is outside {REPLY_PREFIX!r}")
+        handling_trace.set(envelope.traceparent)  # this delivery's task: its sub-requests continue the trace
         if self.response_type is not None and (envelope.reply_to is None or not d.headers.get(REQUEST_ID)):
             # The answer would reach no one (no reply-to), or no caller could tell whose it is.
             raise Undecodable(f"a request to {self.name} needs a reply-to and a request-id header")
@@ -178,6 +198,10 @@ class Processor(Generic[Req, Resp]):
             await self._reply(bus, envelope, self._bad_request("ValidationError", str(exc), envelope.request_id))
             return
         context = RequestContext(envelope=envelope, topic=d.topic, delivery_attempt=d.attempt)
+        if envelope.stream and self.piece_type is not None and envelope.reply_to is not None:
+            await self._run_stream(bus, request, context)
+            self._latency.observe(time.perf_counter() - started)
+            return
         response = await self._run_handler(request, context)
         if response is not None and envelope.reply_to is not None:
             await self._reply(bus, envelope, response)
@@ -240,6 +264,33 @@ class Processor(Generic[Req, Resp]):
             log.exception("%s: handler failed on request %s", self.name, context.request_id)
             return self._error(type(exc).__name__, str(exc) or type(exc).__name__)
 
+    async def _run_stream(self, bus: Bus, request: Req, context: RequestContext) -> None:
+        """Publish the pieces of ``stream`` as they come; any failure becomes the final, error piece."""
+        envelope = context.envelope
+        limit = self.handler_limit_s(context)
+        deadline = asyncio.timeout(limit)
+        seq = 0
+        try:
+            async with deadline:
+                async for piece in self.stream(request, context):
+                    final = getattr(piece, "error", None) is not None or self.is_final(piece)
+                    if await self._reply(bus, envelope, piece, seq=seq, final=final):
+                        return
+                    seq += 1
+            failure = self._error("StreamError", f"{self.name} ended a stream without its final piece")
+        except TimeoutError as exc:
+            if deadline.expired():
+                self._timeouts.inc()
+                failure = self._error("Timeout", f"{self.name} did not finish within {limit:.3f}s")
+            else:
+                failure = self._error("Timeout", str(exc) or "a call of the stream timed out")
+        except BadRequest as exc:
+            failure = self._bad_request(type(exc).__name__, str(exc) or type(exc).__name__, context.request_id)
+        except Exception as exc:
+            log.exception("%s: stream failed on request %s", self.name, context.request_id)
+            failure = self._error(type(exc).__name__, str(exc) or type(exc).__name__)
+        await self._reply(bus, envelope, failure, seq=seq, final=True)
+
     def _error(self, error_type: str, message: str) -> Resp:
         """An error response for a failure of this processor, counted in ``ragbus_errors``."""
         metrics.errors.labels(self.name, error_type).inc()
@@ -256,12 +307,27 @@ class Processor(Generic[Req, Resp]):
         assert self.response_type is not None
         return error_response(self.response_type, Error(error_type, message[:2000]))
 
-    async def _reply(self, bus: Bus, envelope: Envelope, response: msgspec.Struct) -> None:
+    async def _reply(
+        self, bus: Bus, envelope: Envelope, response: msgspec.Struct, *, seq: int | None = None, final: bool = True
+    ) -> bool:
+        """Publish ``response`` (with ``seq``: that piece of a stream); True if it ends the stream.
+
+        A whole response to a request that asked for pieces (only an error can be one: a bad
+        body, an oversized one) goes as the one, final piece, in ``piece_type``.
+        """
         assert envelope.reply_to is not None
+        streamed = envelope.stream and self.piece_type is not None
+        if streamed and (seq is None or not isinstance(response, self.piece_type)):
+            response = error_response(self.piece_type, getattr(response, "error", None) or Error("Error", "failed"))
+            seq, final = seq or 0, True
         body = encode(response)
         if len(body) > bus.max_message_bytes and self.response_type is not None:
             # Doing the work again would give the same answer: tell the caller why instead.
-            body = encode(self._error(
+            error = self._error(
                 "ResponseTooLarge", f"the answer is {len(body)} bytes, over max_message_bytes={bus.max_message_bytes}"
-            ))
-        await bus.publish(envelope.reply_to, body, response_headers(envelope))
+            )
+            if streamed:
+                error, final = error_response(self.piece_type, error.error), True
+            body = encode(error)
+        await bus.publish(envelope.reply_to, body, response_headers(envelope, seq=seq if streamed else None, final=final))
+        return final

@@ -56,14 +56,14 @@ def build_processor(settings: Settings, name: str) -> Processor:
     return cls(name, processor_settings(settings, name, cls.Settings))
 
 
-def _serve_metrics(settings: MetricsSettings):
+def _serve_metrics(settings: MetricsSettings, readiness: metrics.Readiness):
     """Start the metrics endpoint, or fail naming the address and the setting that chose it.
 
     The bare ``[Errno 98] Address already in use`` of a second worker on one
     machine said neither which port nor where it was set.
     """
     try:
-        server = metrics.serve_metrics(settings.port, settings.host)
+        server = metrics.serve_metrics(settings.port, settings.host, readiness)
     except OSError as exc:
         raise OSError(
             exc.errno,
@@ -88,26 +88,31 @@ async def run_workers(
         raise SettingsError("no processors to run")
     processors = [build_processor(settings, n) for n in names]
     stop = stop or asyncio.Event()
-    server = _serve_metrics(settings.metrics) if settings.metrics.port else None
+    readiness = metrics.Readiness()
+    server = _serve_metrics(settings.metrics, readiness) if settings.metrics.port else None
     loop = asyncio.get_running_loop()
     signals = (signal.SIGTERM, signal.SIGINT) if handle_signals else ()
     for sig in signals:
         loop.add_signal_handler(sig, stop.set)
     bus = await connect(bus_url, settings.bus)
     try:
-        readiness = [asyncio.Event() for _ in processors]
-        tasks = [asyncio.ensure_future(p.run(bus, stop, r)) for p, r in zip(processors, readiness)]
+        joined = [asyncio.Event() for _ in processors]
+        tasks = [asyncio.ensure_future(p.run(bus, stop, r)) for p, r in zip(processors, joined)]
         # One processor failing (say, its store cannot open) stops the others cleanly.
         for task in tasks:
             task.add_done_callback(lambda t: t.cancelled() or t.exception() is None or stop.set())
-        if on_ready is not None:
-            waiting = asyncio.ensure_future(asyncio.gather(*(r.wait() for r in readiness)))
-            await asyncio.wait([waiting, *tasks], return_when=asyncio.FIRST_COMPLETED)
-            if waiting.done():
+        waiting = asyncio.ensure_future(asyncio.gather(*(r.wait() for r in joined)))
+        await asyncio.wait([waiting, *tasks], return_when=asyncio.FIRST_COMPLETED)
+        if waiting.done() and not stop.is_set():
+            readiness.ready = True
+            unready = asyncio.ensure_future(stop.wait())  # draining is not ready: probes move traffic away
+            unready.add_done_callback(lambda _: setattr(readiness, "ready", False))
+            tasks.append(unready)
+            if on_ready is not None:
                 on_ready()
-            else:
-                waiting.cancel()
-        results = await asyncio.gather(*tasks, return_exceptions=True)
+        else:
+            waiting.cancel()
+        results = (await asyncio.gather(*tasks, return_exceptions=True))[: len(processors)]
         failures = [r for r in results if isinstance(r, BaseException)]
         if failures:
             raise failures[0]

@@ -76,7 +76,9 @@ async def pipeline(url, data_dir, monkeypatch, *, bus_settings=None, without=(),
                                           collection=collection)
                 assert loaded.rejected == []
             rag = DocumentRagClient(client, timeout=60)
-            yield functools.partial(rag.ask, collection=collection)
+            ask = functools.partial(rag.ask, collection=collection)
+            ask.stream = functools.partial(rag.ask_stream, collection=collection)  # type: ignore[attr-defined]
+            yield ask
 
 
 async def check_modes(ask) -> None:

@@ -423,3 +423,24 @@ def test_settings_defaults_and_wiring_from_a_config_file(tmp_path):
     env = {"RAGBUS_PROCESSORS__DOC_EMBEDDINGS_QUERY__HNSW_M": "1"}
     with pytest.raises(SettingsError, match="hnsw_m"):
         build_processor(load_settings(config, environ=env), "doc-embeddings-query")
+
+
+def test_one_write_that_replaces_and_appends_leaves_the_loaded_matrix_alone(tmp_path):
+    rng = np.random.default_rng(13)
+    store = VectorStore(tmp_path, "default", readonly=False)
+    first = unit_vectors(rng, 3)
+    store.upsert(make_chunks("doc", 3), first)
+    before = store._vectors  # what a search running meanwhile may still be reading
+    kept = before.copy()
+    replacement, appended = unit_vectors(rng, 1), unit_vectors(rng, 2)
+    chunks = [make_chunks("doc", 3)[1], *make_chunks("more", 2)]
+    chunks[0] = Chunk(chunk_id="doc#1", document_id="doc", text="new text", position=1, title="Title of doc",
+                      collection="default")
+    store.upsert(chunks, np.concatenate([replacement, appended]))
+    assert np.array_equal(before, kept)
+    reader = VectorStore(tmp_path, "default", readonly=True)
+    assert reader.count() == 5
+    expected = np.concatenate([first[:1], replacement, first[2:], appended])
+    assert np.array_equal(reader._vectors, expected)
+    best = reader.search([replacement[0].tolist()], 1)[0]
+    assert (best.chunk_id, best.text) == ("doc#1", "new text")

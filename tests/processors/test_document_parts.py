@@ -59,7 +59,7 @@ async def test_a_20_mb_file_streams_in_parts_that_fit_within_bounded_memory(tmp_
     client = ChunkingClient(max_message_bytes=1_000_000)
     tracemalloc.start()
     try:
-        chunks, parts = await send_document(client, source, timeout=60)
+        chunks, parts, _ = await send_document(client, source, timeout=60)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -85,7 +85,46 @@ async def test_progress_is_shown_per_part(tmp_path):
 
 def test_a_bad_byte_deep_in_a_file_is_reported_before_anything_is_sent(tmp_path):
     path = tmp_path / "bad.txt"
-    good = ("fine text. " * 200_000).encode()
+    good = ("fine text, déjà vu. " * 100_000).encode()  # UTF-8 beyond ASCII: a broken UTF-8 file, not another encoding
     path.write_bytes(good + b"\xff" + b" more")
     docs, failed = load_documents([str(path)])
     assert docs == [] and failed == [f"{path}: not UTF-8 (invalid start byte at byte {len(good)})"]
+
+
+class TitlingClient(ChunkingClient):
+    """Keeps each chunk's title as the chunker gives it, from the sections each part carries."""
+
+    def __init__(self, max_message_bytes: int) -> None:
+        super().__init__(max_message_bytes, size=200, overlap=20)
+        self.titles: list[tuple[str, str]] = []
+
+    async def request(self, topic, message, response_type, *, timeout):
+        from processors.chunker.chunking import chunk_part
+
+        result = await super().request(topic, message, response_type, timeout=timeout)
+        chunks, _ = chunk_part(message, self.size, self.overlap)
+        self.titles.extend((c.title, c.text) for c in chunks)
+        return result
+
+
+async def test_each_chunk_carries_its_section_however_the_document_was_cut_into_parts(tmp_path):
+    """Issue 18 item 1: headings are structure; each chunk is titled with the section it starts in."""
+    path = tmp_path / "guide.md"
+    sections = [f"Chapter {n}" for n in range(60)]
+    path.write_text("# Ferry Guide\n\n" + "".join(
+        f"## {name}\n\n" + f"Ferry {i} of {name.lower()} sails at dawn and returns at dusk. " * 30 + "\n\n"
+        for i, name in enumerate(sections)
+    ))
+    (source,), _ = load_documents([str(path)])
+    whole, parts = TitlingClient(max_message_bytes=1_000_000), TitlingClient(max_message_bytes=40_000)
+    await send_document(whole, source, timeout=60)
+    await send_document(parts, source, timeout=60)
+    assert len(parts.parts) >= 3 and len(whole.parts) == 1
+    assert parts.titles == whole.titles
+    full = "".join(source.read())
+    assert len(source.sections) == 61  # the title, then every chapter
+    for title, text in whole.titles:
+        at = full.find(text)  # a repeated text repeats within one chapter only
+        (heading,) = [s.heading for s in source.sections if s.offset <= at][-1:]
+        assert title == " › ".join(dict.fromkeys(("Ferry Guide", *heading))), (title, text[:60])
+    assert {t for t, _ in whole.titles} == {f"Ferry Guide › Chapter {n}" for n in range(60)}

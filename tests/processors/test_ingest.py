@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import uuid
 
+import msgspec
 import pytest
 
 from config import pipelines
@@ -17,11 +18,13 @@ from processors.bus import connect
 from processors.chunker import chunk_document
 from processors.cli.documents import DocumentSource, builtin_corpus, load_documents
 from processors.cli.ingest import ingest
+from processors.cli.library import list_collections, list_documents
+from processors.runtime import metrics
 from processors.runtime.client import RequestClient
 from processors.runtime.clients import DocEmbeddingsClient, EmbedClient, FetchChunkClient, KeywordClient, RemoteError
 from processors.runtime.processor import Processor
 from processors.runtime.worker import processors_running
-from schema import DeleteDocument, Document, EmbeddedChunks, IngestResult
+from schema import DeleteDocument, Document, EmbeddedChunks, Fact, IngestResult, LoadTriples
 from schema import topics as t
 
 from ..conftest import settings_for_tests
@@ -66,6 +69,11 @@ async def pipeline(url, data_dir, monkeypatch, *, bus_settings=None, extra_env=N
 async def _check_ingest_then_query(client):
     summary = await ingest(client, DOCS, timeout=120)
     assert summary.failed == [] and summary.documents == 3 and summary.chunks >= 3
+    # The library lists what the stores hold, over this bus (issue 18 item 4).
+    listed = await list_documents(client, "default", timeout=30)
+    assert [d.document_id for d in listed] == ["exceptions", "loops", "slots"]
+    assert sum(d.chunks for d in listed) == summary.chunks and all(d.content_hash.startswith("sha256:") for d in listed)
+    assert "default" in await list_collections(client, timeout=30)
     keyword = KeywordClient(client, timeout=30)
     for token, doc in [("__slots__", "slots"), ("7.3.2", "slots"), ("E1101", "exceptions")]:
         matches = await keyword.query(query=token, limit=5)
@@ -75,16 +83,33 @@ async def _check_ingest_then_query(client):
     matches = await DocEmbeddingsClient(client, timeout=30).query([vector], limit=3)
     assert matches[0].document_id == "loops" and matches[0].text
     assert (await FetchChunkClient(client, timeout=30)(matches[0].chunk_id)) == matches[0].text
+    # Deleting a document retracts its graph facts too, through kg-store on this bus (issue 18 item 2).
+    facts = LoadTriples(facts=[Fact("E1101", "raised_by", "try statement", source="exceptions"),
+                               Fact("E1101", "listed_in", "pylint", source="elsewhere")])
+    loaded = await client.request(t.TRIPLES_LOAD, facts, IngestResult, timeout=60)
+    assert loaded.error is None and loaded.count == 2
+    removed = await client.request(t.DOCUMENT_DELETE, DeleteDocument(document_id="exceptions"), IngestResult, timeout=60)
+    assert removed.error is None and removed.count >= 1 and removed.retracted == 1
+    assert [d.document_id for d in await list_documents(client, "default", timeout=30)] == ["loops", "slots"]
     return summary
 
 
 async def test_ingest_then_query_on_the_memory_bus(tmp_path, monkeypatch):
     url = f"memory://{tmp_path.name}"
     async with pipeline(url, tmp_path, monkeypatch) as client:
-        summary = await _check_ingest_then_query(client)
-        # Idempotent: the same documents again leave the same number of chunks.
+        await _check_ingest_then_query(client)
+        # Idempotent: the same documents again are held already, unchanged (issue 18 item 3), and a
+        # changed one replaces its chunks rather than adding to them.
+        again = await ingest(client, DOCS, timeout=120)  # the deleted one is stored again, the others held
+        assert (again.unchanged, again.documents) == (2, 1)
+        embeds = metrics.client_requests.labels(topic=t.EMBED)._value.get()
         again = await ingest(client, DOCS, timeout=120)
-        assert again.chunks == summary.chunks
+        assert (again.unchanged, again.documents, again.chunks) == (3, 0, 0)
+        assert metrics.client_requests.labels(topic=t.EMBED)._value.get() == embeds  # nothing embedded
+        changed = msgspec.structs.replace(DOCS[0], text=DOCS[0].text + " It also saves memory.")
+        again = await ingest(client, [changed], timeout=120)
+        assert (again.unchanged, again.documents) == (0, 1)
+        assert metrics.client_requests.labels(topic=t.EMBED)._value.get() > embeds
         keyword = KeywordClient(client, timeout=30)
         assert len([m for m in await keyword.query(query="__slots__ declaration", limit=50) if m.document_id == "slots"]) \
             == len([m for m in await keyword.query(query="__slots__", limit=50) if m.document_id == "slots"])
@@ -135,13 +160,14 @@ async def test_a_failed_store_leaves_no_partial_chunk_set(tmp_path, monkeypatch)
 def test_reading_files_names_what_is_wrong(tmp_path):
     good = tmp_path / "a.md"
     good.write_text("# Title\n\nSome text.")
-    (tmp_path / "b.txt").write_bytes("caf\xe9".encode("latin-1"))
+    (tmp_path / "b.txt").write_bytes("déjà vu, then a broken byte: \xff".encode("utf-8").replace(b"\xc3\xbf", b"\xff"))
     (tmp_path / "c.txt").write_bytes(b"\x00\x01\x02binary")
     (tmp_path / "d.txt").write_text("   ")
     (tmp_path / "e.html").write_text("<html><title>Page</title><script>x()</script><p>Hello <b>web</b></p></html>")
     docs, failed = load_documents([str(tmp_path), str(tmp_path / "missing.txt")])
-    assert sorted(d.title for d in docs) == ["Page", "a"]
-    assert "Hello web" in "".join(next(d for d in docs if d.title == "Page").read())
+    assert sorted(d.title for d in docs) == ["Page", "Title"]
+    page = "".join(next(d for d in docs if d.title == "Page").read())
+    assert "Hello" in page and "web" in page and "x()" not in page
     reasons = " | ".join(failed)
     assert "not UTF-8" in reasons and "binary" in reasons and "no text" in reasons and "missing.txt" in reasons
 

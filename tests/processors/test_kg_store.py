@@ -285,3 +285,45 @@ async def test_a_batch_the_log_could_not_take_is_applied_again_on_retry(tmp_path
     finally:
         await writer.close()
     assert texts(load_log(graph_path(tmp_path, "default"))[0].query("ada")) == ["ada knows bob"]
+
+
+# --- retraction: a deleted document's facts (issue 18, item 2) -----------------------------------------
+
+
+def test_deleting_a_document_retracts_its_facts_as_a_recorded_event(tmp_path):
+    path = graph_path(tmp_path, "default")
+    store, log = GraphStore(), GraphLog(path)
+    log.open_for_append(store)
+
+    def apply(batch: LoadTriples, now: str):
+        batch = stamped(batch, at(now))
+        result = store.apply(batch)
+        log.append(batch)
+        return result
+
+    apply(LoadTriples(facts=[
+        Fact("Heron", "made_by", "Acme", source="/docs/heron.pdf", chunk_id="/docs/heron.pdf#0"),
+        Fact("Heron", "sold_in", "Norway", source="/docs/heron.pdf"),
+        Fact("Heron", "rated", "IP54", source="/docs/other.pdf"),
+        Fact("Heron", "launched_in", "2024"),
+    ]), "2025-01-01")
+    gone = apply(LoadTriples(retract_sources=["/docs/heron.pdf"]), "2025-06-01")
+    assert gone.retracted == 2 and gone.count == 0
+    assert texts(store.query("Heron")) == ["Heron rated IP54", "Heron launched_in 2024"]
+    # Believed before the deletion: as_of then still shows them; as_of after does not.
+    assert texts(store.query("Heron", as_of=at("2025-03-01"))) == [
+        "Heron made_by Acme", "Heron sold_in Norway", "Heron rated IP54", "Heron launched_in 2024"]
+    assert "Heron made_by Acme" not in texts(store.query("Heron", as_of=at("2025-07-01")))
+    # Retracting again retracts nothing: a repeated delete is harmless.
+    assert apply(LoadTriples(retract_sources=["/docs/heron.pdf"]), "2025-06-02").retracted == 0
+    # The log rebuilds the same beliefs, in time as now.
+    replayed, _ = load_log(path)
+    assert texts(replayed.query("Heron")) == texts(store.query("Heron"))
+    assert texts(replayed.query("Heron", as_of=at("2025-03-01"))) == texts(store.query("Heron", as_of=at("2025-03-01")))
+    # The document ingested and its facts loaded again: believed again, from then on only.
+    again = apply(LoadTriples(facts=[Fact("Heron", "made_by", "Acme", source="/docs/heron.pdf",
+                                          chunk_id="/docs/heron.pdf#0")]), "2026-01-01")
+    assert again.count == 1 and again.unchanged == 0
+    assert "Heron made_by Acme" in texts(store.query("Heron"))
+    assert "Heron made_by Acme" not in texts(store.query("Heron", as_of=at("2025-09-01")))
+    assert "Heron made_by Acme" in texts(store.query("Heron", as_of=at("2025-03-01")))

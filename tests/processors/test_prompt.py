@@ -312,6 +312,22 @@ async def test_document_prompt_over_the_bus_with_ids_and_a_snapshot_header(promp
 
 
 @module_loop
+async def test_a_streamed_document_prompt_comes_one_cited_sentence_a_piece(prompt):
+    variables = {"query": "Who was head of government of Germany?", "documents": MERKEL_DOCS,
+                 "document_ids": MERKEL_IDS, "facts": FACTS}
+    whole = await prompt.document_prompt(**variables)
+    pieces = [p async for p in prompt.document_prompt_stream(**variables)]
+    texts, final = [p.text for p in pieces[:-1]], pieces[-1].result
+    assert final is not None and final.text == whole.text and final.backend == "extractive"
+    # One line of the answer a piece, each sentence with its citation; joined, the whole answer.
+    assert texts == [line + "\n" for line in whole.text.split("\n")[:-1]] + [whole.text.split("\n")[-1]]
+    assert len(texts) > 1 and texts[0].rstrip().endswith("[politics#4]")
+    # A refused request is one error piece, raised by the typed client.
+    with pytest.raises(RemoteError, match="UnknownTemplate"):
+        [p async for p in prompt.stream("summarise", {"query": "q"})]
+
+
+@module_loop
 async def test_any_other_template_answers_its_rendered_text(prompt):
     result = await prompt.prompt("greet", {"name": "Ada {query}", "query": "why {name}?", "unused": ["x"]})
     assert result.response_type == "text" and result.text == "Hello Ada {query}! You asked: why {name}?"

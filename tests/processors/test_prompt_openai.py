@@ -95,6 +95,8 @@ class LlamaServer:
             "--model", str(model), "--model_alias", MODEL_ALIAS,
             "--host", "127.0.0.1", "--port", str(self.port),
             "--n_ctx", "2048", "--n_threads", "2", "--api_key", API_KEY, "--verbose", "false",
+            # A second request waits for the first instead of cutting its stream short (a resend would).
+            "--interrupt_requests", "false",
         ]  # fmt: skip
         self.process: subprocess.Popen | None = None
 
@@ -192,6 +194,20 @@ async def test_a_real_model_answers_a_document_prompt_with_its_token_counts(mode
 
 
 @module_loop
+async def test_a_real_model_streams_its_answer_token_by_token(model):
+    variables = {"query": "What is the capital of France?",
+                 "documents": ["Paris is the capital and largest city of France."], "document_ids": ["geo#1"]}
+    pieces = [p async for p in model.document_prompt_stream(**variables)]
+    final = pieces[-1].result
+    assert final is not None and final.error is None and final.backend == "openai"
+    deltas = [p.text for p in pieces[:-1]]
+    assert len(deltas) > 1 and all(deltas)
+    assert "".join(deltas).strip() == final.text
+    # One piece per token the server sent (llama.cpp's server sends no usage when streaming: counts stay 0).
+    assert len(deltas) <= MAX_TOKENS and final.completion_tokens <= MAX_TOKENS
+
+
+@module_loop
 async def test_prompt_tokens_are_the_servers_count_of_the_rendered_template(model, llama_server, tmp_path):
     from processors.prompt.processor import load_templates
     from processors.prompt.variables import check
@@ -256,11 +272,11 @@ class FailingServer:
                     outer.release.wait(30)
                     return
                 status, headers, payload = step
-                raw = json.dumps(payload).encode()
+                raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()  # bytes: SSE
                 self.send_response(status)
                 for key, value in headers.items():
                     self.send_header(key, value)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/event-stream" if isinstance(payload, bytes) else "application/json")
                 self.send_header("Content-Length", str(len(raw)))
                 self.end_headers()
                 self.wfile.write(raw)
@@ -294,6 +310,44 @@ def ok(text: str, usage: dict | None = None):
 
 def refusal(status: int, message: str, headers: dict | None = None):
     return (status, headers or {}, {"error": {"message": message, "type": "test"}})
+
+
+def sse(*deltas: str, finish: bool = True, extra: list[dict] = ()) -> tuple:
+    """A streamed answer: one chunk per delta, the last with finish_reason unless ``finish`` is False."""
+    events = [{"choices": [{"index": 0, "delta": {"content": d}, "finish_reason": None}]} for d in deltas]
+    events += list(extra)
+    if finish:
+        events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    body = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+    return (200, {}, body)
+
+
+async def stream(server: FailingServer, **settings) -> list:
+    settings = {"base_url": server.base_url, "model": "stand-in", "backoff_base_s": 0.05, **settings}
+    async with serve(openai_processor(**settings)) as client:
+        try:
+            return [p async for p in client.document_prompt_stream(query="q?", documents=["Paris."])]
+        except RemoteError as exc:
+            return [exc]
+
+
+@module_loop
+async def test_a_stream_is_retried_until_it_begins_then_its_deltas_are_the_pieces():
+    with FailingServer([refusal(503, "loading"), sse(" Paris", " is", " the capital.")]) as server:
+        pieces = await stream(server)
+    assert len(server.arrivals) == 2 and server.requests[1]["json"]["stream"] is True
+    assert [p.text for p in pieces[:-1]] == ["Paris", " is", " the capital."]  # the answer's start is stripped
+    assert pieces[-1].result.text == "Paris is the capital."
+
+
+@module_loop
+async def test_a_stream_cut_short_or_failing_midway_is_an_error_not_a_shorter_answer():
+    with FailingServer([sse("Paris", " is", finish=False)]) as server:
+        (cut,) = await stream(server)
+    assert isinstance(cut, RemoteError) and "ended before the answer did" in cut.error.message
+    with FailingServer([sse("Paris", finish=False, extra=[{"error": {"message": "context too long"}}])]) as server:
+        (failed,) = await stream(server)
+    assert isinstance(failed, RemoteError) and "context too long" in failed.error.message
 
 
 async def ask(server: FailingServer, template: str = "extract-concepts", **settings) -> PromptResult | RemoteError:

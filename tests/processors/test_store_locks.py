@@ -20,6 +20,7 @@ from config import pipelines
 from config.settings import load_settings
 from processors.keyword import KeywordDeleteProcessor, KeywordSettings, KeywordStoreProcessor
 from processors.kg import KgSettings, KgStoreProcessor
+from processors.library import DocumentRecordProcessor, LibrarySettings
 from processors.runtime.store_lock import StoreLocked, lock_path, take_writer_lock
 from processors.runtime.worker import processors_running, run_workers
 
@@ -57,11 +58,13 @@ async def test_a_second_writer_pipeline_in_one_process_is_refused_before_it_is_r
         pass
 
 
-@pytest.mark.parametrize("writer", [KeywordStoreProcessor, KeywordDeleteProcessor, KgStoreProcessor])
+@pytest.mark.parametrize("writer", [KeywordStoreProcessor, KeywordDeleteProcessor, KgStoreProcessor,
+                                    DocumentRecordProcessor])
 async def test_each_writer_refuses_a_data_dir_whose_lock_another_holds(writer, tmp_path):
-    keyword = writer is not KgStoreProcessor
-    held = take_writer_lock(tmp_path, "keyword" if keyword else "kg", processor="another process")
-    settings = (KeywordSettings if keyword else KgSettings)(topic="t", group="g", data_dir=str(tmp_path))
+    store, settings_class = {KgStoreProcessor: ("kg", KgSettings), DocumentRecordProcessor: ("documents", LibrarySettings)
+                             }.get(writer, ("keyword", KeywordSettings))
+    held = take_writer_lock(tmp_path, store, processor="another process")
+    settings = settings_class(topic="t", group="g", data_dir=str(tmp_path))
     processor = writer("w", settings)
     try:
         with pytest.raises(StoreLocked, match=f"^w cannot start: another writer \\(pid {os.getpid()} on "):

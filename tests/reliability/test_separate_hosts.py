@@ -60,6 +60,11 @@ async def test_hosts_of_their_own_answer_every_question_when_a_worker_link_is_cu
     caller = None
     try:
         env = worker_env(str(tmp_path / "data"), uuid.uuid4().hex[:8], {
+            # Pulsar Lite never notices a consumer whose host went silent (a real Pulsar broker pings
+            # its connections and drops it): it dispatches to the cut worker until that consumer's
+            # flow permits run out. A short receiver queue bounds what the cut worker can swallow, so
+            # resends reach the live one (with the default 100, 1 of 160 questions ran out its 60 s).
+            "RAGBUS_BUS__PULSAR__RECEIVER_QUEUE_SIZE": "4",
             "RAGBUS_PROCESSORS__KEYWORD_QUERY__REFRESH_INTERVAL_S": "0",
             "RAGBUS_PROCESSORS__DOC_EMBEDDINGS_QUERY__REFRESH_INTERVAL_S": "0",
             "RAGBUS_PROCESSORS__FETCH_CHUNK__REFRESH_INTERVAL_S": "0",

@@ -40,3 +40,40 @@ class EchoProcessor(Processor[EchoRequest, EchoResponse]):
         if request.fail is not None:
             raise RuntimeError(request.fail)
         return EchoResponse(text=self.settings.prefix + request.text, request_id=context.request_id, pid=os.getpid())
+
+
+class EchoPiece(msgspec.Struct, kw_only=True):
+    """One word of a streamed echo; the last piece (``done``) carries the whole text."""
+
+    text: str = ""
+    done: bool = False
+    pid: int = 0
+    error: Error | None = None
+
+
+class StreamingEcho(EchoProcessor):
+    """Echoes word by word when asked for a stream; ``hang_after`` words into attempt 1 it stalls (a worker
+    that died mid-stream, as the caller sees it), later attempts run to the end."""
+
+    piece_type = EchoPiece
+
+    def __init__(self, name: str, settings: EchoSettings, hang_after: int | None = None) -> None:
+        super().__init__(name, settings)
+        self.hang_after = hang_after
+        self.attempts: list[int] = []
+
+    async def stream(self, request: EchoRequest, context: RequestContext):
+        self.attempts.append(context.envelope.attempt)
+        words = request.text.split()
+        for i, word in enumerate(words):
+            if self.hang_after is not None and i == self.hang_after and context.envelope.attempt == 1:
+                await asyncio.Event().wait()
+            if request.fail is not None and i == 1:
+                raise RuntimeError(request.fail)
+            if request.delay_s:
+                await asyncio.sleep(request.delay_s)
+            yield EchoPiece(text=word, pid=os.getpid())
+        yield EchoPiece(text=request.text, done=True, pid=os.getpid())
+
+    def is_final(self, piece: EchoPiece) -> bool:
+        return piece.done

@@ -7,10 +7,12 @@ import logging
 import os
 import socket
 import sys
+import urllib.error
 import urllib.request
 
 from config.settings import load_settings
 from processors.bus import connect
+from processors.runtime import metrics
 from processors.runtime.client import RequestClient
 from processors.runtime.worker import run_workers
 from processors.testing.brokers import free_port
@@ -78,3 +80,50 @@ async def test_a_metrics_port_in_use_fails_naming_the_address_and_the_setting(to
     error = lines[-1]
     assert error.startswith("ragbus: error: ") and f"127.0.0.1:{port}" in error, error
     assert "Address already in use" in error and "[metrics] port" in error and "RAGBUS_METRICS__PORT" in error
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+async def test_the_metrics_port_answers_health_and_ready_probes(topic, tmp_path):
+    port = free_port()
+    settings = load_settings(write_config(tmp_path / "m.toml", topic, metrics_port=port), environ={})
+    url = f"memory://{topic}"
+    base = f"http://127.0.0.1:{port}"
+    stop, ready = asyncio.Event(), asyncio.Event()
+    worker = asyncio.ensure_future(
+        run_workers(settings, ["echo"], bus_url=url, stop=stop, handle_signals=False, on_ready=ready.set)
+    )
+    await asyncio.wait_for(ready.wait(), 10)
+    assert await asyncio.to_thread(_get, f"{base}/health") == (200, "ok\n")
+    assert await asyncio.to_thread(_get, f"{base}/ready") == (200, "ok\n")
+    assert "ragbus_requests_total" in (await asyncio.to_thread(_get, f"{base}/metrics"))[1]
+    bus = await connect(url)
+    async with RequestClient(bus) as client:
+        slow = asyncio.ensure_future(client.request(topic, EchoRequest(text="s", delay_s=2), EchoResponse, timeout=10))
+        await asyncio.sleep(0.3)  # taken, and sleeping in the handler
+        stop.set()  # draining: the request in flight finishes, and probes are told to look elsewhere
+        await asyncio.sleep(0.1)
+        assert await asyncio.to_thread(_get, f"{base}/ready") == (503, "not ready\n")
+        assert (await asyncio.to_thread(_get, f"{base}/health"))[0] == 200
+        assert (await slow).text == "s"
+    await worker
+    await bus.close()
+
+
+async def test_ready_is_503_until_the_worker_says_so():
+    port = free_port()
+    readiness = metrics.Readiness()
+    server = metrics.serve_metrics(port, readiness=readiness)
+    try:
+        assert await asyncio.to_thread(_get, f"http://127.0.0.1:{port}/ready") == (503, "not ready\n")
+        readiness.ready = True
+        assert await asyncio.to_thread(_get, f"http://127.0.0.1:{port}/ready") == (200, "ok\n")
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,48 @@
+"""Converters: the files users have (PDF, Word, PowerPoint, web pages, Markdown, plain text) into text.
+
+Each converter is a well-kept library behind one small function, ``open_<kind>(path) -> Opened``:
+opening checks that the file is what its suffix says (a corrupt or empty file is refused here,
+with its path and why, before anything is sent) and finds its title; ``read()`` then yields the
+text in pieces, with a ``Heading`` wherever a section starts, so titles and section headings
+travel as metadata rather than as sentences of the text.
+
+Libraries: pypdf (PDF; as good as pdfminer.six on LibreOffice's PDFs and faster, pure Python),
+markdown-it-py (Markdown), charset-normalizer (text that is not UTF-8); python-docx, python-pptx
+and trafilatura (web pages without navigation, scripts and footers) are heavier, so they come
+with the ``documents`` extra, and a file that needs one names the ``pip install`` line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from .html import open_html
+from .markdown import open_markdown
+from .office import open_docx, open_pptx
+from .pdf import open_pdf
+from .pieces import EXTRA_HINT, Heading, Opened, Piece
+from .text import open_text
+
+__all__ = ["EXTRA_HINT", "SUFFIXES", "Heading", "Opened", "Piece", "convert"]
+
+CONVERTERS: dict[str, Callable[[Path], Opened]] = {
+    ".txt": open_text, ".text": open_text, ".rst": open_text,
+    ".md": open_markdown, ".markdown": open_markdown,
+    ".html": open_html, ".htm": open_html,
+    ".pdf": open_pdf,
+    ".docx": open_docx,
+    ".pptx": open_pptx,
+}
+SUFFIXES = tuple(CONVERTERS)
+
+
+def convert(path: Path) -> Opened:
+    """The converter for ``path``'s suffix, opened; ``ValueError`` (or ``OSError``) says why not."""
+    suffix = path.suffix.lower()
+    opener = CONVERTERS.get(suffix)
+    if opener is None:
+        raise ValueError(f"{path}: unsupported file type {suffix or '(no suffix)'!r}; ragbus reads {' '.join(SUFFIXES)}")
+    if path.stat().st_size == 0:
+        raise ValueError(f"{path}: empty file")
+    return opener(path)

@@ -1,0 +1,128 @@
+"""``ragbus serve``: the HTTP gateway (``processors/gateway``) on a bus.
+
+On ``memory://`` (the default) the whole pipeline runs in this process, and the first use
+fills the default collection as ``ragbus ask`` does; ``/health`` answers from the start,
+``/ready`` once the pipeline does. With a Kafka or Pulsar URL it only publishes and waits,
+so any number of gateways can sit behind a load balancer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import re
+import sys
+
+from config import pipelines
+from config.settings import GatewaySettings, Settings, load_settings
+from processors.bus import connect
+from processors.runtime.client import RequestClient
+from processors.runtime.clients import RemoteError
+from schema import DEFAULT_COLLECTION, Document, Error
+from schema import topics as t
+
+from .common import BUS_HELP, CONFIG_HELP, command_client, embedded_processors
+from .documents import DocumentSource
+from .ingest import DocumentRejected, send_document
+from .seed import first_use_plan
+
+API_KEYS_ENV = "RAGBUS_API_KEYS"  # comma-separated, added to [gateway] api_keys
+
+
+def api_keys(settings: GatewaySettings, environ=os.environ) -> list[str]:
+    extra = [k.strip() for k in environ.get(API_KEYS_ENV, "").split(",") if k.strip()]
+    return list(dict.fromkeys([*settings.api_keys, *extra]))
+
+
+def _store_with(client: RequestClient, timeout: float):
+    async def store(document: Document) -> int:
+        try:
+            sent = await send_document(client, DocumentSource.of(document), timeout=timeout)
+        except DocumentRejected as exc:  # "part N: Type: message": the pipeline's own error type
+            found = re.match(r"(?:part \d+: )?(\w+): ", str(exc))
+            raise RemoteError(t.DOCUMENT_LOAD, Error(found.group(1) if found else "Rejected", str(exc))) from None
+        return sent.chunks  # an unchanged document: the chunks the stores hold already
+
+    return store
+
+
+async def run_pipeline(state, settings: Settings, url: str, stop: asyncio.Event, out=sys.stderr) -> None:
+    """Start what the gateway calls (all of it on memory://), set ``state.pipeline``, hold it until ``stop``."""
+    from processors.gateway import BusPipeline
+
+    seeding = first_use_plan(settings, DEFAULT_COLLECTION) if url.startswith("memory") else None
+    names = pipelines.EVERYTHING  # on memory://: uploads and deletes go through the pipeline too
+    c = settings.client
+    async with embedded_processors(settings, names, url):
+        async with await connect(url, settings.bus) as bus:
+            if seeding is not None:
+                state.problem = "first use: ingesting the default corpus"
+                async with RequestClient(bus, name="ingest") as loader:
+                    await seeding.run(loader, out)
+            # A command's client: a question to a topic no worker consumes ends at once (NotServed, 503).
+            async with command_client(bus, settings, "serve", timeout_s=c.request_timeout_s,
+                                      resend_after_s=c.resend_after_s or None) as client, \
+                    RequestClient(bus, name="serve-store") as store_client:  # no resending: loads are slow
+                state.pipeline = BusPipeline(
+                    client, timeout_s=c.request_timeout_s, store_timeout_s=c.store_timeout_s,
+                    store_document=_store_with(store_client, c.store_timeout_s),
+                    ready_check_s=settings.gateway.ready_check_s,
+                )
+                try:
+                    await stop.wait()
+                finally:
+                    state.pipeline, state.problem = None, "stopping"
+
+
+async def serve(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from processors.gateway import GatewayState, build_app
+    except ImportError as exc:
+        print(f"ragbus: error: ragbus serve needs the serve extra: pip install 'ragbus[serve]' ({exc})", file=sys.stderr)
+        return 2
+
+    settings = load_settings(args.config)
+    g = settings.gateway
+    host, port = args.host or g.host, args.port if args.port is not None else g.port
+    url = args.bus or settings.bus.url
+    state = GatewayState()
+    app = build_app(state, g, api_keys=api_keys(g))
+    # No access log, no Server and Date headers: per-request work nobody here reads (a proxy adds its own).
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off",
+                                           access_log=False, server_header=False, date_header=False,
+                                           timeout_graceful_shutdown=5))
+    stop = asyncio.Event()
+    pipeline = asyncio.ensure_future(run_pipeline(state, settings, url, stop))
+    http = asyncio.ensure_future(server.serve())
+    print(f"serving http://{host}:{port} over {url}", file=sys.stderr, flush=True)
+    try:
+        done, _ = await asyncio.wait([pipeline, http], return_when=asyncio.FIRST_COMPLETED)
+        if pipeline in done:  # it failed to start or stopped: no gateway without a pipeline
+            server.should_exit = True
+            await http
+            pipeline.result()
+            return 1
+        return 0 if http.result() is None else 1
+    finally:
+        stop.set()
+        with contextlib.suppress(Exception):
+            await pipeline
+
+
+def port(text: str) -> int:
+    if not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number 0-65535, got {text!r}")
+    return int(text)
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("serve", help="answer over HTTP: REST and OpenAI-compatible chat (/v1/chat/completions)")
+    p.add_argument("--host", help="address to listen on (default: [gateway] host, 127.0.0.1)")
+    p.add_argument("--port", type=port, help="port to listen on (default: [gateway] port, 8000)")
+    p.add_argument("--bus", help=BUS_HELP)
+    p.add_argument("--config", help=CONFIG_HELP)
+    p.set_defaults(run=serve)

@@ -1,0 +1,255 @@
+"""The gateway's routes (Starlette): names fixed, so clients can rely on them.
+
+Starlette with uvicorn rather than Litestar: msgspec already does all the JSON work here
+(decoding with errors that name the field, encoding, the OpenAPI components from the
+Structs), so the server library only has to route and stream, which Starlette does in
+a small, well-kept package with no model layer of its own to keep in step with msgspec.
+
+A streamed answer (``"stream": true``) is Server-Sent Events. Its first piece is awaited
+before the response starts, so a bad request still gets its 4xx status; a failure after
+that ends the stream with an ``error`` event (``/v1/ask``) or an error chunk (chat).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import msgspec
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from config.settings import GatewaySettings
+from schema import Document, DocumentRagPiece, DocumentRagRequest, KgQueryRequest, check_collection
+from schema.http import AskRequest, ChatRequest, DocumentStored, DocumentUpload, ErrorBody, ErrorDetail, Health
+
+from . import chat, openapi
+from .errors import HTTPError, decode_body, error_response, from_pipeline, json_response, param_named
+from .guard import Guard
+from .pipeline import BusPipeline
+
+log = logging.getLogger(__name__)
+
+ASK_FIELDS = [f.name for f in msgspec.structs.fields(AskRequest)]
+CHAT_FIELDS = ["model", "messages", "collection", "at_time", "doc_limit"]
+KG_FIELDS = [f.name for f in msgspec.structs.fields(KgQueryRequest)]
+
+
+@dataclass
+class GatewayState:
+    """What the routes reach: the pipeline once it is there, and why not until then."""
+
+    pipeline: BusPipeline | None = None
+    problem: str = "starting"
+
+    def need(self) -> BusPipeline:
+        if self.pipeline is None:
+            raise HTTPError(503, "NotReady", f"the pipeline is not ready: {self.problem}", headers={"Retry-After": "5"})
+        return self.pipeline
+
+
+def _sse(data: bytes, event: str | None = None) -> bytes:
+    return (f"event: {event}\n" if event else "").encode() + b"data: " + data + b"\n\n"
+
+
+async def _first(pieces: AsyncIterator, fields) -> tuple[object, AsyncIterator]:
+    """The first piece (its failure is the request's HTTP error) and the iterator of the rest."""
+    try:
+        first = await anext(pieces)
+    except StopAsyncIteration:
+        raise HTTPError(502, "EmptyStream", "the pipeline ended the answer before its first piece") from None
+    except Exception as exc:
+        raise from_pipeline(exc, fields) from None
+    return first, pieces
+
+
+def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[str] | None = None) -> Guard:
+    keys = list(api_keys if api_keys is not None else settings.api_keys)
+    schema_doc = msgspec.json.encode(openapi.document(auth=bool(keys)))
+
+    async def health(request: Request) -> Response:
+        return json_response(Health(status="ok"))
+
+    async def ready(request: Request) -> Response:
+        if state.pipeline is None:
+            return json_response(Health(status="starting", detail=state.problem), 503)
+        try:
+            await state.pipeline.ready()
+        except Exception as exc:
+            return json_response(Health(status="starting", detail=f"the pipeline does not answer: {exc}"[:500]), 503)
+        return json_response(Health(status="ready"))
+
+    async def openapi_json(request: Request) -> Response:
+        return Response(schema_doc, media_type="application/json")
+
+    async def ask(request: Request) -> Response:
+        body = decode_body(await request.body(), AskRequest)
+        pipeline = state.need()
+        question = DocumentRagRequest(query=body.question, mode=body.mode, at_time=body.at_time,
+                                      doc_limit=body.doc_limit, collection=_collection(body.collection))
+        if not body.stream:
+            try:
+                return json_response(await pipeline.ask(question))
+            except Exception as exc:
+                raise from_pipeline(exc, ASK_FIELDS) from None
+        first, rest = await _first(pipeline.ask_stream(question), ASK_FIELDS)
+
+        async def events():
+            piece = first
+            try:
+                while True:
+                    yield _sse(msgspec.json.encode(piece), piece.kind)
+                    piece = await anext(rest)
+            except StopAsyncIteration:
+                return
+            except Exception as exc:
+                yield _sse(msgspec.json.encode(_body(from_pipeline(exc, ASK_FIELDS))), "error")
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+
+    async def chat_completions(request: Request) -> Response:
+        body: ChatRequest = decode_body(await request.body(), ChatRequest)
+        question = chat.question_of(body)
+        _collection(body.collection)
+        pipeline = state.need()
+        if not body.stream:
+            try:
+                return json_response(chat.completion(body, await pipeline.ask(question)))
+            except Exception as exc:
+                raise from_pipeline(exc, CHAT_FIELDS) from None
+        first, rest = await _first(pipeline.ask_stream(question), CHAT_FIELDS)
+        maker = chat.ChunkMaker(body)
+
+        async def chunks():
+            piece: DocumentRagPiece = first
+            try:
+                while True:
+                    yield _sse(msgspec.json.encode(maker.of(piece)))
+                    piece = await anext(rest)
+            except StopAsyncIteration:
+                yield _sse(b"[DONE]")
+            except Exception as exc:
+                yield _sse(msgspec.json.encode(_body(from_pipeline(exc, CHAT_FIELDS))))
+
+        return StreamingResponse(chunks(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+
+    async def models(request: Request) -> Response:
+        return json_response(chat.models())
+
+    async def add_document(request: Request) -> Response:
+        upload = await _upload(request)
+        collection = _collection(upload.collection)
+        document_id = upload.document_id or "upload:" + hashlib.sha256(upload.text.encode()).hexdigest()[:24]
+        document = Document(document_id=document_id, text=upload.text, title=upload.title, collection=collection,
+                            source="http")
+        pipeline = state.need()
+        try:
+            chunks = await pipeline.store(document)
+        except Exception as exc:
+            raise from_pipeline(exc, ["text", "document_id", "title", "collection"]) from None
+        return json_response(DocumentStored(document_id=document_id, collection=collection, chunks=chunks), 201)
+
+    async def delete_document(request: Request) -> Response:
+        document_id = request.path_params["document_id"]
+        collection = _collection(request.query_params.get("collection", "default"), "collection")
+        pipeline = state.need()
+        try:
+            result = await pipeline.delete(document_id, collection)
+        except Exception as exc:
+            raise from_pipeline(exc, ["document_id", "collection"]) from None
+        if not result.count:
+            raise HTTPError(404, "NotFound", f"no document {document_id[:200]!r} in collection {collection!r}",
+                            "document_id")
+        return json_response(result)
+
+    async def kg_query(request: Request) -> Response:
+        params = dict(request.query_params)
+        try:
+            query = msgspec.convert(params, KgQueryRequest, strict=False)
+        except msgspec.ValidationError as exc:
+            raise HTTPError(422, "ValidationError", str(exc), param_named(str(exc), KG_FIELDS)) from None
+        if not query.question.strip():
+            raise HTTPError(422, "ValidationError", "the question is empty", "question")
+        _collection(query.collection, "collection")
+        pipeline = state.need()
+        try:
+            return json_response(await pipeline.kg_query(query))
+        except Exception as exc:
+            raise from_pipeline(exc, KG_FIELDS) from None
+
+    async def on_http_error(request: Request, exc: HTTPError) -> Response:
+        return error_response(exc)
+
+    async def on_starlette_error(request: Request, exc) -> Response:  # 404 and 405 of the router
+        status = getattr(exc, "status_code", 400)
+        kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(status, "BadRequest")
+        return error_response(HTTPError(status, kind, getattr(exc, "detail", "") or kind, headers=exc.headers))
+
+    async def on_anything(request: Request, exc: Exception) -> Response:
+        log.exception("gateway: %s %s failed", request.method, request.url.path)
+        return error_response(HTTPError(502, type(exc).__name__, "the gateway could not answer this request"))
+
+    from starlette.exceptions import HTTPException
+
+    middleware = []
+    if settings.cors_origins:
+        middleware.append(Middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"],
+                                     allow_headers=["*"]))
+    app = Starlette(
+        routes=[
+            Route("/health", health, methods=["GET"]),
+            Route("/ready", ready, methods=["GET"]),
+            Route("/openapi.json", openapi_json, methods=["GET"]),
+            Route("/v1/ask", ask, methods=["POST"]),
+            Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/v1/documents", add_document, methods=["POST"]),
+            Route("/v1/documents/{document_id:path}", delete_document, methods=["DELETE"]),
+            Route("/v1/kg/query", kg_query, methods=["GET"]),
+        ],
+        middleware=middleware,
+        exception_handlers={HTTPError: on_http_error, HTTPException: on_starlette_error, Exception: on_anything},
+    )
+    return Guard(app, api_keys=keys, max_body_bytes=settings.max_body_bytes, max_in_flight=settings.max_in_flight,
+                 retry_after_s=settings.retry_after_s)
+
+
+def _body(exc: HTTPError) -> ErrorBody:
+    return ErrorBody(error=ErrorDetail(type=exc.type, message=exc.message[:2000], param=exc.param))
+
+
+def _collection(name: str, param: str = "$.collection") -> str:
+    try:
+        return check_collection(name)
+    except ValueError as exc:
+        raise HTTPError(422, "ValidationError", str(exc), param) from None
+
+
+async def _upload(request: Request) -> DocumentUpload:
+    kind = request.headers.get("content-type", "")
+    if not kind.startswith("multipart/form-data"):
+        return decode_body(await request.body(), DocumentUpload)
+    try:
+        form = await request.form()
+    except Exception as exc:  # a malformed multipart body
+        raise HTTPError(400, "BadRequest", f"the multipart body cannot be read: {exc}") from None
+    file = form.get("file")
+    if file is None or isinstance(file, str):
+        raise HTTPError(422, "ValidationError", "a multipart upload needs a 'file' field holding the file", "file")
+    try:
+        text = (await file.read()).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HTTPError(422, "ValidationError", f"the file is not UTF-8 text: {exc}", "file") from None
+    fields = {k: v for k in ("document_id", "title", "collection") if isinstance(v := form.get(k), str) and v}
+    fields.setdefault("title", file.filename or "")
+    try:
+        return msgspec.convert({"text": text, **fields}, DocumentUpload)
+    except msgspec.ValidationError as exc:
+        raise HTTPError(422, "ValidationError", str(exc), param_named(str(exc), ["text", "document_id", "title"])) \
+            from None

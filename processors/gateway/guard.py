@@ -1,0 +1,113 @@
+"""The gateway's safety limits, as one ASGI middleware in front of every route.
+
+- bearer keys: with keys configured, a request without ``Authorization: Bearer <key>`` of
+  one of them gets 401 (``/health``, ``/ready`` and the OpenAPI document stay open, for
+  probes and tooling);
+- a body limit: a declared ``Content-Length`` over it is refused before reading, and a
+  body that grows past it while read (chunked) is cut off with 413. The body is read
+  here, whole, before the route runs (every route reads it whole anyway);
+- a bound on requests in flight: past it, 503 with ``Retry-After`` at once, rather than
+  a queue that grows until every caller times out.
+
+Written here rather than taken from a library: Starlette has none of the three, and
+uvicorn's ``limit_concurrency`` counts connections (keep-alive ones too) and sends no
+``Retry-After``. Each is a few lines over the ASGI messages.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+import msgspec
+
+from schema.http import ErrorBody, ErrorDetail
+
+OPEN_PATHS = frozenset({"/health", "/ready", "/openapi.json"})
+
+
+def error_message(status: int, type_: str, message: str, headers: dict[str, str] | None = None):
+    """The ASGI messages of a JSON error answer."""
+    body = msgspec.json.encode(ErrorBody(error=ErrorDetail(type=type_, message=message)))
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    return [
+        {"type": "http.response.start", "status": status, "headers": raw},
+        {"type": "http.response.body", "body": body},
+    ]
+
+
+class Guard:
+    def __init__(self, app, *, api_keys: list[str], max_body_bytes: int, max_in_flight: int, retry_after_s: int):
+        self.app = app
+        self.keys = [k.encode() for k in api_keys if k]
+        self.max_body_bytes = max_body_bytes
+        self.max_in_flight = max_in_flight
+        self.retry_after_s = retry_after_s
+        self.in_flight = 0
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            for message in refusal:
+                await send(message)
+            return
+        self.in_flight += 1
+        try:
+            body = await self._read_body(receive)
+            if body is None:
+                for message in self._too_large():
+                    await send(message)
+                return
+            replayed = False
+
+            async def replay():
+                nonlocal replayed
+                if not replayed:
+                    replayed = True
+                    return {"type": "http.request", "body": body, "more_body": False}
+                return await receive()  # later: only the disconnect, which a streamed answer listens for
+
+            await self.app(scope, replay, send)
+        finally:
+            self.in_flight -= 1
+
+    async def _read_body(self, receive) -> bytes | None:
+        """The whole body, or None once it passes the limit (the rest is not read)."""
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return bytes(body)  # the client left; the app will find out
+            body += message.get("body", b"")
+            if len(body) > self.max_body_bytes:
+                return None
+            if not message.get("more_body", False):
+                return bytes(body)
+
+    def _refusal(self, scope):
+        headers = dict(scope["headers"])
+        if self.keys:
+            given = headers.get(b"authorization", b"")
+            scheme, _, key = given.partition(b" ")
+            if scheme.lower() != b"bearer" or not any(hmac.compare_digest(key.strip(), k) for k in self.keys):
+                return error_message(401, "Unauthorized", "a valid API key is needed: Authorization: Bearer <key>",
+                                     {"WWW-Authenticate": "Bearer"})
+        length = headers.get(b"content-length")
+        if length is not None:
+            if not length.isdigit():
+                return error_message(400, "BadRequest", "Content-Length is not a number")
+            if int(length) > self.max_body_bytes:
+                return self._too_large()
+        if self.in_flight >= self.max_in_flight:
+            return error_message(
+                503, "Overloaded", f"{self.in_flight} requests in flight, the most this gateway takes; retry later",
+                {"Retry-After": str(self.retry_after_s)},
+            )
+        return None
+
+    def _too_large(self):
+        return error_message(413, "BodyTooLarge", f"the request body is over max_body_bytes={self.max_body_bytes} "
+                                                  "([gateway] max_body_bytes)")

@@ -1,0 +1,92 @@
+"""The library processors: document-record writes what each collection holds, documents-query lists it.
+
+- ``DocumentRecordProcessor``: ``RecordDocument`` from ``document-record`` -> applied, logged,
+  fsynced -> ``IngestResult(count)`` (1 if it changed the library). Sent by the chunker: a
+  document once every store holds it whole, a removal when it leaves them. One per data dir:
+  it holds the data dir's documents writer lock from start to close.
+- ``DocumentsQueryProcessor``: ``ListDocuments`` -> ``DocumentList``: a collection's documents a
+  page at a time, or the data dir's collections. Any number of replicas; each catches up with
+  the log before answering.
+
+The logs are small (a line per document stored or removed), so both work on the event loop.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import msgspec
+
+from config.settings import data_dir
+from processors.runtime.processor import Processor, RequestContext
+from processors.runtime.store_lock import WriterLock, take_writer_lock
+from schema import DocumentList, IngestResult, ListDocuments, RecordDocument, check_collection
+from schema.times import iso
+
+from .settings import LibrarySettings
+from .store import Library, collections, library_path
+
+
+class _LibraryProcessor(Processor):
+    Settings = LibrarySettings
+    settings: LibrarySettings
+    writer = False
+
+    def __init__(self, name: str, settings: LibrarySettings) -> None:
+        super().__init__(name, settings)
+        self.data_dir = data_dir(settings.data_dir)
+        self.libraries: dict[str, Library] = {}
+        self._lock: WriterLock | None = None
+
+    async def start(self) -> None:
+        if self.writer:
+            self._lock = take_writer_lock(self.data_dir, "documents", processor=self.name)
+
+    async def close(self) -> None:
+        if self._lock is not None:
+            lock, self._lock = self._lock, None
+            lock.release()
+
+    def library(self, collection: str) -> Library:
+        library = self.libraries.get(collection)
+        if library is None:
+            library = self.libraries[collection] = Library(library_path(self.data_dir, collection))
+            if self.writer:
+                library.open_for_append()
+        if not self.writer:
+            library.catch_up()
+        return library
+
+
+class DocumentRecordProcessor(_LibraryProcessor):
+    request_type = RecordDocument
+    response_type = IngestResult
+    writer = True
+
+    async def handle(self, request: RecordDocument, context: RequestContext) -> IngestResult:
+        doc = request.document
+        library = self.library(check_collection(doc.collection))
+        if request.removed and doc.document_id not in library.documents:
+            return IngestResult(count=0)  # nothing to remove: the log stays as it is
+        if not request.removed and doc.ingested_at is None:
+            request = msgspec.structs.replace(
+                request, document=msgspec.structs.replace(doc, ingested_at=iso(datetime.now(UTC)))
+            )
+        library.append(request)  # logged before applied: what a reader replays is what this writer holds
+        library.apply(request)
+        return IngestResult(count=1)
+
+
+class DocumentsQueryProcessor(_LibraryProcessor):
+    request_type = ListDocuments
+    response_type = DocumentList
+
+    async def handle(self, request: ListDocuments, context: RequestContext) -> DocumentList:
+        if request.collections:
+            return DocumentList(collections=collections(self.data_dir))
+        library = self.library(check_collection(request.collection))
+        documents, more = library.page(
+            ids=request.document_ids, prefix=request.id_prefix, after=request.after,
+            limit=min(request.limit, self.settings.max_limit),
+        )
+        return DocumentList(documents=documents, more=more)

@@ -1,0 +1,83 @@
+"""``ragbus serve`` in a process of its own, on a free loopback port, ready once ``/ready`` says 200.
+
+For tests and ``scripts/bench_gateway.py``: the real command, the real server, nothing in-process.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from .brokers import free_port
+
+
+class GatewayProcess:
+    def __init__(self, bus_url: str = "memory://", *, env: dict[str, str] | None = None, log_path: Path | None = None,
+                 ready_timeout_s: float = 300.0) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.bus_url = bus_url
+        self.env = {**os.environ, **(env or {})}
+        self.log_path = log_path
+        self.ready_timeout_s = ready_timeout_s
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> GatewayProcess:
+        """Launch, then wait until ``/ready`` says 200."""
+        self.launch()
+        return self.wait_ready()
+
+    def launch(self) -> GatewayProcess:
+        log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "processors.cli", "serve", "--port", str(self.port), "--bus", self.bus_url],
+                env=self.env, stdout=log, stderr=subprocess.STDOUT if self.log_path else subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        finally:
+            if self.log_path:
+                log.close()
+        return self
+
+    def wait_ready(self) -> GatewayProcess:
+        assert self.process is not None
+        deadline = time.monotonic() + self.ready_timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"ragbus serve exited with {self.process.returncode}: {self.log_tail()}")
+            try:
+                if httpx.get(f"{self.url}/ready", timeout=15).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)  # polling a process that offers no readiness event but its HTTP answer
+        self.stop()
+        raise RuntimeError(f"ragbus serve not ready within {self.ready_timeout_s:g}s: {self.log_tail()}")
+
+    def stop(self) -> None:
+        proc, self.process = self.process, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def log_tail(self, lines: int = 30) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return "(no log)"
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def __enter__(self) -> GatewayProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

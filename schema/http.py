@@ -1,0 +1,151 @@
+"""The bodies of the HTTP gateway (``ragbus serve``): what its clients send and get besides the bus's own
+Structs (``DocumentRagResponse``, ``KgQueryResponse``, ``IngestResult`` travel as they are).
+
+The OpenAPI document the gateway serves is generated from these Structs and those, so
+the HTTP schema and the bus schema cannot drift apart. The chat Structs are the subset
+of OpenAI's chat-completions API that ragbus answers; unknown fields are ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+from .common import Limit
+from .rag import DocumentRagPiece, DocumentRagResponse
+from .retrieval import DEFAULT_COLLECTION
+
+Text = Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class AskRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``POST /v1/ask``. ``stream``: answer as Server-Sent Events (``sources``, ``answer`` deltas, ``final``)."""
+
+    question: Text
+    mode: Literal["vector", "keyword", "hybrid"] | None = None
+    at_time: str | None = None
+    doc_limit: Limit | None = None
+    collection: str = DEFAULT_COLLECTION
+    stream: bool = False
+
+
+class DocumentUpload(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``POST /v1/documents`` as JSON (a file upload is ``multipart/form-data`` with ``file`` and these as fields)."""
+
+    text: Text
+    document_id: Text | None = None  # default: a hash of the text
+    title: str = ""
+    collection: str = DEFAULT_COLLECTION
+
+
+class DocumentStored(msgspec.Struct, kw_only=True):
+    document_id: str
+    collection: str
+    chunks: int
+
+
+class ErrorDetail(msgspec.Struct, kw_only=True):
+    """``type``: ``ValidationError``, ``Unauthorized``, ``Overloaded``, ``Timeout``...; ``param``: the
+    request field at fault (``$.question``), when one is."""
+
+    type: str
+    message: str
+    param: str | None = None
+
+
+class ErrorBody(msgspec.Struct, kw_only=True):
+    """Every 4xx and 5xx answer of the gateway (the shape OpenAI clients read)."""
+
+    error: ErrorDetail
+
+
+class Health(msgspec.Struct, kw_only=True):
+    status: str  # "ok" / "ready" / "starting"
+    detail: str = ""
+
+
+# -- OpenAI-compatible chat --------------------------------------------------------------------
+
+
+class ChatMessage(msgspec.Struct, kw_only=True):
+    role: str
+    content: str | list[dict] | None = None  # text, or OpenAI's list of parts (the text parts are read)
+
+
+class ChatRequest(msgspec.Struct, kw_only=True):
+    """``POST /v1/chat/completions``. The last user message is the question; ``model`` picks the mode
+    (``ragbus`` = the configured default, ``ragbus-vector``, ``ragbus-keyword``, ``ragbus-hybrid``).
+    ragbus extras (``extra_body`` in the openai client): ``collection``, ``at_time``, ``doc_limit``."""
+
+    model: str
+    messages: Annotated[list[ChatMessage], msgspec.Meta(min_length=1)]
+    stream: bool = False
+    collection: str = DEFAULT_COLLECTION
+    at_time: str | None = None
+    doc_limit: Limit | None = None
+
+
+class ChatReply(msgspec.Struct, kw_only=True):
+    role: str = "assistant"
+    content: str = ""
+
+
+class ChatChoice(msgspec.Struct, kw_only=True):
+    index: int = 0
+    message: ChatReply
+    finish_reason: str = "stop"
+
+
+class ChatUsage(msgspec.Struct, kw_only=True):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+class ChatCompletion(msgspec.Struct, kw_only=True):
+    """The answer keeps its ``[chunk-id]`` citations; ``ragbus`` is the whole ``DocumentRagResponse``
+    (chunks with text, cited ids, facts, timings): the sources, in a field OpenAI clients pass through."""
+
+    id: str
+    object: str = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: ChatUsage = msgspec.field(default_factory=ChatUsage)
+    ragbus: DocumentRagResponse | None = None
+
+
+class ChatDelta(msgspec.Struct, kw_only=True, omit_defaults=True):
+    role: str | None = None
+    content: str | None = None
+
+
+class ChatChunkChoice(msgspec.Struct, kw_only=True):
+    index: int = 0
+    delta: ChatDelta
+    finish_reason: str | None = None
+
+
+class ChatCompletionChunk(msgspec.Struct, kw_only=True):
+    """One Server-Sent Event of a streamed chat answer; the last one (``finish_reason`` ``stop``)
+    carries the whole ``DocumentRagResponse`` in ``ragbus``, the first one the sources (a ``sources`` piece)."""
+
+    id: str
+    object: str = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChatChunkChoice]
+    ragbus: DocumentRagPiece | None = None
+
+
+class Model(msgspec.Struct, kw_only=True):
+    id: str
+    object: str = "model"
+    created: int = 0
+    owned_by: str = "ragbus"
+
+
+class ModelList(msgspec.Struct, kw_only=True):
+    object: str = "list"
+    data: list[Model] = []

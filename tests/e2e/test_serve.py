@@ -1,0 +1,290 @@
+"""``ragbus serve`` for real: the command in its own process, asked over HTTP by the official ``openai``
+client and by httpx, on the memory bus and against a real Kafka broker."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+import uuid
+
+import httpx
+import openai
+import pytest
+
+from config import pipelines
+from config.settings import load_settings
+from processors.cli.seed import build_stores
+from processors.runtime.worker import processors_running
+from processors.testing.gateway import GatewayProcess
+
+from ..conftest import settings_for_tests
+from .test_ask import DOCS
+
+QUESTION = "How does a context manager wrap a block of code?"
+
+
+def check_chat(client: openai.OpenAI, **extra) -> None:
+    """Chat, whole and streamed: the answer cites a chunk; streamed, it comes in more than one piece."""
+    messages = [{"role": "system", "content": "Answer from the documents."}, {"role": "user", "content": QUESTION}]
+    whole = client.chat.completions.create(model="ragbus-hybrid", messages=messages, **extra)
+    answer = whole.choices[0].message.content
+    sources = whole.ragbus  # the documented extra field: the whole DocumentRagResponse
+    assert sources["cited"] and sources["cited"][0].startswith("with#")
+    assert f"[{sources['cited'][0]}]" in answer and sources["answer"] == answer
+    assert whole.choices[0].finish_reason == "stop" and whole.model == "ragbus-hybrid"
+
+    stream = client.chat.completions.create(model="ragbus-hybrid", messages=messages, stream=True, **extra)
+    chunks = list(stream)
+    pieces = [c.choices[0].delta.content for c in chunks if c.choices[0].delta.content]
+    assert len(pieces) > 1
+    assert "".join(pieces) == answer
+    assert chunks[0].choices[0].delta.role == "assistant" and chunks[0].ragbus["kind"] == "sources"
+    assert chunks[-1].choices[0].finish_reason == "stop" and chunks[-1].ragbus["response"]["cited"] == sources["cited"]
+    assert len({c.id for c in chunks}) == 1
+
+
+def stores(tmp_path_factory):
+    """A data dir holding DOCS and the sample graph: the default collection is not empty, so no first use."""
+    import asyncio
+
+    directory = tmp_path_factory.mktemp("serve-data")
+    asyncio.run(build_stores(directory, "default", DOCS))
+    return directory
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return stores(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def gateway(data_dir, tmp_path_factory):
+    log = tmp_path_factory.mktemp("serve-log") / "serve.log"
+    with GatewayProcess(env={"RAGBUS_DATA_DIR": str(data_dir)}, log_path=log) as g:
+        yield g
+
+
+def test_openai_client_chats_with_ragbus_on_the_memory_bus(gateway):
+    client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="unused")
+    check_chat(client)
+    assert [m.id for m in client.models.list()] == ["ragbus", "ragbus-vector", "ragbus-keyword", "ragbus-hybrid"]
+    with pytest.raises(openai.NotFoundError, match="unknown model"):
+        client.chat.completions.create(model="gpt-4", messages=[{"role": "user", "content": QUESTION}])
+    with pytest.raises(openai.BadRequestError, match="no message has role 'user'"):
+        client.chat.completions.create(model="ragbus", messages=[{"role": "system", "content": QUESTION}])
+
+
+def test_ask_whole_and_as_server_sent_events(gateway):
+    whole = httpx.post(f"{gateway.url}/v1/ask", json={"question": QUESTION, "mode": "hybrid"}, timeout=60)
+    assert whole.status_code == 200
+    r = whole.json()
+    assert r["cited"][0].startswith("with#") and r["timings_ms"]["total"] > 0
+    events = []
+    with httpx.stream("POST", f"{gateway.url}/v1/ask", json={"question": QUESTION, "mode": "hybrid", "stream": True},
+                      timeout=60) as streamed:
+        assert streamed.headers["content-type"].startswith("text/event-stream")
+        event = None
+        for line in streamed.iter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: "):
+                events.append((event, json.loads(line[6:])))
+    kinds = [e for e, _ in events]
+    assert kinds[0] == "sources" and kinds[-1] == "final" and set(kinds[1:-1]) == {"answer"} and len(kinds) > 3
+    assert "".join(d["text"] for e, d in events if e == "answer") == r["answer"]
+    assert events[-1][1]["response"]["cited"] == r["cited"]
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"question": ""}, "$.question"),
+    ({"question": QUESTION, "mode": "semantic"}, "$.mode"),
+    ({"question": QUESTION, "doc_limit": 0}, "$.doc_limit"),
+    ({"question": QUESTION, "at_time": "the day before"}, "$.at_time"),
+    ({"question": QUESTION, "collection": "no such/collection"}, "$.collection"),
+    ({"question": QUESTION, "colour": "blue"}, "$.colour"),
+    ({"quest": QUESTION}, "$.quest"),
+    ({"mode": "vector"}, "$.question"),
+])
+def test_bad_input_is_a_4xx_json_error_naming_the_field(gateway, body, param):
+    answer = httpx.post(f"{gateway.url}/v1/ask", json=body, timeout=60)
+    assert 400 <= answer.status_code < 500, answer.text
+    error = answer.json()["error"]
+    assert error["message"] and "Traceback" not in answer.text
+    assert error["param"] == param, error
+
+
+def test_documents_go_in_and_out_through_the_pipeline(gateway):
+    url = gateway.url
+    stored = httpx.post(f"{url}/v1/documents", json={
+        "text": "Pumpkins are orange squashes harvested in autumn.", "document_id": "pumpkin", "title": "Pumpkins",
+        "collection": "garden"}, timeout=60)
+    assert stored.status_code == 201, stored.text
+    assert stored.json() == {"document_id": "pumpkin", "collection": "garden", "chunks": 1}
+    upload = httpx.post(f"{url}/v1/documents", files={"file": ("beans.txt", b"Runner beans climb poles in summer.")},
+                        data={"document_id": "beans", "collection": "garden"}, timeout=60)
+    assert upload.status_code == 201 and upload.json()["chunks"] == 1
+    asked = httpx.post(f"{url}/v1/ask", json={"question": "When are pumpkins harvested?", "collection": "garden",
+                                              "mode": "keyword"}, timeout=60).json()
+    assert asked["cited"] == ["pumpkin#0"]
+    assert httpx.delete(f"{url}/v1/documents/pumpkin", params={"collection": "garden"}).json()["count"] == 1
+    gone = httpx.delete(f"{url}/v1/documents/pumpkin", params={"collection": "garden"})
+    assert gone.status_code == 404 and gone.json()["error"]["type"] == "NotFound"
+    bad = httpx.post(f"{url}/v1/documents", files={"file": ("x.bin", b"\xff\xfe\x00")}, timeout=60)
+    assert bad.status_code == 422 and bad.json()["error"]["param"] == "file"
+
+
+def test_kg_query_over_http(gateway):
+    r = httpx.get(f"{gateway.url}/v1/kg/query", params={"question": "Who was head of government of the United Kingdom?",
+                                                        "at_time": "2012-03-01"}, timeout=60)
+    assert r.status_code == 200
+    assert "David Cameron head_of_government_of United Kingdom" in [f["text"] for f in r.json()["facts"]]
+    bad = httpx.get(f"{gateway.url}/v1/kg/query", params={"question": "x", "limit": "many"})
+    assert bad.status_code == 422 and bad.json()["error"]["param"] == "$.limit"
+    # Past what a message can carry: refused where it is read, not a 502 when it is sent on (found by the fuzzer).
+    huge = httpx.get(f"{gateway.url}/v1/kg/query", params={"question": "x", "limit": str(2**64)})
+    assert huge.status_code == 422 and huge.json()["error"]["param"] == "$.limit", huge.text
+
+
+def test_health_ready_and_the_openapi_document(gateway):
+    assert httpx.get(f"{gateway.url}/health").json()["status"] == "ok"
+    assert httpx.get(f"{gateway.url}/ready").json()["status"] == "ready"
+    doc = httpx.get(f"{gateway.url}/openapi.json").json()
+    schemas = doc["components"]["schemas"]
+    assert {"AskRequest", "DocumentRagResponse", "ChatCompletion", "ChunkMatch"} <= set(schemas)
+    # Generated from the Structs: the bus response's fields are the HTTP answer's.
+    assert set(schemas["DocumentRagResponse"]["properties"]) >= {"answer", "chunks", "cited", "timings_ms", "error"}
+
+
+@pytest.mark.brokers
+def test_openai_client_chats_with_gateway_replicas_on_kafka(kafka_broker, tmp_path, monkeypatch):
+    """On a broker the gateway starts no processor: it publishes and waits, so two replicas answer alike."""
+    import asyncio
+
+    collection = f"serve-{uuid.uuid4().hex[:8]}"
+
+    async def main():
+        import msgspec
+
+        await build_stores(tmp_path, collection, [msgspec.structs.replace(d, collection=collection) for d in DOCS])
+        monkeypatch.setenv("RAGBUS_DATA_DIR", str(tmp_path))
+        settings = load_settings()
+        suffix = uuid.uuid4().hex[:8]
+        for name in pipelines.QUERY:
+            settings.processors[name]["group"] = f"{name}-{suffix}"
+        settings.bus = settings_for_tests()
+        async with processors_running(settings, list(pipelines.QUERY), kafka_broker.url, ready_timeout=120):
+            env = {**os.environ, "RAGBUS_DATA_DIR": str(tmp_path / "unused")}
+            # Started from a thread: their readiness waits block, and these processors must answer meanwhile.
+            replicas = [GatewayProcess(kafka_broker.url, env=env, log_path=tmp_path / f"{i}.log") for i in range(2)]
+            try:
+                for g in replicas:
+                    await asyncio.to_thread(g.start)
+                for g in replicas:
+                    client = openai.OpenAI(base_url=f"{g.url}/v1", api_key="unused")
+                    await asyncio.to_thread(check_chat, client, extra_body={"collection": collection})
+            finally:
+                for g in replicas:
+                    await asyncio.to_thread(g.stop)
+        assert not (tmp_path / "unused").exists()  # no store opened by a gateway
+
+    asyncio.run(main())
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory):
+    # A data dir of its own: a gateway on memory:// runs the writers, one process per data dir.
+    env = {"RAGBUS_DATA_DIR": str(stores(tmp_path_factory)), "RAGBUS_API_KEYS": "sk-one, sk-two",
+           "RAGBUS_GATEWAY__MAX_BODY_BYTES": "2000", "RAGBUS_GATEWAY__MAX_IN_FLIGHT": "1",
+           "RAGBUS_GATEWAY__RETRY_AFTER_S": "3"}
+    with GatewayProcess(env=env, log_path=tmp_path_factory.mktemp("guarded") / "serve.log") as g:
+        yield g
+
+
+def test_with_keys_set_a_request_needs_one(guarded):
+    ask = {"question": QUESTION}
+    refused = httpx.post(f"{guarded.url}/v1/ask", json=ask)
+    assert refused.status_code == 401 and refused.json()["error"]["type"] == "Unauthorized"
+    assert refused.headers["www-authenticate"] == "Bearer"
+    wrong = httpx.post(f"{guarded.url}/v1/ask", json=ask, headers={"Authorization": "Bearer sk-three"})
+    assert wrong.status_code == 401
+    assert httpx.post(f"{guarded.url}/v1/ask", json=ask, headers={"Authorization": "Bearer sk-two"}).status_code == 200
+    client = openai.OpenAI(base_url=f"{guarded.url}/v1", api_key="sk-one")
+    assert client.chat.completions.create(model="ragbus", messages=[{"role": "user", "content": QUESTION}]).ragbus
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=f"{guarded.url}/v1", api_key="sk-nope").models.list()
+    assert httpx.get(f"{guarded.url}/health").status_code == 200  # probes stay open
+
+
+def test_a_body_over_the_limit_is_refused_with_413(guarded):
+    headers = {"Authorization": "Bearer sk-one"}
+    big = {"question": "x" * 3000}
+    declared = httpx.post(f"{guarded.url}/v1/ask", json=big, headers=headers)
+    assert declared.status_code == 413 and "max_body_bytes=2000" in declared.json()["error"]["message"]
+
+    def chunked():  # no Content-Length: the limit is found while reading
+        yield b'{"question": "'
+        yield b"x" * 3000
+        yield b'"}'
+
+    streamed = httpx.post(f"{guarded.url}/v1/ask", content=chunked(), headers=headers)
+    assert streamed.status_code == 413
+
+
+def test_past_the_in_flight_bound_a_request_gets_503_with_retry_after(guarded):
+    import socket
+
+    # One request held in flight: its body declared, not yet all sent.
+    held = socket.create_connection(("127.0.0.1", guarded.port))
+    try:
+        held.sendall(b"POST /v1/ask HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-one\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: 40\r\n\r\n{\"question\": ")
+        busy = None
+        for _ in range(100):  # until the server has read the held request's head (no event to wait on)
+            busy = httpx.post(f"{guarded.url}/v1/ask", json={"question": QUESTION},
+                              headers={"Authorization": "Bearer sk-one"})
+            if busy.status_code == 503:
+                break
+        assert busy is not None and busy.status_code == 503
+        assert busy.headers["retry-after"] == "3" and busy.json()["error"]["type"] == "Overloaded"
+    finally:
+        held.close()
+    ok = None
+    for _ in range(100):  # the held request ends when its connection closes
+        ok = httpx.post(f"{guarded.url}/v1/ask", json={"question": QUESTION}, headers={"Authorization": "Bearer sk-one"})
+        if ok.status_code == 200:
+            break
+    assert ok is not None and ok.status_code == 200
+
+
+def test_cors_is_off_by_default(gateway):
+    answer = httpx.options(f"{gateway.url}/v1/ask", headers={
+        "Origin": "https://elsewhere.example", "Access-Control-Request-Method": "POST"})
+    assert "access-control-allow-origin" not in answer.headers
+    asked = httpx.post(f"{gateway.url}/v1/ask", json={"question": QUESTION}, headers={"Origin": "https://elsewhere.example"})
+    assert "access-control-allow-origin" not in asked.headers
+
+
+@pytest.mark.brokers
+def test_ready_is_503_while_no_pipeline_answers(pulsar_broker, tmp_path):
+    """/health answers from the start; /ready only once document-rag does (here: never, no worker runs)."""
+    env = {"RAGBUS_DATA_DIR": str(tmp_path), "RAGBUS_BUS__PULSAR__CONSUMER_ID_SPREAD": "8"}
+    g = GatewayProcess(pulsar_broker.url, env=env, log_path=tmp_path / "serve.log").launch()
+    try:
+        for _ in range(300):  # until it listens: a process offers no event to wait on
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{g.url}/health", timeout=5).status_code == 200:
+                    break
+            time.sleep(0.1)
+        details = []
+        for _ in range(30):  # connecting to the bus, then asking document-rag, which never answers
+            ready = httpx.get(f"{g.url}/ready", timeout=30)
+            assert ready.status_code == 503 and ready.json()["status"] == "starting"
+            details.append(ready.json()["detail"])
+            if "does not answer" in details[-1]:
+                break
+            time.sleep(0.2)
+        assert "does not answer" in details[-1], details
+    finally:
+        g.stop()
