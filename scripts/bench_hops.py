@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Where a hybrid query's time goes, stage by stage, on each bus: document-rag's own timings side by side.
+
+    python scripts/bench_hops.py [--queries 40] [--backends memory,kafka,pulsar]
+
+Runs the query processors in this process on each backend (Tansu and Pulsar
+Lite on loopback, with the test brokers' settings), over a small collection
+built here, and asks ``--queries`` hybrid questions one at a time (after five
+to warm up). Prints per backend the caller's p50 and the median of each stage
+document-rag reports in ``timings_ms``: embed, vector_query, keyword_query, kg
+(run side by side), fetch, prompt and its total. The caller's p50 minus
+document-rag's total is the outer hop (ask and answer); each stage minus the
+memory row's is what the bus adds to that hop. Compare rows of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+from config import pipelines  # noqa: E402
+from config.settings import load_settings  # noqa: E402
+from processors.bus import connect  # noqa: E402
+from processors.cli.seed import build_stores  # noqa: E402
+from processors.runtime.client import RequestClient  # noqa: E402
+from processors.runtime.clients import DocumentRagClient  # noqa: E402
+from processors.runtime.worker import processors_running, put_stores_in  # noqa: E402
+from processors.testing import brokers  # noqa: E402
+from schema import Document  # noqa: E402
+
+COLLECTION = "hops"
+QUESTIONS = ["How does a context manager wrap a block of code?", "__slots__",
+             "What does the else clause of a for loop do?", "When is __exit__ called?",
+             "What saves memory per instance?"]
+DOCUMENTS = [
+    Document(document_id="with", title="with statement", collection=COLLECTION,
+             text="The with statement wraps the execution of a block with methods defined by a context manager. "
+                  "The context manager's __enter__ method is called before the block runs, and its __exit__ "
+                  "method is called after it, even when the block raises an exception."),
+    Document(document_id="slots", title="__slots__", collection=COLLECTION,
+             text="__slots__ declares data members explicitly and denies the creation of __dict__ and __weakref__ "
+                  "for each instance, which saves memory per instance and speeds up attribute lookup."),
+    Document(document_id="for", title="for statement", collection=COLLECTION,
+             text="The for statement iterates over the items of a sequence or other iterable. The else clause of a "
+                  "for loop runs when the loop finishes without a break statement."),
+]
+
+
+async def measure(url: str, data_dir: str, queries: int) -> tuple[float, dict[str, float]]:
+    settings = load_settings(environ=brokers.TEST_BROKER_ENV)
+    put_stores_in(settings, data_dir)
+    async with processors_running(settings, list(pipelines.QUERY), url):
+        async with await connect(url, settings.bus) as bus, RequestClient(bus, name="hops") as client:
+            rag = DocumentRagClient(client, timeout=60)
+            stages: dict[str, list[float]] = {}
+            latencies = []
+            for i in range(queries + 5):
+                started = time.perf_counter()
+                response = await rag.ask(QUESTIONS[i % len(QUESTIONS)], mode="hybrid", collection=COLLECTION)
+                if i < 5:
+                    continue  # warm-up: first loads and connections
+                latencies.append((time.perf_counter() - started) * 1000)
+                for stage, ms in response.timings_ms.items():
+                    stages.setdefault(stage, []).append(ms)
+    return statistics.median(latencies), {k: statistics.median(v) for k, v in stages.items()}
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--queries", type=int, default=40)
+    parser.add_argument("--backends", default="memory,kafka,pulsar")
+    args = parser.parse_args()
+    data_dir = tempfile.mkdtemp(prefix="bench-hops-")
+    await build_stores(data_dir, COLLECTION, DOCUMENTS)
+    order = ["embed", "vector_query", "keyword_query", "kg", "fetch", "prompt", "total"]
+    print("| bus | caller p50 | outer hop | " + " | ".join(order) + " |")
+    print("|---|---|---|" + "---|" * len(order))
+    with brokers.temporary_workdir() as workdir:
+        for backend in args.backends.split(","):
+            broker = None
+            if backend == "kafka":
+                broker = brokers.tansu(workdir).start()
+            elif backend == "pulsar":
+                broker = brokers.pulsar_lite(workdir).start()
+            try:
+                url = broker.url if broker else f"memory://hops-{uuid.uuid4().hex[:6]}"
+                p50, stages = await measure(url, data_dir, args.queries)
+            finally:
+                if broker is not None:
+                    broker.stop()
+            cells = " | ".join(f"{stages.get(k, 0.0):.1f}" for k in order)
+            print(f"| {backend} | {p50:.1f} | {p50 - stages.get('total', 0.0):.1f} | {cells} |", flush=True)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("RAGBUS_DATA_DIR", tempfile.mkdtemp(prefix="bench-hops-data-"))
+    asyncio.run(main())
