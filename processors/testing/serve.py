@@ -22,7 +22,7 @@ def serve_brokers(which: list[str]) -> int:
     try:
         with brokers.temporary_workdir() as workdir:
             started: list[brokers.BrokerProcess] = []
-            try:
+            try:  # a Ctrl-C anywhere in here (starting, printing, waiting) is a normal stop
                 for name in which:
                     if done.is_set():
                         break
@@ -36,10 +36,9 @@ def serve_brokers(which: list[str]) -> int:
                     settings = " ".join(f"{k}={v}" for k, v in brokers.TEST_BROKER_ENV.items())
                     print(f"Test-broker settings for ragbus processes: export {settings}", flush=True)
                     print("Ctrl-C to stop. Example: RAGBUS_BUS__URL=" + started[0].url + " ragbus check", flush=True)
-                try:
-                    done.wait()
-                except KeyboardInterrupt:
-                    pass
+                done.wait()
+            except KeyboardInterrupt:
+                pass
             finally:
                 for broker in started:
                     broker.stop()
