@@ -62,6 +62,15 @@ class KafkaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     dead_letter_topics: TopicLayout = _layout(partitions=1, retention_ms=7 * 24 * 3_600_000)
     reply_topics: TopicLayout = _layout(partitions=8, retention_ms=3_600_000)
 
+    def layout_of(self, kind: str) -> TopicLayout:
+        """The layout of a topic class: ``request``, ``retry``, ``dead-letter`` or ``reply``."""
+        return {
+            "reply": self.reply_topics,
+            "dead-letter": self.dead_letter_topics,
+            "retry": self.retry_topics,
+            "request": self.request_topics,
+        }[kind]
+
 
 class PulsarOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Passed to pulsar-client's ``Client`` and ``subscribe``."""

@@ -330,7 +330,7 @@ class KafkaBus(Bus):
 
     def layout(self, topic: str) -> TopicLayout:
         """How a topic is created, by its class, told by how ragbus names retry, dead-letter and reply topics."""
-        return kafka_topics.layout_of(kafka_topics.topic_kind(topic, self.dead_letter_suffix), self.settings.kafka)
+        return self.settings.kafka.layout_of(kafka_topics.topic_kind(topic, self.dead_letter_suffix))
 
     def consumer_topics(self, topic: str, group: str) -> list[str]:
         """``topic``, the group's retry topic and the dead-letter topic."""

@@ -17,7 +17,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import TopicAlreadyExistsError
 
-from config.bus import KafkaOptions, TopicLayout
+from config.bus import TopicLayout
 from schema.topics import REPLY_PREFIX
 
 from .base import TopicInfo
@@ -35,15 +35,6 @@ def topic_kind(name: str, dead_letter_suffix: str) -> str:
     if RETRY_INFIX in name:
         return "retry"
     return "request"
-
-
-def layout_of(kind: str, opts: KafkaOptions) -> TopicLayout:
-    return {
-        "reply": opts.reply_topics,
-        "dead-letter": opts.dead_letter_topics,
-        "retry": opts.retry_topics,
-        "request": opts.request_topics,
-    }[kind]
 
 
 def new_topic(name: str, layout: TopicLayout, brokers: int) -> NewTopic:

@@ -17,7 +17,6 @@ import json
 
 from config.settings import Settings, load_settings
 from processors.bus import Bus, TopicInfo, connect
-from processors.bus.kafka_topics import layout_of
 
 from .common import add_bus_options
 
@@ -38,7 +37,7 @@ def wiring_topics(bus: Bus, settings: Settings, names: list[str] | None = None) 
 
 def differences(info: TopicInfo, settings: Settings) -> str:
     """How a topic differs from its class's layout in the settings; "" when it does not."""
-    layout = layout_of(info.kind, settings.bus.kafka)
+    layout = settings.bus.kafka.layout_of(info.kind)
     notes = []
     if info.partitions != layout.partitions:
         notes.append(f"settings say {layout.partitions} partitions")

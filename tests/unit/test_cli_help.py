@@ -86,3 +86,22 @@ def test_the_bash_completion_script_completes_subcommands_and_choices(tmp_path):
     assert complete("ragbus", "k") == ["kg"]
     assert complete("ragbus", "kg", "") == ["load", "query"]
     assert complete("ragbus", "ask", "--mode", "h") == ["hybrid"]
+
+
+def test_the_cli_on_the_memory_bus_loads_no_broker_client(tmp_path):
+    """The embedded default pays for no Kafka or Pulsar client: aiokafka alone is about 15 MiB resident.
+
+    ``ragbus check`` on memory:// runs a worker, a dead-letter path and the settings, in a fresh
+    interpreter; which broker client modules it imported says what a ``ragbus ask`` would carry.
+    """
+    probe = (
+        "import sys\n"
+        "from processors.cli.main import main\n"
+        "assert main(['check', '--bus', 'memory://probe']) == 0\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'aiokafka', 'kafka', 'pulsar', '_pulsar'}))\n"
+    )
+    env = {**os.environ, "RAGBUS_DATA_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
