@@ -316,12 +316,17 @@ class RequestClient:
         self.stats.sent += 1
         counted[0].inc()
         attempt, last_news = 1, loop.time()
+        # Until the first piece: does anyone consume the topic? After it, a worker plainly does.
+        unserved = asyncio.ensure_future(self._until_unserved(topic)) if self.served_check_s else None
         try:
             while True:
                 if self._reader is None or self._reader.done():
                     raise ClientClosed("request client closed while a stream was open")
                 stream.arrived.clear()
                 for piece in stream.take():
+                    if unserved is not None:
+                        unserved.cancel()
+                        unserved = None
                     yield piece
                 if stream.failure is not None:
                     raise stream.failure
@@ -332,7 +337,7 @@ class RequestClient:
                     wait_until = min(give_up_at, last_news + self.resend_after_s)
                 try:
                     async with asyncio.timeout_at(wait_until):
-                        await stream.arrived.wait()
+                        await _arrival(stream, unserved, topic)
                     last_news = loop.time()
                     continue
                 except TimeoutError:
@@ -350,7 +355,12 @@ class RequestClient:
         except TimeoutError:  # the resend's publish ran out of time
             self._timed_out(topic, request_id, stream)
             raise RequestTimeout(topic, request_id, timeout, self.bus.url) from None
+        except _Unserved:
+            self.stats.unserved += 1
+            raise NotServed(topic, request_id, time.perf_counter() - started, self.bus.url) from None
         finally:
+            if unserved is not None:
+                unserved.cancel()
             if self._pending.get(request_id) is stream:  # not yet accounted for: finished or abandoned
                 self._pending.pop(request_id)
                 self._remember(request_id, answered=stream.done)
@@ -497,3 +507,18 @@ class RequestClient:
             elif not future.done():
                 future.set_exception(ClientClosed("request client closed while waiting"))
         self._pending.clear()
+
+
+async def _arrival(stream: _Stream, unserved: asyncio.Future[None] | None, topic: str) -> None:
+    """Return when a piece of ``stream`` arrives; ``_Unserved`` if ``unserved`` finishes first."""
+    if unserved is None:
+        await stream.arrived.wait()
+        return
+    arrived = asyncio.ensure_future(stream.arrived.wait())
+    try:
+        done, _ = await asyncio.wait({arrived, unserved}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        arrived.cancel()
+    if arrived not in done:
+        unserved.result()  # a failure of the check itself surfaces here
+        raise _Unserved(topic)

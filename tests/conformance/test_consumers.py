@@ -14,7 +14,7 @@ import pytest
 
 from processors.runtime.client import NotServed, RequestClient, RequestTimeout
 
-from ..runtime.echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
+from ..runtime.echo import EchoPiece, EchoProcessor, EchoRequest, EchoResponse, EchoSettings, StreamingEcho
 from ..runtime.test_processor import serving
 
 TELLS = {"memory": True, "kafka": True, "pulsar": False}
@@ -56,6 +56,26 @@ async def test_a_call_to_a_topic_nobody_consumes_ends_early_and_names_it(open_bu
             assert f"no response on {topic!r}" in message
             assert f"is a worker serving {topic!r} running on {bus.url}?" in message
     assert client.stats.sent == 1
+
+
+@pytest.mark.parametrize("backend", [name for name, tells in TELLS.items() if tells])  # only a bus that can tell
+async def test_a_streamed_call_to_a_topic_nobody_consumes_ends_early_and_names_it(open_bus, topic, backend):
+    bus = await open_bus()
+    async with RequestClient(bus, served_check_s=0.2) as client:
+        with pytest.raises(NotServed) as caught:
+            async for _ in client.stream(topic, EchoRequest(text="anyone?"), EchoResponse, timeout=3600):
+                pass
+    assert f"no worker consumes {topic!r} on {bus.url}" in str(caught.value)
+    assert (client.stats.sent, client.stats.unserved) == (1, 1)
+
+
+async def test_a_slow_stream_from_a_served_topic_is_waited_for_however_often_the_bus_is_asked(open_bus, topic):
+    bus = await open_bus()
+    processor = StreamingEcho("echo", EchoSettings(topic=topic, group=f"echo-{topic}"))
+    async with serving(bus, processor), RequestClient(bus, served_check_s=0.05) as client:
+        pieces = [p async for p in client.stream(topic, EchoRequest(text="slow stream", delay_s=0.5), EchoPiece,
+                                                  timeout=60)]
+    assert [p.text for p in pieces] == ["slow", "stream", "slow stream"] and client.stats.unserved == 0
 
 
 @pytest.mark.parametrize("backend", [name for name, tells in TELLS.items() if tells])  # only a bus that can tell
