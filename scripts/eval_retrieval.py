@@ -92,6 +92,9 @@ class Mode:
     # Concepts from extract-concepts embedded beside the question: n = at most n (a prompt processor
     # with concepts on, and document-rag's max_concepts = n); None = the configured default.
     concepts: int | None = None
+    fusion: str | None = None  # hybrid's fusion: rrf, minmax, dbsf
+    depth: int | None = None  # hybrid_depth: chunks asked of each side before fusing
+    ident: float | None = None  # identifier_keyword_weight
 
 
 MODES: dict[str, Mode] = {
@@ -104,6 +107,18 @@ MODES: dict[str, Mode] = {
     "hybrid-v2k1": Mode("hybrid", 2.0, 1.0),
     "hybrid-v1k2": Mode("hybrid", 1.0, 2.0),
     "hybrid-v1k3": Mode("hybrid", 1.0, 3.0),
+    "hybrid-d30": Mode("hybrid", depth=30),
+    "hybrid-minmax": Mode("hybrid", fusion="minmax"),
+    "hybrid-minmax-d30": Mode("hybrid", fusion="minmax", depth=30),
+    "hybrid-minmax-v2k1": Mode("hybrid", 2.0, 1.0, fusion="minmax"),
+    "hybrid-minmax-v3k2": Mode("hybrid", 3.0, 2.0, fusion="minmax"),
+    "hybrid-minmax-v1k2": Mode("hybrid", 1.0, 2.0, fusion="minmax"),
+    "hybrid-dbsf": Mode("hybrid", fusion="dbsf"),
+    "hybrid-dbsf-d30": Mode("hybrid", fusion="dbsf", depth=30),
+    "hybrid-id2": Mode("hybrid", ident=2.0),
+    "hybrid-id3": Mode("hybrid", ident=3.0),
+    "hybrid-minmax-id2": Mode("hybrid", fusion="minmax", ident=2.0),
+    "hybrid-minmax-id3": Mode("hybrid", fusion="minmax", ident=3.0),
 }
 
 
@@ -126,11 +141,42 @@ class Runs:
 # -- settings and the pipeline -----------------------------------------------------------------
 
 
-def eval_settings(data_dir: Path, modes: Mapping[str, Mode]) -> Settings:
+def parse_chunking(text: str) -> dict[str, object]:
+    """``1000/150`` (characters), ``200t/40`` (tokens), either + ``+title``: document-load's keys."""
+    import re
+
+    m = re.fullmatch(r"(\d+)(t?)/(\d+)t?(\+title)?", text.strip())
+    if m is None:
+        raise ValueError(f"chunking {text!r}: write SIZE/OVERLAP, t after SIZE for tokens, e.g. 200t/40+title")
+    return {"chunk_size": int(m.group(1)), "chunk_overlap": int(m.group(3)),
+            "chunk_unit": "tokens" if m.group(2) else "chars", "embed_title": bool(m.group(4))}
+
+
+def parse_override(text: str) -> tuple[str, str, object]:
+    """``keyword-query.stem_boost=1`` -> (section, key, value); the value is JSON, else a string."""
+    import json
+
+    target, _, raw = text.partition("=")
+    section, _, key = target.rpartition(".")
+    if not section or not key or not raw:
+        raise ValueError(f"--set {text!r}: write SECTION.KEY=VALUE, e.g. keyword-query.stem_boost=1")
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw
+    return section, key, value
+
+
+def eval_settings(data_dir: Path, modes: Mapping[str, Mode], chunking: str | None = None,
+                  overrides: Sequence[str] = ()) -> Settings:
     """The packaged defaults, the stores in ``data_dir``, one document-rag section per mode (graph off)."""
     settings = load_settings(environ={})
     put_stores_in(settings, data_dir)
     procs = {name: dict(section) for name, section in settings.processors.items()}
+    if chunking:
+        procs["document-load"].update(parse_chunking(chunking))
+    for section, key, value in map(parse_override, overrides):
+        procs.setdefault(section, {})[key] = value
     for name in ("keyword-query", "doc-embeddings-query", "fetch-chunk"):
         procs[name]["refresh_interval_s"] = 0
     procs[CONCEPTS_PROMPT] = {**procs["prompt"], "max_concepts": 8}
@@ -140,6 +186,12 @@ def eval_settings(data_dir: Path, modes: Mapping[str, Mode]) -> Settings:
             section["vector_weight"] = m.vector_weight
         if m.keyword_weight is not None:
             section["keyword_weight"] = m.keyword_weight
+        if m.fusion is not None:
+            section["fusion"] = m.fusion
+        if m.depth is not None:
+            section["hybrid_depth"] = m.depth
+        if m.ident is not None:
+            section["identifier_keyword_weight"] = m.ident
         if m.concepts is not None:
             section["prompt_topic"] = CONCEPTS_PROMPT
             section["max_concepts"] = m.concepts
@@ -346,14 +398,19 @@ def table(questions: Sequence[evalset.Question], relevant: Mapping[str, Sequence
 
 async def evaluate(questions: Sequence[evalset.Question], mode_names: Sequence[str], *, data_dir: Path,
                    peer_libraries: Sequence[str] = (),
-                   splits: Sequence[str] = ("all",)) -> tuple[list[str], dict, Runs]:
+                   splits: Sequence[str] = ("all",), chunking: str | None = None,
+                   overrides: Sequence[str] = ()) -> tuple[list[str], dict, Runs]:
     """Ingest if needed, run the modes (and peers), and return the table's lines, the numbers and the runs."""
     modes = {name: MODES[name] for name in mode_names}
-    settings = eval_settings(data_dir, modes)
+    settings = eval_settings(data_dir, modes, chunking, overrides)
     await ingest_corpus(settings, data_dir)
     chunker = chunker_of(settings)
-    expected = evalset.corpus_chunks(chunker.chunk_size, chunker.chunk_overlap)
-    relevant = evalset.resolve(questions, expected)
+    expected = evalset.corpus_chunks(chunker.chunk_size, chunker.chunk_overlap, chunker.chunk_unit, chunker.vocab_path)
+    cut: list[str] = []
+    relevant = evalset.resolve(questions, expected, split=cut)
+    if cut:
+        print(f"{len(cut)} evidence passage(s) are cut by a chunk boundary, each half counts: {cut[:3]}",
+              file=sys.stderr)
     runs = Runs()
     print(f"asking {len(questions)} questions in {len(modes)} modes", file=sys.stderr)
     chunks = await run_modes(settings, questions, modes, runs, expected)
@@ -389,6 +446,10 @@ def main() -> None:
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of: {', '.join(MODES)}")
     parser.add_argument("--peers", action=argparse.BooleanOptionalAction, default=True,
                         help="run the LangChain / LlamaIndex peers that are installed (default: on)")
+    parser.add_argument("--chunking", help="document-load's chunking for this run: 1000/150 (characters), "
+                        "200t/40 (tokens), +title to embed the title with each chunk (default: the configured)")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="override a processor setting for this run, e.g. keyword-query.stem_boost=1 (repeatable)")
     parser.add_argument("--data-dir", type=Path, help="keep the ingested stores here (reused when present)")
     parser.add_argument("--per-question", type=Path, help="write every system's per-question scores as JSON")
     args = parser.parse_args()
@@ -406,7 +467,8 @@ def main() -> None:
     try:
         splits = ("dev", "test") if args.split == "both" else (args.split,)
         lines, numbers, runs = asyncio.run(evaluate(questions, names, data_dir=data_dir, peer_libraries=libraries,
-                                                    splits=splits))
+                                                    splits=splits, chunking=args.chunking,
+                                                    overrides=args.set))
     finally:
         if args.data_dir is None:
             shutil.rmtree(data_dir, ignore_errors=True)

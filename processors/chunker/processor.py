@@ -24,6 +24,7 @@ flight at once, so none waits in the embedder's queue past its time-out.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 
 from processors.runtime.client import RequestClient
@@ -45,7 +46,7 @@ from schema import (
     encode,
 )
 
-from .chunking import chunk_part
+from .chunking import Tokens, chunk_part, embedded_text, wordpiece_counter
 from .settings import ChunkerSettings
 
 log = logging.getLogger(__name__)
@@ -102,7 +103,17 @@ class _Calls(Processor):
 
     @property
     def chunking(self) -> str:
-        return f"{self.settings.chunk_size}/{self.settings.chunk_overlap}"
+        """How documents are cut and embedded: "1000/150" (characters), "200t/40" (tokens), "+title"."""
+        s = self.settings
+        unit = "t" if s.chunk_unit == "tokens" else ""
+        return f"{s.chunk_size}{unit}/{s.chunk_overlap}{unit}" + ("+title" if s.embed_title else "")
+
+    @functools.cached_property
+    def tokens(self) -> Tokens | None:
+        """The embedder's token count of a word, when chunks are measured in tokens."""
+        if self.settings.chunk_unit != "tokens":
+            return None
+        return wordpiece_counter(self.settings.vocab_path)
 
 
 class ChunkerProcessor(_Calls):
@@ -118,7 +129,7 @@ class ChunkerProcessor(_Calls):
             raise BadRequest(f"part 0 of document {doc.document_id!r} must start at position 0")
         if doc.part == 0 and (held := await self.held(doc)) is not None:
             return IngestResult(count=held.chunks, unchanged=1)  # every store holds this content: nothing to do
-        chunks, resume_at = chunk_part(doc, s.chunk_size, s.chunk_overlap)
+        chunks, resume_at = chunk_part(doc, s.chunk_size, s.chunk_overlap, self.tokens)
         if not doc.last and resume_at == 0:
             raise BadRequest(
                 f"part {doc.part} of document {doc.document_id!r} ({len(doc.text)} characters) is too short to "
@@ -151,13 +162,14 @@ class ChunkerProcessor(_Calls):
         """The chunks' vectors, asked in batches of at most ``embed_batch`` texts that each fit a message."""
         s = self.settings
         embed = EmbedClient(self.client, topic=s.embed_topic, timeout=s.call_timeout_s)
-        sizes = [len(c.text.encode()) + _PREFIX for c in chunks]
+        texts = [embedded_text(c, s.embed_title) for c in chunks]
+        sizes = [len(t.encode()) + _PREFIX for t in texts]
         batches = list(pack(sizes, body_budget(self.bus.max_message_bytes), overhead=64, max_items=s.embed_batch))
         slots = asyncio.Semaphore(s.embed_concurrency)
 
         async def one(batch: range) -> list[list[float]]:
             async with slots:
-                return await embed.embed(chunks[i].text for i in batch)
+                return await embed.embed(texts[i] for i in batch)
 
         return [v for vs in await asyncio.gather(*(one(b) for b in batches)) for v in vs]
 

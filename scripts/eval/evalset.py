@@ -93,22 +93,29 @@ def normalise(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
 
 
-def corpus_chunks(chunk_size: int | None = None, chunk_overlap: int | None = None) -> dict[str, str]:
+def corpus_chunks(chunk_size: int | None = None, chunk_overlap: int | None = None,
+                  unit: str | None = None, vocab_path: str = "") -> dict[str, str]:
     """Chunk id -> text of the default corpus, cut by the project's own chunker (defaults: its settings)."""
-    from processors.chunker.chunking import chunk_document
+    from processors.chunker.chunking import chunk_document, wordpiece_counter
     from processors.chunker.settings import ChunkerSettings
     from processors.cli.documents import builtin_corpus
 
     defaults = ChunkerSettings()
     size = defaults.chunk_size if chunk_size is None else chunk_size
     overlap = defaults.chunk_overlap if chunk_overlap is None else chunk_overlap
-    return {c.chunk_id: c.text for d in builtin_corpus("default") for c in chunk_document(d, size, overlap)}
+    unit = defaults.chunk_unit if unit is None else unit
+    tokens = wordpiece_counter(vocab_path) if unit == "tokens" else None
+    return {c.chunk_id: c.text for d in builtin_corpus("default") for c in chunk_document(d, size, overlap, tokens)}
 
 
-def resolve(questions: Sequence[Question], chunks: Mapping[str, str]) -> dict[str, list[str]]:
+def resolve(questions: Sequence[Question], chunks: Mapping[str, str], *, split: list[str] | None = None
+            ) -> dict[str, list[str]]:
     """Question id -> the chunk ids that contain one of its evidence passages, in chunk-id order.
 
-    Raises ``ValueError`` naming every evidence passage found in no chunk.
+    Raises ``ValueError`` naming every evidence passage found in no chunk. With ``split`` (a list),
+    a passage that no chunk holds whole but that a chunk boundary cuts (smaller chunks than the
+    default) resolves to the chunks holding its first or its second half, by words, and is named
+    in ``split``; only a passage found in neither way is an error.
     """
     texts = {chunk_id: normalise(text) for chunk_id, text in chunks.items()}
     relevant: dict[str, list[str]] = {}
@@ -118,6 +125,12 @@ def resolve(questions: Sequence[Question], chunks: Mapping[str, str]) -> dict[st
         for passage in q.evidence:
             wanted = normalise(passage)
             hits = {chunk_id for chunk_id, text in texts.items() if wanted in text}
+            if not hits and split is not None:
+                words = wanted.split(" ")
+                halves = [" ".join(words[: (len(words) + 1) // 2]), " ".join(words[len(words) // 2 :])]
+                hits = {chunk_id for chunk_id, text in texts.items() if any(h and h in text for h in halves)}
+                if hits:
+                    split.append(f"{q.id}: {passage[:60]!r}")
             if not hits:
                 missing.append(f"{q.id}: {passage[:80]!r}")
             found |= hits

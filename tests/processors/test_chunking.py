@@ -106,3 +106,69 @@ def test_chunk_ids_of_a_later_part_continue_from_its_first_position():
     chunks, _ = chunk_part(doc, 300, 50)
     assert [c.chunk_id for c in chunks] == [f"big#{40 + i}" for i in range(len(chunks))]
     assert [c.position for c in chunks] == list(range(40, 40 + len(chunks)))
+
+
+# --- chunks measured in the embedder's tokens (issue 16) --------------------------------------------
+
+from processors.chunker.chunking import embedded_text, wordpiece_counter  # noqa: E402
+
+TOKENS = wordpiece_counter()  # the packaged MiniLM vocabulary
+
+
+def token_count(text: str) -> int:
+    return sum(TOKENS(w) for w in text.split())
+
+
+def test_the_counter_is_the_embedders_wordpiece():
+    from processors.embed.onnx_backend import default_vocab_path
+    from processors.embed.wordpiece import WordPiece
+
+    wp = WordPiece.from_file(default_vocab_path(), max_tokens=512)
+    for text in ("__slots__", "instantiated", "os.path.join(a,", "naïve", "x" * 300):
+        assert TOKENS(text) == len(wp.encode(text)) - 2, text
+
+
+def test_token_chunks_fit_the_token_budget_and_cover_the_text():
+    text = " ".join(f"The __dunder_{i}__ method of os.path.join_{i} instantiates things." for i in range(150))
+    pieces = split_text(text, 64, 16, tokens=TOKENS)
+    assert len(pieces) > 5
+    assert all(token_count(p) <= 64 for p in pieces)
+    assert max(token_count(p) for p in pieces) > 48  # windows are filled, not cut short
+    assert set(" ".join(pieces).split()) == set(text.split())
+    for a, b in zip(pieces, pieces[1:]):  # neighbours share about 16 tokens
+        assert b.split()[0] in a.split()[-12:], (a[-60:], b[:60])
+    # Characters would have cut the same text otherwise: the unit is what changes.
+    assert pieces != split_text(text, 64, 16)
+
+
+def test_token_chunk_ids_are_stable_and_the_title_is_embedded_only_when_asked():
+    doc = Document(document_id="doc-1", text=TEXT, title="T", collection="c")
+    first, again = chunk_document(doc, 80, 20, TOKENS), chunk_document(doc, 80, 20, TOKENS)
+    assert [c.chunk_id for c in first] == [c.chunk_id for c in again] == [f"doc-1#{i}" for i in range(len(first))]
+    assert [c.text for c in first] == [c.text for c in again]
+    assert embedded_text(first[0], True) == "T\n" + first[0].text
+    assert embedded_text(first[0], False) == first[0].text
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_token_chunks_of_a_document_cut_into_parts_are_those_of_the_whole(seed):
+    rng = random.Random(seed)
+    checked = 0
+    for _ in range(120):
+        text = "".join(rng.choice(PIECES) + rng.choice([" ", "", "  "]) for _ in range(rng.randint(0, 400)))
+        size = rng.randint(5, 60)
+        overlap = rng.randint(0, size - 1)
+        pieces, offset, first = [], 0, True
+        while True:
+            length = rng.randint(size * 12, size * 60)
+            part = text[offset : offset + length]
+            last = offset + length >= len(text)
+            got, resume_at = split_part(part, size, overlap, first=first, last=last, tokens=TOKENS)
+            pieces += got
+            if last or resume_at == 0:
+                break
+            offset, first = offset + resume_at, False
+        if last:
+            assert pieces == split_text(text, size, overlap, tokens=TOKENS), (seed, size, overlap, text[:80])
+            checked += 1
+    assert checked > 60
