@@ -94,7 +94,6 @@ class Mode:
     concepts: int | None = None
     fusion: str | None = None  # hybrid's fusion: rrf, minmax, dbsf
     depth: int | None = None  # hybrid_depth: chunks asked of each side before fusing
-    ident: float | None = None  # identifier_keyword_weight
 
 
 MODES: dict[str, Mode] = {
@@ -107,6 +106,7 @@ MODES: dict[str, Mode] = {
     "hybrid-v2k1": Mode("hybrid", 2.0, 1.0),
     "hybrid-v1k2": Mode("hybrid", 1.0, 2.0),
     "hybrid-v1k3": Mode("hybrid", 1.0, 3.0),
+    "hybrid-rrf": Mode("hybrid", fusion="rrf"),
     "hybrid-d30": Mode("hybrid", depth=30),
     "hybrid-minmax": Mode("hybrid", fusion="minmax"),
     "hybrid-minmax-d30": Mode("hybrid", fusion="minmax", depth=30),
@@ -115,10 +115,6 @@ MODES: dict[str, Mode] = {
     "hybrid-minmax-v1k2": Mode("hybrid", 1.0, 2.0, fusion="minmax"),
     "hybrid-dbsf": Mode("hybrid", fusion="dbsf"),
     "hybrid-dbsf-d30": Mode("hybrid", fusion="dbsf", depth=30),
-    "hybrid-id2": Mode("hybrid", ident=2.0),
-    "hybrid-id3": Mode("hybrid", ident=3.0),
-    "hybrid-minmax-id2": Mode("hybrid", fusion="minmax", ident=2.0),
-    "hybrid-minmax-id3": Mode("hybrid", fusion="minmax", ident=3.0),
 }
 
 
@@ -142,14 +138,13 @@ class Runs:
 
 
 def parse_chunking(text: str) -> dict[str, object]:
-    """``1000/150`` (characters), ``200t/40`` (tokens), either + ``+title``: document-load's keys."""
+    """``1000/150``: document-load's chunk_size and chunk_overlap (characters)."""
     import re
 
-    m = re.fullmatch(r"(\d+)(t?)/(\d+)t?(\+title)?", text.strip())
+    m = re.fullmatch(r"(\d+)/(\d+)", text.strip())
     if m is None:
-        raise ValueError(f"chunking {text!r}: write SIZE/OVERLAP, t after SIZE for tokens, e.g. 200t/40+title")
-    return {"chunk_size": int(m.group(1)), "chunk_overlap": int(m.group(3)),
-            "chunk_unit": "tokens" if m.group(2) else "chars", "embed_title": bool(m.group(4))}
+        raise ValueError(f"chunking {text!r}: write SIZE/OVERLAP, e.g. 800/120")
+    return {"chunk_size": int(m.group(1)), "chunk_overlap": int(m.group(2))}
 
 
 def parse_override(text: str) -> tuple[str, str, object]:
@@ -190,8 +185,6 @@ def eval_settings(data_dir: Path, modes: Mapping[str, Mode], chunking: str | Non
             section["fusion"] = m.fusion
         if m.depth is not None:
             section["hybrid_depth"] = m.depth
-        if m.ident is not None:
-            section["identifier_keyword_weight"] = m.ident
         if m.concepts is not None:
             section["prompt_topic"] = CONCEPTS_PROMPT
             section["max_concepts"] = m.concepts
@@ -405,7 +398,7 @@ async def evaluate(questions: Sequence[evalset.Question], mode_names: Sequence[s
     settings = eval_settings(data_dir, modes, chunking, overrides)
     await ingest_corpus(settings, data_dir)
     chunker = chunker_of(settings)
-    expected = evalset.corpus_chunks(chunker.chunk_size, chunker.chunk_overlap, chunker.chunk_unit, chunker.vocab_path)
+    expected = evalset.corpus_chunks(chunker.chunk_size, chunker.chunk_overlap)
     cut: list[str] = []
     relevant = evalset.resolve(questions, expected, split=cut)
     if cut:
@@ -446,8 +439,8 @@ def main() -> None:
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of: {', '.join(MODES)}")
     parser.add_argument("--peers", action=argparse.BooleanOptionalAction, default=True,
                         help="run the LangChain / LlamaIndex peers that are installed (default: on)")
-    parser.add_argument("--chunking", help="document-load's chunking for this run: 1000/150 (characters), "
-                        "200t/40 (tokens), +title to embed the title with each chunk (default: the configured)")
+    parser.add_argument("--chunking", help="document-load's chunk_size/chunk_overlap for this run, e.g. 800/120 "
+                        "(default: the configured)")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override a processor setting for this run, e.g. keyword-query.stem_boost=1 (repeatable)")
     parser.add_argument("--data-dir", type=Path, help="keep the ingested stores here (reused when present)")

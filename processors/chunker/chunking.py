@@ -11,56 +11,25 @@ is not the last is split only while a whole window lies inside its known text;
 the start of the first window that does not is where the next part begins.
 The chunks are then exactly those of splitting the whole document at once,
 wherever the parts were cut.
-
-Size is counted in characters, or in the embedder's own tokens when a
-``Tokens`` counter is given (``size`` and ``overlap`` then count WordPiece
-tokens, ``[CLS]``/``[SEP]`` not included): all-MiniLM-L6-v2 reads at most 256
-tokens, and a character window holds anywhere from 150 to 400 of them, so a
-chunk of characters is often cut before the model reads its end. A token
-window grows word by word (white-space separated) while the next word's
-tokens still fit, and is known once the first word that does not fit lies
-whole in the text, so the part protocol above holds for it too.
 """
 
 from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable
-from functools import lru_cache
-from pathlib import Path
 
 from schema import Chunk, Document
 
-# Tokens of one white-space-free word, as the embedder counts them.
-Tokens = Callable[[str], int]
-
 _BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"(?<=[.!?])\s+"), re.compile(r"\s+"))
 _SPACE = re.compile(r"\s")
-_WORD = re.compile(r"\S+")
 
 
-def wordpiece_counter(vocab_path: str | Path = "") -> Tokens:
-    """The token count of a word under the embedder's WordPiece vocabulary ("" = the packaged one)."""
-    from processors.embed.onnx_backend import default_vocab_path
-    from processors.embed.wordpiece import WordPiece
-
-    wp = WordPiece.from_file(Path(vocab_path) if vocab_path else default_vocab_path(), max_tokens=1 << 20)
-
-    @lru_cache(maxsize=1 << 16)
-    def count(word: str) -> int:
-        return sum(len(wp.pieces(w)) for w in wp.words(word) if w)
-
-    return count
-
-
-def split_text(text: str, size: int, overlap: int, tokens: Tokens | None = None) -> list[str]:
+def split_text(text: str, size: int, overlap: int) -> list[str]:
     """The chunks of a whole text."""
-    return split_part(text, size, overlap, tokens=tokens)[0]
+    return split_part(text, size, overlap)[0]
 
 
-def split_part(text: str, size: int, overlap: int, *, first: bool = True, last: bool = True,
-               tokens: Tokens | None = None) -> tuple[list[str], int]:
+def split_part(text: str, size: int, overlap: int, *, first: bool = True, last: bool = True) -> tuple[list[str], int]:
     """The chunks a part of a document settles, and where in ``text`` the next part must begin.
 
     ``first``: the text starts the document (leading whitespace is dropped);
@@ -68,12 +37,11 @@ def split_part(text: str, size: int, overlap: int, *, first: bool = True, last: 
     ``len(text)``). Otherwise ``text`` must start where a chunk starts, as the
     offset returned for the part before says.
     """
-    found, resume_at = _split(text, size, overlap, first=first, last=last, tokens=tokens)
+    found, resume_at = _split(text, size, overlap, first=first, last=last)
     return [piece for _, piece in found], resume_at
 
 
-def _split(text: str, size: int, overlap: int, *, first: bool, last: bool,
-           tokens: Tokens | None = None) -> tuple[list[tuple[int, str]], int]:
+def _split(text: str, size: int, overlap: int, *, first: bool, last: bool) -> tuple[list[tuple[int, str]], int]:
     """``split_part``, each chunk with the offset in ``text`` where it starts.
 
     ``first``: the text starts the document (leading whitespace is dropped);
@@ -90,8 +58,6 @@ def _split(text: str, size: int, overlap: int, *, first: bool, last: bool,
     # that is not the last only counts on the text up to its last non-space character.
     stop = len(text.rstrip())
     pieces: list[tuple[int, str]] = []
-    if tokens is not None:
-        return _split_tokens(text, start, stop, size, overlap, last, tokens, pieces)
     while start < stop:
         if not last and start + size >= stop:
             return pieces, start  # this window needs text the next part brings
@@ -113,51 +79,6 @@ def _split(text: str, size: int, overlap: int, *, first: bool, last: bool,
     return pieces, len(text) if last else start
 
 
-def _split_tokens(text: str, start: int, stop: int, size: int, overlap: int, last: bool, tokens: Tokens,
-                  pieces: list[tuple[int, str]]) -> tuple[list[tuple[int, str]], int]:
-    """``_split`` with ``size`` and ``overlap`` in tokens: windows of whole words."""
-    while start < stop:
-        spans: list[tuple[int, int, int]] = []  # (start, end, tokens) of each word of the window
-        used = 0
-        full = False
-        for m in _WORD.finditer(text, start, stop):
-            n = tokens(m.group())
-            if spans and used + n > size:
-                if not last and m.end() >= stop:  # the word may go on in the next part
-                    return pieces, start
-                full = True
-                break
-            spans.append((m.start(), m.end(), n))
-            used += n
-        if not spans:
-            break
-        if not full and not last:
-            return pieces, start  # the window may grow with the next part's text
-        end = spans[-1][1]
-        if full:
-            end = _boundary(text, start, end, end - start)
-        window = text[start:end]
-        piece = window.strip()
-        if piece:
-            pieces.append((start + len(window) - len(window.lstrip()), piece))
-        if not full:
-            break
-        # The next window starts on the word where the last ``overlap`` tokens before ``end`` begin.
-        kept, next_start = 0, end
-        for w_start, w_end, n in reversed(spans):
-            if w_end > end:
-                continue
-            if kept + n > overlap:
-                break
-            kept += n
-            next_start = w_start
-        if next_start <= start:
-            next_start = spans[1][0] if len(spans) > 1 else spans[0][1]
-        m = _WORD.search(text, next_start, stop)
-        start = m.start() if m else stop
-    return pieces, len(text) if last else start
-
-
 def _boundary(text: str, start: int, end: int, size: int) -> int:
     earliest = end - size // 5
     for pattern in _BREAKS:
@@ -169,13 +90,13 @@ def _boundary(text: str, start: int, end: int, size: int) -> int:
     return end
 
 
-def chunk_part(doc: Document, size: int, overlap: int, tokens: Tokens | None = None) -> tuple[list[Chunk], int]:
+def chunk_part(doc: Document, size: int, overlap: int) -> tuple[list[Chunk], int]:
     """The chunks of ``doc`` (a whole document, or one part of one) and where its next part begins.
 
     A chunk's title is its document's, followed by the headings of the section it starts in
     (``doc.sections``), so the section is searched with the title and shown with the chunk.
     """
-    pieces, resume_at = _split(doc.text, size, overlap, first=doc.part == 0, last=doc.last, tokens=tokens)
+    pieces, resume_at = _split(doc.text, size, overlap, first=doc.part == 0, last=doc.last)
     starts = [section.offset for section in doc.sections]
     chunks = [
         Chunk(
@@ -199,13 +120,6 @@ def _titled(doc: Document, section: int) -> str:
     return " › ".join([doc.title, *headings]) if doc.title else " › ".join(headings)
 
 
-def chunk_document(doc: Document, size: int, overlap: int, tokens: Tokens | None = None) -> list[Chunk]:
+def chunk_document(doc: Document, size: int, overlap: int) -> list[Chunk]:
     """The chunks of a whole document (or of one part of one)."""
-    return chunk_part(doc, size, overlap, tokens)[0]
-
-
-def embedded_text(chunk: Chunk, with_title: bool) -> str:
-    """What the embedder reads of a chunk: its text, after its title (document and section) if asked."""
-    if with_title and chunk.title:
-        return f"{chunk.title}\n{chunk.text}"
-    return chunk.text
+    return chunk_part(doc, size, overlap)[0]

@@ -24,7 +24,6 @@ flight at once, so none waits in the embedder's queue past its time-out.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 
 from processors.runtime.client import RequestClient
@@ -46,7 +45,7 @@ from schema import (
     encode,
 )
 
-from .chunking import Tokens, chunk_part, embedded_text, wordpiece_counter
+from .chunking import chunk_part
 from .settings import ChunkerSettings
 
 log = logging.getLogger(__name__)
@@ -103,17 +102,7 @@ class _Calls(Processor):
 
     @property
     def chunking(self) -> str:
-        """How documents are cut and embedded: "1000/150" (characters), "200t/40" (tokens), "+title"."""
-        s = self.settings
-        unit = "t" if s.chunk_unit == "tokens" else ""
-        return f"{s.chunk_size}{unit}/{s.chunk_overlap}{unit}" + ("+title" if s.embed_title else "")
-
-    @functools.cached_property
-    def tokens(self) -> Tokens | None:
-        """The embedder's token count of a word, when chunks are measured in tokens."""
-        if self.settings.chunk_unit != "tokens":
-            return None
-        return wordpiece_counter(self.settings.vocab_path)
+        return f"{self.settings.chunk_size}/{self.settings.chunk_overlap}"
 
 
 class ChunkerProcessor(_Calls):
@@ -129,7 +118,7 @@ class ChunkerProcessor(_Calls):
             raise BadRequest(f"part 0 of document {doc.document_id!r} must start at position 0")
         if doc.part == 0 and (held := await self.held(doc)) is not None:
             return IngestResult(count=held.chunks, unchanged=1)  # every store holds this content: nothing to do
-        chunks, resume_at = chunk_part(doc, s.chunk_size, s.chunk_overlap, self.tokens)
+        chunks, resume_at = chunk_part(doc, s.chunk_size, s.chunk_overlap)
         if not doc.last and resume_at == 0:
             raise BadRequest(
                 f"part {doc.part} of document {doc.document_id!r} ({len(doc.text)} characters) is too short to "
@@ -162,14 +151,13 @@ class ChunkerProcessor(_Calls):
         """The chunks' vectors, asked in batches of at most ``embed_batch`` texts that each fit a message."""
         s = self.settings
         embed = EmbedClient(self.client, topic=s.embed_topic, timeout=s.call_timeout_s)
-        texts = [embedded_text(c, s.embed_title) for c in chunks]
-        sizes = [len(t.encode()) + _PREFIX for t in texts]
+        sizes = [len(c.text.encode()) + _PREFIX for c in chunks]
         batches = list(pack(sizes, body_budget(self.bus.max_message_bytes), overhead=64, max_items=s.embed_batch))
         slots = asyncio.Semaphore(s.embed_concurrency)
 
         async def one(batch: range) -> list[list[float]]:
             async with slots:
-                return await embed.embed(texts[i] for i in batch)
+                return await embed.embed(chunks[i].text for i in batch)
 
         return [v for vs in await asyncio.gather(*(one(b) for b in batches)) for v in vs]
 

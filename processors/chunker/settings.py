@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 import msgspec
 
@@ -16,14 +16,6 @@ class ChunkerSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=Tru
     # under the 256 the embedder reads.
     chunk_size: Annotated[int, msgspec.Meta(ge=50)] = 1000
     chunk_overlap: Annotated[int, msgspec.Meta(ge=0)] = 150
-    # What chunk_size and chunk_overlap count: "chars", or "tokens" of the embedder's WordPiece
-    # vocabulary (vocab_path; "" = config/embed/vocab.txt, the embedder's default), so a chunk fits
-    # the 256 tokens the model reads.
-    chunk_unit: Literal["chars", "tokens"] = "chars"
-    vocab_path: str = ""
-    # Embed "<title>\n<text>" (the document's title and the chunk's section headings) rather than
-    # the text alone; the stored text stays the chunk's.
-    embed_title: bool = False
     # Texts per embed request (fewer when they would not fit one message).
     embed_batch: Annotated[int, msgspec.Meta(ge=1)] = 32
     # Embed requests one document part keeps in flight: enough to keep the embedder busy, few

@@ -19,11 +19,7 @@ Per query, with the data dependencies as the only ordering:
     when that is more than the limit), fused with ``vector_weight`` /
     ``keyword_weight`` by ``fusion`` (per request, else the instance's):
     ``rrf`` (``rrf_fuse``, ranks only) or ``minmax`` / ``dbsf``
-    (``score_fuse``, normalised scores); see ``fusion.py``. A question that
-    names an identifier (``__slots__``, ``dict.fromkeys``, ``7.3.2``: the
-    keyword index's ``identifier_tokens``) weighs the keyword side by
-    ``identifier_keyword_weight`` instead, when that is set: exact names are
-    what BM25 finds and embeddings blur. If one side fails (the keyword
+    (``score_fuse``, normalised scores); see ``fusion.py``. If one side fails (the keyword
     side also when it takes longer than ``path_timeout_s``) the other answers
     alone and the response says which degraded;
 - the graph path, concurrently with the document path, when a ``kg_client``
@@ -53,7 +49,6 @@ from typing import Any
 
 import msgspec
 
-from processors.keyword.index import identifier_tokens
 from schema import DEFAULT_COLLECTION, BadRequest, ChunkMatch, Fact, RejectedFact
 from schema.times import DEFAULT_HEADER_TEMPLATE, iso, parse_instant, render_header
 
@@ -138,7 +133,6 @@ class DocumentRag:
         *,
         fusion: str = "rrf",
         hybrid_depth: int = 0,
-        identifier_keyword_weight: float | None = None,
         max_concepts: int = 0,
         fact_limit: int = 8,
         path_timeout_s: float | None = None,
@@ -146,9 +140,7 @@ class DocumentRag:
         header_template: str = DEFAULT_HEADER_TEMPLATE,
     ) -> None:
         _check_mode(retrieval_mode, kw_index_client)
-        for name, weight in (("vector_weight", vector_weight), ("keyword_weight", keyword_weight),
-                             *((("identifier_keyword_weight", identifier_keyword_weight),)
-                               if identifier_keyword_weight is not None else ())):
+        for name, weight in (("vector_weight", vector_weight), ("keyword_weight", keyword_weight)):
             if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
                 raise ValueError(f"{name} must be a number >= 0, got {weight!r}")
         _check_limit("doc_limit", doc_limit)
@@ -165,7 +157,6 @@ class DocumentRag:
         self.vector_weight = float(vector_weight)
         self.keyword_weight = float(keyword_weight)
         self.fusion = fusion
-        self.identifier_keyword_weight = None if identifier_keyword_weight is None else float(identifier_keyword_weight)
         self.hybrid_depth = hybrid_depth
         self.doc_limit = doc_limit
         self.max_concepts = max_concepts
@@ -293,12 +284,7 @@ class DocumentRag:
         if failed:
             return _dedup(keyword if failed[0][0] == "vector" else vector, limit)
         with t.stage("fuse"):
-            return fuse([vector, keyword], [self.vector_weight, self._keyword_weight(question)], limit, fusion)
-
-    def _keyword_weight(self, question: str) -> float:
-        if self.identifier_keyword_weight is not None and identifier_tokens(question):
-            return self.identifier_keyword_weight
-        return self.keyword_weight
+            return fuse([vector, keyword], [self.vector_weight, self.keyword_weight], limit, fusion)
 
     async def _bounded(self, work: Awaitable[list[ChunkMatch]]) -> list[ChunkMatch]:
         if self.path_timeout_s is None:

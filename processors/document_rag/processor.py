@@ -57,7 +57,6 @@ class DocumentRagProcessor(Processor[DocumentRagRequest, DocumentRagResponse]):
             keyword_weight=s.keyword_weight,
             fusion=s.fusion,
             hybrid_depth=s.hybrid_depth,
-            identifier_keyword_weight=s.identifier_keyword_weight,
             doc_limit=s.doc_limit,
             max_concepts=s.max_concepts,
             fact_limit=s.fact_limit,

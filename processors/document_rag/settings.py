@@ -32,9 +32,6 @@ class DocumentRagSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields
     fusion: Literal["rrf", "minmax", "dbsf"] = "rrf"
     vector_weight: Weight = 1.0
     keyword_weight: Weight = 1.0
-    # keyword_weight for a question that names an identifier (__slots__, dict.fromkeys, 7.3.2, C++:
-    # the keyword index's identifier tokens). None = keyword_weight for every question.
-    identifier_keyword_weight: Weight | None = None
     # Hybrid asks each side for this many chunks (when more than the request's limit) before fusing.
     hybrid_depth: Annotated[int, msgspec.Meta(ge=0, le=100)] = 0
     # Chunks an answer is drawn from, unless the request says; a request may ask for up to max_doc_limit.

@@ -93,19 +93,16 @@ def normalise(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
 
 
-def corpus_chunks(chunk_size: int | None = None, chunk_overlap: int | None = None,
-                  unit: str | None = None, vocab_path: str = "") -> dict[str, str]:
+def corpus_chunks(chunk_size: int | None = None, chunk_overlap: int | None = None) -> dict[str, str]:
     """Chunk id -> text of the default corpus, cut by the project's own chunker (defaults: its settings)."""
-    from processors.chunker.chunking import chunk_document, wordpiece_counter
+    from processors.chunker.chunking import chunk_document
     from processors.chunker.settings import ChunkerSettings
     from processors.cli.documents import builtin_corpus
 
     defaults = ChunkerSettings()
     size = defaults.chunk_size if chunk_size is None else chunk_size
     overlap = defaults.chunk_overlap if chunk_overlap is None else chunk_overlap
-    unit = defaults.chunk_unit if unit is None else unit
-    tokens = wordpiece_counter(vocab_path) if unit == "tokens" else None
-    return {c.chunk_id: c.text for d in builtin_corpus("default") for c in chunk_document(d, size, overlap, tokens)}
+    return {c.chunk_id: c.text for d in builtin_corpus("default") for c in chunk_document(d, size, overlap)}
 
 
 def resolve(questions: Sequence[Question], chunks: Mapping[str, str], *, split: list[str] | None = None

@@ -524,16 +524,6 @@ async def test_hybrid_depth_asks_each_side_for_more_than_the_limit():
     assert len(result.chunks) == 2
 
 
-async def test_a_question_naming_an_identifier_weighs_the_keyword_side_by_identifier_keyword_weight():
-    vector, keyword = chunks("v1", "v2", "k2"), chunks("k1", "k2", "v2")
-    r = hybrid_rig(vector, KeywordStub(keyword), doc_limit=3, identifier_keyword_weight=3.0)
-    plain = await r.rag.query("what does the statement do")  # no identifier: weights 1 and 1
-    named = await r.rag.query("what does __slots__ do")  # keyword side counts 3 times
-    assert [c.chunk_id for c in plain.chunks] == [m.chunk_id for m in rrf_fuse([vector, keyword], [1, 1], 3)]
-    assert [c.chunk_id for c in named.chunks] == [m.chunk_id for m in rrf_fuse([vector, keyword], [1, 3], 3)]
-    assert [c.chunk_id for c in named.chunks] != [c.chunk_id for c in plain.chunks]
-
-
 async def test_hybrid_keyword_failure_is_logged_and_degrades_to_vector(caplog):
     caplog.set_level(logging.WARNING, logger=CORE_LOGGER)
     r = hybrid_rig(chunks("v1", "v2"), KeywordStub(error=ConnectionError("bm25 index is down")))
