@@ -15,6 +15,9 @@ class DocumentRagRequest(msgspec.Struct, kw_only=True):
 
     ``doc_limit``: how many chunks the answer is drawn from, at least 1 (None =
     the processor's default; the processor's max_doc_limit is the most).
+
+    ``fusion``: how hybrid mode fuses its vector and keyword lists: rrf | minmax |
+    dbsf (None = the processor's default).
     """
 
     query: str
@@ -22,6 +25,7 @@ class DocumentRagRequest(msgspec.Struct, kw_only=True):
     at_time: str | None = None
     doc_limit: Limit | None = None
     collection: str = DEFAULT_COLLECTION
+    fusion: str | None = None
 
 
 class DocumentRagResponse(msgspec.Struct, kw_only=True):

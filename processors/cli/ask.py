@@ -123,7 +123,8 @@ async def ask(args: argparse.Namespace) -> int:
 def add_parsers(sub) -> None:
     p = sub.add_parser("ask", help="answer a question from the documents and the knowledge graph, with sources")
     p.add_argument("question", type=question)
-    p.add_argument("--mode", choices=["vector", "keyword", "hybrid"], help="retrieval mode (default: vector)")
+    p.add_argument("--mode", choices=["vector", "keyword", "hybrid"],
+                   help="retrieval mode (default: document-rag's retrieval_mode, hybrid as shipped)")
     p.add_argument("--at", type=instant, help="graph facts valid at this time (ISO 8601, e.g. 2020-01-01)")
     p.add_argument("--doc-limit", type=positive_int, help="chunks the answer is drawn from (at least 1)")
     add_collection_option(p)

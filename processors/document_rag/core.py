@@ -15,8 +15,11 @@ Per query, with the data dependencies as the only ordering:
     touched;
   - ``keyword``: the raw question to ``kw_index_client.query`` only, in BM25
     order; no concepts, no embedding;
-  - ``hybrid``: both concurrently, fused by ``rrf_fuse`` with
-    ``vector_weight`` / ``keyword_weight``. If one side fails (the keyword
+  - ``hybrid``: both concurrently (each asked for ``hybrid_depth`` chunks
+    when that is more than the limit), fused with ``vector_weight`` /
+    ``keyword_weight`` by ``fusion`` (per request, else the instance's):
+    ``rrf`` (``rrf_fuse``, ranks only) or ``minmax`` / ``dbsf``
+    (``score_fuse``, normalised scores); see ``fusion.py``. If one side fails (the keyword
     side also when it takes longer than ``path_timeout_s``) the other answers
     alone and the response says which degraded;
 - the graph path, concurrently with the document path, when a ``kg_client``
@@ -49,7 +52,7 @@ import msgspec
 from schema import DEFAULT_COLLECTION, BadRequest, ChunkMatch, Fact, RejectedFact
 from schema.times import DEFAULT_HEADER_TEMPLATE, iso, parse_instant, render_header
 
-from .fusion import rrf_fuse
+from .fusion import FUSIONS, fuse, rrf_fuse
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +131,8 @@ class DocumentRag:
         keyword_weight: float = 1.0,
         doc_limit: int = DEFAULT_DOC_LIMIT,
         *,
+        fusion: str = "rrf",
+        hybrid_depth: int = 0,
         max_concepts: int = 0,
         fact_limit: int = 8,
         path_timeout_s: float | None = None,
@@ -139,6 +144,9 @@ class DocumentRag:
             if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
                 raise ValueError(f"{name} must be a number >= 0, got {weight!r}")
         _check_limit("doc_limit", doc_limit)
+        _check_fusion(fusion)
+        if isinstance(hybrid_depth, bool) or not isinstance(hybrid_depth, int) or hybrid_depth < 0:
+            raise ValueError(f"hybrid_depth must be an int >= 0, got {hybrid_depth!r}")
         self.prompt_client = prompt_client
         self.embeddings_client = embeddings_client
         self.doc_embeddings_client = doc_embeddings_client
@@ -148,6 +156,8 @@ class DocumentRag:
         self.retrieval_mode = retrieval_mode
         self.vector_weight = float(vector_weight)
         self.keyword_weight = float(keyword_weight)
+        self.fusion = fusion
+        self.hybrid_depth = hybrid_depth
         self.doc_limit = doc_limit
         self.max_concepts = max_concepts
         self.fact_limit = fact_limit
@@ -163,9 +173,10 @@ class DocumentRag:
         at_time: Any = None,
         doc_limit: int | None = None,
         collection: str = DEFAULT_COLLECTION,
+        fusion: str | None = None,
     ) -> RagAnswer:
         """A cited answer to ``question``; ``BadRequest`` (a ValueError) or ``TypeError`` on bad input."""
-        found = await self._sources(question, mode, at_time, doc_limit, collection)
+        found = await self._sources(question, mode, at_time, doc_limit, collection, fusion)
         with found.timings.stage("prompt"):
             answer = await self.prompt_client.document_prompt(**found.prompt)
         return found.finish(answer.text)
@@ -178,13 +189,14 @@ class DocumentRag:
         at_time: Any = None,
         doc_limit: int | None = None,
         collection: str = DEFAULT_COLLECTION,
+        fusion: str | None = None,
     ) -> AsyncIterator[tuple[str, Any]]:
         """The same answer as it is written: ``("sources", RagAnswer without answer)`` once, then
         ``("answer", text)`` per piece of the prompt's stream, then ``("final", RagAnswer)``.
 
         Needs a prompt client with ``document_prompt_stream``.
         """
-        found = await self._sources(question, mode, at_time, doc_limit, collection)
+        found = await self._sources(question, mode, at_time, doc_limit, collection, fusion)
         yield "sources", found.result
         text = None
         with found.timings.stage("prompt"):
@@ -197,7 +209,7 @@ class DocumentRag:
             raise RuntimeError("the prompt stream ended without its result")
         yield "final", found.finish(text)
 
-    async def _sources(self, question, mode, at_time, doc_limit, collection) -> _Found:
+    async def _sources(self, question, mode, at_time, doc_limit, collection, fusion=None) -> _Found:
         """Everything before the prompt: checks, the document and graph paths, chunk texts."""
         if not isinstance(question, str):
             raise TypeError(f"question must be a str, got {type(question).__name__}")
@@ -207,6 +219,7 @@ class DocumentRag:
             raise BadRequest(f"the question is {len(question)} characters, over the limit of {self.max_query_chars}")
         mode = self.retrieval_mode if mode is None else mode
         _check_mode(mode, self.kw_index_client)
+        fusion = self.fusion if fusion is None else _check_fusion(fusion)
         limit = self.doc_limit if doc_limit is None else _check_limit("doc_limit", doc_limit)
         when = parse_instant(at_time, what="at_time") if at_time is not None else None
         t = _Timings()
@@ -215,7 +228,7 @@ class DocumentRag:
 
         graph = asyncio.ensure_future(self._graph(question, when, collection, result, t)) if self.kg_client else None
         try:
-            matches = await self._documents(question, mode, limit, collection, result, t)
+            matches = await self._documents(question, mode, limit, collection, result, t, fusion)
             with t.stage("fetch"):
                 result.chunks = await self._texts(matches, collection, result)
         except BaseException:
@@ -243,7 +256,8 @@ class DocumentRag:
 
     # -- the document paths --------------------------------------------------------------------
 
-    async def _documents(self, question, mode, limit, collection, result: RagAnswer, t: _Timings) -> list[ChunkMatch]:
+    async def _documents(self, question, mode, limit, collection, result: RagAnswer, t: _Timings,
+                         fusion: str = "rrf") -> list[ChunkMatch]:
         if mode == "vector":
             result.paths.append("vector")
             return await self._vector(question, limit, collection, result, t)
@@ -253,9 +267,10 @@ class DocumentRag:
         result.paths += ["vector", "keyword"]
         # The keyword side is optional and bounded by path_timeout_s; the vector side is the
         # answer's backbone and gets the whole call timeout (its sub-requests are resent meanwhile).
+        depth = max(limit, self.hybrid_depth)
         vector, keyword = await asyncio.gather(
-            self._vector(question, limit, collection, result, t),
-            self._bounded(self._keyword(question, limit, collection, t)),
+            self._vector(question, depth, collection, result, t),
+            self._bounded(self._keyword(question, depth, collection, t)),
             return_exceptions=True,
         )
         failed = [(name, r) for name, r in (("vector", vector), ("keyword", keyword)) if isinstance(r, BaseException)]
@@ -269,7 +284,7 @@ class DocumentRag:
         if failed:
             return _dedup(keyword if failed[0][0] == "vector" else vector, limit)
         with t.stage("fuse"):
-            return rrf_fuse([vector, keyword], [self.vector_weight, self.keyword_weight], limit)
+            return fuse([vector, keyword], [self.vector_weight, self.keyword_weight], limit, fusion)
 
     async def _bounded(self, work: Awaitable[list[ChunkMatch]]) -> list[ChunkMatch]:
         if self.path_timeout_s is None:
@@ -357,6 +372,12 @@ def _check_mode(mode: str, kw_index_client: Any) -> None:
         raise BadRequest(f"unknown retrieval mode {mode!r}; use one of {', '.join(MODES)}")
     if mode in ("keyword", "hybrid") and kw_index_client is None:
         raise ValueError(f"retrieval mode {mode!r} needs a keyword index client (kw_index_client)")
+
+
+def _check_fusion(fusion: Any) -> str:
+    if fusion not in FUSIONS:
+        raise BadRequest(f"unknown fusion {fusion!r}; use one of {', '.join(FUSIONS)}")
+    return fusion
 
 
 def _check_limit(name: str, value: Any) -> int:

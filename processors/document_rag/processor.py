@@ -55,6 +55,8 @@ class DocumentRagProcessor(Processor[DocumentRagRequest, DocumentRagResponse]):
             retrieval_mode=s.retrieval_mode,
             vector_weight=s.vector_weight,
             keyword_weight=s.keyword_weight,
+            fusion=s.fusion,
+            hybrid_depth=s.hybrid_depth,
             doc_limit=s.doc_limit,
             max_concepts=s.max_concepts,
             fact_limit=s.fact_limit,
@@ -70,14 +72,14 @@ class DocumentRagProcessor(Processor[DocumentRagRequest, DocumentRagResponse]):
     async def handle(self, request: DocumentRagRequest, context: RequestContext) -> DocumentRagResponse:
         r = await self._checked(request).query(
             request.query, mode=request.mode, at_time=request.at_time, doc_limit=request.doc_limit,
-            collection=request.collection,
+            collection=request.collection, fusion=request.fusion,
         )
         return _response(r)
 
     async def stream(self, request: DocumentRagRequest, context: RequestContext) -> AsyncIterator[DocumentRagPiece]:
         events = self._checked(request).stream(
             request.query, mode=request.mode, at_time=request.at_time, doc_limit=request.doc_limit,
-            collection=request.collection,
+            collection=request.collection, fusion=request.fusion,
         )
         async for kind, value in events:
             if kind == "sources":

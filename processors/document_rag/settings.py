@@ -26,9 +26,14 @@ Weight = Annotated[float, msgspec.Meta(ge=0)]
 class DocumentRagSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=True):
     # The mode of a request that names none (DocumentRagRequest.mode = None).
     retrieval_mode: Literal["vector", "keyword", "hybrid"] = "vector"
-    # Weighted reciprocal rank fusion of the hybrid mode: score = weight / (60 + rank), summed.
+    # How hybrid fuses its two lists (a request's fusion overrides it): "rrf", weighted reciprocal
+    # rank fusion, score = weight / (60 + rank), summed; "minmax" / "dbsf", the weighted sum of each
+    # list's scores normalised to [0, 1] (min-max, or mean +- 3 sd). processors/document_rag/fusion.py.
+    fusion: Literal["rrf", "minmax", "dbsf"] = "rrf"
     vector_weight: Weight = 1.0
     keyword_weight: Weight = 1.0
+    # Hybrid asks each side for this many chunks (when more than the request's limit) before fusing.
+    hybrid_depth: Annotated[int, msgspec.Meta(ge=0, le=100)] = 0
     # Chunks an answer is drawn from, unless the request says; a request may ask for up to max_doc_limit.
     # At least 1, as the doc-embeddings-query and keyword-query limits it becomes.
     doc_limit: Annotated[int, msgspec.Meta(ge=1)] = 5

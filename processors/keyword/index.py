@@ -5,6 +5,9 @@ Fields:
 - ``chunk_id``, ``document_id``: stored, indexed whole (tantivy's ``raw``
   tokenizer), for upserts and deletes;
 - ``title``, ``text``: stored, split into words by ``WORDS``, searched with BM25;
+- ``stem``: not stored; title and text by ``ENGLISH`` (the words, Snowball-stemmed:
+  "classes" and "class", "defining" and "defines" meet), searched with BM25
+  beside ``text`` (``stem_boost``; the exact words keep ``word_boost``);
 - ``ident``: not stored; the identifier-ish tokens of title and text (below);
 - ``position``: stored integer.
 
@@ -24,7 +27,12 @@ runs of word characters (letters, digits, ``_``) joined by ``. : / @ -``,
 optionally ending in ``++`` or ``#``, lowercased, kept only when they are not
 plain words (those the word field already has). The same function tokenises
 the chunks (into ``ident``) and the query, so an identifier in the query
-matches exactly that identifier, on top of its words.
+matches exactly that identifier, on top of its words: stemming the words
+("slots" -> "slot") never loosens it.
+
+An index written before the ``stem`` field existed is opened with its own
+schema and searched without it (a warning says so); ingest it again to
+stem.
 
 Freshness. A writer sees its own commits at once. A reader (a query replica,
 possibly another process, on the same directory) reloads its view of the
@@ -56,12 +64,16 @@ from .settings import KeywordSettings
 log = logging.getLogger(__name__)
 
 WORDS_TOKENIZER = "ragbus_words"
+ENGLISH_TOKENIZER = "ragbus_english"
 
 # tantivy's "default" analyzer, spelled out and registered under a name of our own, so the
 # index and the query tokeniser are one object and cannot drift apart.
 WORDS = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(tantivy.Filter.remove_long(40)).filter(
     tantivy.Filter.lowercase()
 ).build()
+ENGLISH = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(tantivy.Filter.remove_long(40)).filter(
+    tantivy.Filter.lowercase()
+).filter(tantivy.Filter.stemmer("english")).build()
 
 _IDENT = re.compile(r"\w+(?:[.:/@\-]+\w+)*(?:\+\+|#)?")
 MAX_IDENT_CHARS = 128
@@ -75,6 +87,11 @@ def words(text: str) -> list[str]:
     return WORDS.analyze(text)
 
 
+def stems(text: str) -> list[str]:
+    """The terms of ``text`` in the ``stem`` field, in order."""
+    return ENGLISH.analyze(text)
+
+
 def identifier_tokens(text: str) -> list[str]:
     """Identifier-ish tokens of ``text`` that the word tokenizer would break up, lowercased, in order."""
     tokens = []
@@ -85,12 +102,14 @@ def identifier_tokens(text: str) -> list[str]:
     return tokens
 
 
-def _schema() -> tantivy.Schema:
+def _schema(*, stem: bool = True) -> tantivy.Schema:
     b = tantivy.SchemaBuilder()
     b.add_text_field("chunk_id", stored=True, tokenizer_name="raw", index_option="basic")
     b.add_text_field("document_id", stored=True, tokenizer_name="raw", index_option="basic")
     b.add_text_field("title", stored=True, tokenizer_name=WORDS_TOKENIZER)
     b.add_text_field("text", stored=True, tokenizer_name=WORDS_TOKENIZER)
+    if stem:
+        b.add_text_field("stem", stored=False, tokenizer_name=ENGLISH_TOKENIZER)
     # Tokens joined by spaces (see _ident_field), split back by tantivy's whitespace tokenizer.
     b.add_text_field("ident", stored=False, tokenizer_name="whitespace", index_option="freq")
     b.add_integer_field("position", stored=True)
@@ -98,6 +117,7 @@ def _schema() -> tantivy.Schema:
 
 
 SCHEMA = _schema()
+LEGACY_SCHEMA = _schema(stem=False)  # indexes written before the stem field
 
 
 def _unique(items: Iterable[str], limit: int) -> list[str]:
@@ -126,6 +146,12 @@ class KeywordIndex:
         self.settings = settings
         self._index = index
         index.register_tokenizer(WORDS_TOKENIZER, WORDS)
+        index.register_tokenizer(ENGLISH_TOKENIZER, ENGLISH)
+        self.stemmed = _has_stem(index)
+        self.schema = SCHEMA if self.stemmed else LEGACY_SCHEMA
+        if not self.stemmed:
+            log.warning("%s has no stem field (written by an older ragbus): searched without stemming; "
+                        "ingest its documents again to stem", path)
         # Manual: this object decides when to reload (maybe_reload), no watcher thread.
         index.config_reader(reload_policy="Manual")
         self._loaded_at = time.monotonic()
@@ -177,6 +203,8 @@ class KeywordIndex:
             doc.add_text("document_id", chunk.document_id)
             doc.add_text("title", chunk.title)
             doc.add_text("text", chunk.text)
+            if self.stemmed:
+                doc.add_text("stem", f"{chunk.title}\n{chunk.text}")
             doc.add_text("ident", " ".join(identifier_tokens(chunk.title) + identifier_tokens(chunk.text)))
             doc.add_integer("position", chunk.position)
             writer.add_document(doc)
@@ -185,7 +213,7 @@ class KeywordIndex:
     def delete_document(self, document_id: str) -> int:
         """Remove every chunk of ``document_id``; visible after ``commit``. Returns how many committed ones go."""
         writer = self._require_writer()
-        query = Query.term_query(SCHEMA, "document_id", document_id, index_option="basic")
+        query = Query.term_query(self.schema, "document_id", document_id, index_option="basic")
         found = self._index.searcher().search(query, 1, count=True).count or 0
         writer.delete_documents_by_term("document_id", document_id)
         return found
@@ -254,18 +282,25 @@ class KeywordIndex:
         idents = _unique(identifier_tokens(text), s.max_query_terms)
         if not terms and not idents:
             return None
+        schema = self.schema
         clauses: list[tuple[Occur, Query]] = []
         for term in terms:
-            clauses.append((Occur.Should, Query.term_query(SCHEMA, "text", term, index_option="freq")))
+            if s.word_boost > 0:
+                q = Query.term_query(schema, "text", term, index_option="freq")
+                clauses.append((Occur.Should, q if s.word_boost == 1 else Query.boost_query(q, s.word_boost)))
             if s.title_boost > 0:
-                title = Query.term_query(SCHEMA, "title", term, index_option="freq")
+                title = Query.term_query(schema, "title", term, index_option="freq")
                 clauses.append((Occur.Should, Query.boost_query(title, s.title_boost)))
+        if s.stem_boost > 0 and self.stemmed:
+            for term in _unique(stems(text), s.max_query_terms):
+                q = Query.term_query(schema, "stem", term, index_option="freq")
+                clauses.append((Occur.Should, Query.boost_query(q, s.stem_boost)))
         if s.identifier_boost > 0:
             for ident in idents:
-                q = Query.term_query(SCHEMA, "ident", ident, index_option="freq")
+                q = Query.term_query(schema, "ident", ident, index_option="freq")
                 clauses.append((Occur.Should, Query.boost_query(q, s.identifier_boost)))
         if s.phrase_boost > 0 and 2 <= len(all_words) <= s.max_query_terms and len(set(all_words)) > 1:
-            phrase = Query.phrase_query(SCHEMA, "text", all_words)
+            phrase = Query.phrase_query(schema, "text", all_words)
             clauses.append((Occur.Should, Query.boost_query(phrase, s.phrase_boost)))
         if not clauses:
             return None
@@ -286,10 +321,23 @@ def exists(path: Path) -> bool:
         return False
 
 
+def _has_stem(index: tantivy.Index) -> bool:
+    try:
+        index.parse_query("x", ["stem"])
+    except ValueError:
+        return False
+    return True
+
+
 def _open(path: Path, *, create: bool) -> tantivy.Index:
     try:
         # reuse=True opens an existing index (and checks its schema) without writing to it.
         return tantivy.Index(SCHEMA, path=str(path), reuse=True)
     except ValueError as exc:
+        if "schema does not match" in str(exc):
+            try:  # written before the stem field: searched (and written) without it
+                return tantivy.Index(LEGACY_SCHEMA, path=str(path), reuse=True)
+            except ValueError:
+                pass
         what = "create" if create else "open"
         raise ValueError(f"cannot {what} the keyword index {path}: {exc}") from None

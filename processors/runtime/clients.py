@@ -199,8 +199,10 @@ class DocumentRagClient(_Typed):
         at_time: str | None = None,
         doc_limit: int | None = None,
         collection: str = DEFAULT_COLLECTION,
+        fusion: str | None = None,
     ) -> DocumentRagResponse:
-        request = DocumentRagRequest(query=query, mode=mode, at_time=at_time, doc_limit=doc_limit, collection=collection)
+        request = DocumentRagRequest(query=query, mode=mode, at_time=at_time, doc_limit=doc_limit, collection=collection,
+                                     fusion=fusion)
         r = await self.client.request(self.topic, request, DocumentRagResponse, timeout=self.timeout)
         return _check(self.topic, r)
 

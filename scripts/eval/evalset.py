@@ -53,6 +53,8 @@ if str(ROOT) not in sys.path:
 
 QUESTIONS = Path(__file__).with_name("questions.jsonl")
 KINDS = ("identifier", "paraphrase", "multi-concept")
+SPLITS = ("dev", "test")
+SPLIT_SEED = 16  # fixed once (issue 16); the split is stored in questions.jsonl, never redrawn
 _SPACE = re.compile(r"\s+")
 
 
@@ -65,6 +67,7 @@ class Question:
     how_made: str
     relevant_chunks: list[str] = field(default_factory=list)
     relevant_topics: list[str] = field(default_factory=list)
+    split: str = ""  # "dev" (settings are chosen on it) or "test" (reported, never tuned on): see assign_split
 
 
 def load_questions(path: Path = QUESTIONS) -> list[Question]:
@@ -77,6 +80,8 @@ def load_questions(path: Path = QUESTIONS) -> list[Question]:
             raise ValueError(f"{path}:{n}: unknown kind {q.kind!r}")
         if not q.evidence:
             raise ValueError(f"{path}:{n}: {q.id} has no evidence")
+        if q.split not in ("", *SPLITS):
+            raise ValueError(f"{path}:{n}: unknown split {q.split!r}")
         questions.append(q)
     ids = Counter(q.id for q in questions)
     if dupes := [i for i, c in ids.items() if c > 1]:
@@ -100,10 +105,14 @@ def corpus_chunks(chunk_size: int | None = None, chunk_overlap: int | None = Non
     return {c.chunk_id: c.text for d in builtin_corpus("default") for c in chunk_document(d, size, overlap)}
 
 
-def resolve(questions: Sequence[Question], chunks: Mapping[str, str]) -> dict[str, list[str]]:
+def resolve(questions: Sequence[Question], chunks: Mapping[str, str], *, split: list[str] | None = None
+            ) -> dict[str, list[str]]:
     """Question id -> the chunk ids that contain one of its evidence passages, in chunk-id order.
 
-    Raises ``ValueError`` naming every evidence passage found in no chunk.
+    Raises ``ValueError`` naming every evidence passage found in no chunk. With ``split`` (a list),
+    a passage that no chunk holds whole but that a chunk boundary cuts (smaller chunks than the
+    default) resolves to the chunks holding its first or its second half, by words, and is named
+    in ``split``; only a passage found in neither way is an error.
     """
     texts = {chunk_id: normalise(text) for chunk_id, text in chunks.items()}
     relevant: dict[str, list[str]] = {}
@@ -113,6 +122,12 @@ def resolve(questions: Sequence[Question], chunks: Mapping[str, str]) -> dict[st
         for passage in q.evidence:
             wanted = normalise(passage)
             hits = {chunk_id for chunk_id, text in texts.items() if wanted in text}
+            if not hits and split is not None:
+                words = wanted.split(" ")
+                halves = [" ".join(words[: (len(words) + 1) // 2]), " ".join(words[len(words) // 2 :])]
+                hits = {chunk_id for chunk_id, text in texts.items() if any(h and h in text for h in halves)}
+                if hits:
+                    split.append(f"{q.id}: {passage[:60]!r}")
             if not hits:
                 missing.append(f"{q.id}: {passage[:80]!r}")
             found |= hits
@@ -146,6 +161,33 @@ def stratified_slice(questions: Sequence[Question], n: int) -> list[Question]:
     return picked
 
 
+def assign_split(questions: Sequence[Question], seed: int = SPLIT_SEED) -> dict[str, str]:
+    """Question id -> "dev" or "test": each kind shuffled with ``seed`` and halved (dev gets the odd one).
+
+    Drawn once, before any measurement of issue 16, and stored in the file's ``split`` field;
+    ``--write`` keeps a stored split and draws only for questions that have none.
+    """
+    import random
+
+    rng = random.Random(seed)
+    split: dict[str, str] = {}
+    for kind in KINDS:
+        ids = [q.id for q in questions if q.kind == kind]
+        rng.shuffle(ids)
+        half = (len(ids) + 1) // 2
+        split.update({i: "dev" if n < half else "test" for n, i in enumerate(ids)})
+    return split
+
+
+def of_split(questions: Sequence[Question], split: str) -> list[Question]:
+    """The questions of ``split`` ("dev", "test"), or all of them for "both"."""
+    if split == "both":
+        return list(questions)
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; use dev, test or both")
+    return [q for q in questions if q.split == split]
+
+
 def _stem(word: str) -> str:
     return word[:-1] if len(word) > 3 and word.endswith("s") else word
 
@@ -169,13 +211,15 @@ def summary(questions: Iterable[Question]) -> list[str]:
     rows = defaultdict(list)
     for q in questions:
         rows[q.kind].append(q)
-    lines = ["| kind | questions | mean relevant chunks | mean word overlap with evidence |", "|---|---|---|---|"]
+    lines = ["| kind | questions (dev/test) | mean relevant chunks | mean word overlap with evidence |",
+             "|---|---|---|---|"]
     for kind in KINDS:
         qs = rows.get(kind, [])
         if qs:
             rel = sum(len(q.relevant_chunks) for q in qs) / len(qs)
             ov = sum(overlap(q) for q in qs) / len(qs)
-            lines.append(f"| {kind} | {len(qs)} | {rel:.1f} | {ov:.0%} |")
+            dev = sum(q.split == "dev" for q in qs)
+            lines.append(f"| {kind} | {len(qs)} ({dev}/{len(qs) - dev}) | {rel:.1f} | {ov:.0%} |")
     return lines
 
 
@@ -192,7 +236,11 @@ def main(argv: list[str] | None = None) -> int:
     questions = load_questions()
     relevant = resolve(questions, corpus_chunks())
     stale = []
+    drawn = assign_split(questions)
     for q in questions:
+        if not q.split:
+            stale.append(q.id)
+            q.split = drawn[q.id]
         topics = sorted({topic_of(c) for c in relevant[q.id]})
         if (q.relevant_chunks, q.relevant_topics) != (relevant[q.id], topics):
             stale.append(q.id)

@@ -20,7 +20,7 @@ from processors.keyword import (
     KeywordSettings,
     KeywordStoreProcessor,
 )
-from processors.keyword.index import identifier_tokens, words
+from processors.keyword.index import identifier_tokens, stems, words
 from processors.runtime.client import RequestClient
 from processors.runtime.clients import KeywordClient, RemoteError
 from processors.runtime.worker import build_processor
@@ -147,6 +147,41 @@ async def test_an_exact_identifier_ranks_its_chunk_first(tmp_path):
     assert match.chunk_id == "lint" and match.document_id == "lint" and match.position == 4
     assert match.text == CORPUS["lint"][1] and match.collection == "default" and match.title == ""
     assert match.score > 0
+
+
+def test_the_english_analyser_stems_words_but_identifiers_stay_whole():
+    assert stems("Classes defining __slots__") == ["class", "defin", "slot"]
+    assert identifier_tokens("Classes defining __slots__") == ["__slots__"]
+
+
+async def test_with_stemming_an_inflected_word_matches_and_an_identifier_still_matches_exactly(tmp_path):
+    async with keyword_stack(tmp_path, stem_boost=1.0) as kw:
+        assert await kw.store(corpus_chunks()) == len(CORPUS)
+        # "instantiate" is in no chunk as written; its stem meets "instantiated" (the C++ chunk).
+        assert (await kw.ids("instantiate"))[:1] == ["cpp"]
+        for query, chunk_id in {"__slots__": "py-slots", "__init__": "py-init", "7.3.2": "spec-732",
+                                "os.path.join": "py-join", "what is __slots__ for?": "py-slots"}.items():
+            ids = await kw.ids(query)
+            assert ids and ids[0] == chunk_id, (query, ids)
+    async with keyword_stack(tmp_path / "plain", stem_boost=0.0) as kw:
+        await kw.store(corpus_chunks())
+        assert await kw.ids("instantiate") == []  # without stems, no chunk has the word
+
+
+def test_an_index_written_before_the_stem_field_is_still_searched(tmp_path):
+    import tantivy
+
+    from processors.keyword.index import LEGACY_SCHEMA, index_path
+
+    path = index_path(tmp_path, "default")
+    path.mkdir(parents=True)
+    tantivy.Index(LEGACY_SCHEMA, path=str(path))
+    writer = KeywordIndex.open_writer(tmp_path, "default", KeywordSettings(stem_boost=1.0))
+    assert not writer.stemmed
+    writer.upsert(corpus_chunks())
+    writer.commit()
+    assert [m.chunk_id for m in writer.search("__slots__", 1)] == ["py-slots"]
+    writer.close()
 
 
 HOSTILE = [

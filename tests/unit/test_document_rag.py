@@ -496,6 +496,34 @@ async def test_hybrid_fusion_is_truncated_to_doc_limit():
     assert r.prompt.last["document_ids"] == ["b", "a"]
 
 
+def scored(*pairs: tuple[str, float]) -> list[ChunkMatch]:
+    return [ChunkMatch(c, score=s) for c, s in pairs]
+
+
+async def test_hybrid_fusion_is_chosen_per_request_else_by_the_instance():
+    # RRF ties a and x (each first once) and keeps a; min-max scores see x far ahead on the keyword side.
+    vector = scored(("a", 0.50), ("x", 0.49), ("z", 0.10))
+    keyword = scored(("x", 12.0), ("a", 1.0), ("w", 0.5))
+    rrf = hybrid_rig(vector, KeywordStub(keyword), doc_limit=3)
+    assert rrf.rag.fusion == "rrf"
+    assert [c.chunk_id for c in (await rrf.rag.query(QUESTION)).chunks][:2] == ["a", "x"]
+    assert [c.chunk_id for c in (await rrf.rag.query(QUESTION, fusion="minmax")).chunks][:2] == ["x", "a"]
+    minmax = hybrid_rig(vector, KeywordStub(keyword), doc_limit=3, fusion="minmax")
+    assert [c.chunk_id for c in (await minmax.rag.query(QUESTION)).chunks][:2] == ["x", "a"]
+    assert [c.chunk_id for c in (await minmax.rag.query(QUESTION, fusion="rrf")).chunks][:2] == ["a", "x"]
+    with pytest.raises(ValueError, match="unknown fusion"):
+        await minmax.rag.query(QUESTION, fusion="borda")
+    with pytest.raises(ValueError, match="unknown fusion"):
+        hybrid_rig(vector, KeywordStub(keyword), fusion="borda")
+
+
+async def test_hybrid_depth_asks_each_side_for_more_than_the_limit():
+    r = hybrid_rig(chunks("a", "b", "c"), KeywordStub(chunks("c", "b", "a", "d")), doc_limit=2, hybrid_depth=30)
+    result = await r.rag.query(QUESTION)
+    assert [c["limit"] for c in r.docs.calls] == [c["limit"] for c in r.kw.calls] == [30]
+    assert len(result.chunks) == 2
+
+
 async def test_hybrid_keyword_failure_is_logged_and_degrades_to_vector(caplog):
     caplog.set_level(logging.WARNING, logger=CORE_LOGGER)
     r = hybrid_rig(chunks("v1", "v2"), KeywordStub(error=ConnectionError("bm25 index is down")))

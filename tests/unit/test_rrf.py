@@ -142,3 +142,54 @@ def test_limit_must_be_an_int_not_a_bool(limit):
 def test_negative_limit_is_rejected():
     with pytest.raises(ValueError):
         rrf_fuse([ranked("a")], [1.0], -1)
+
+
+# --- score-based fusion (minmax, dbsf) beside RRF ------------------------------------------------
+
+from processors.document_rag.fusion import FUSIONS, fuse, score_fuse  # noqa: E402
+
+
+def scored(*pairs: tuple[str, float]) -> list[ChunkMatch]:
+    return [ChunkMatch(c, score=s) for c, s in pairs]
+
+
+def test_minmax_fusion_is_the_weighted_sum_of_min_max_normalised_scores():
+    vector = scored(("a", 0.9), ("b", 0.5), ("c", 0.1))  # normalised 1, 0.5, 0
+    keyword = scored(("c", 30.0), ("d", 20.0), ("a", 10.0))  # normalised 1, 0.5, 0
+    # a: 1*1 + 2*0 = 1.0; b: 0.5; c: 0 + 2*1 = 2.0; d: 2*0.5 = 1.0 (a first: seen first)
+    assert ids(score_fuse([vector, keyword], [1.0, 2.0], 10)) == ["c", "a", "d", "b"]
+    assert ids(score_fuse([vector, keyword], [1.0, 2.0], 2)) == ["c", "a"]
+
+
+def test_scores_matter_where_ranks_alone_would_tie():
+    # RRF sees "a" first in one list and "x" first in the other: a tie by rank, broken by order.
+    vector = scored(("a", 0.50), ("x", 0.49), ("z", 0.10))  # the vector side hardly separates a and x
+    keyword = scored(("x", 12.0), ("a", 1.0), ("w", 0.5))  # the keyword side does, by far
+    assert ids(rrf_fuse([vector, keyword], [1.0, 1.0], 2)) == ["a", "x"]
+    assert ids(score_fuse([vector, keyword], [1.0, 1.0], 2)) == ["x", "a"]
+
+
+def test_dbsf_clips_to_three_standard_deviations():
+    scores = [("a", 100.0)] + [(f"n{i}", 1.0 + i / 100) for i in range(20)]
+    fused = score_fuse([scored(*scores)], [1.0], 21, "dbsf")
+    assert ids(fused)[0] == "a" and len(fused) == 21
+
+
+def test_score_fusion_takes_each_chunk_once_keeps_inputs_and_handles_flat_lists():
+    first = ChunkMatch("a", score=1.0, text="first")
+    fused = score_fuse([[first, ChunkMatch("a", score=0.5), ChunkMatch("", score=9.0)], scored(("a", 3.0))], [1, 1], 5)
+    assert fused == [first] and fused[0] is first
+    assert ids(score_fuse([scored(("a", 2.0), ("b", 2.0))], [1.0], 5)) == ["a", "b"]  # all equal: order kept
+    assert score_fuse([[], []], [1.0, 1.0], 5) == []
+
+
+def test_fuse_names_its_methods_and_rrf_stays_rrf():
+    assert FUSIONS == ("rrf", "minmax", "dbsf")
+    lists = [scored(("a", 0.5), ("x", 0.49)), scored(("x", 12.0), ("a", 1.0))]
+    assert fuse(lists, [1.0, 1.0], 2, "rrf") == rrf_fuse(lists, [1.0, 1.0], 2)
+    with pytest.raises(ValueError, match="unknown fusion"):
+        fuse(lists, [1.0, 1.0], 2, "borda")
+    with pytest.raises(ValueError, match="weights"):
+        score_fuse(lists, [1.0], 2)
+    with pytest.raises(ValueError, match="limit"):
+        score_fuse(lists, [1.0, 1.0], -1)
