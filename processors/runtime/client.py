@@ -515,3 +515,5 @@ class RequestClient:
             elif not future.done():
                 future.set_exception(ClientClosed("request client closed while waiting"))
         self._pending.clear()
+        if tracing.ENABLED:
+            await tracing.flush()

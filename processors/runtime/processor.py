@@ -172,6 +172,8 @@ class Processor(Generic[Req, Resp]):
                 await subscription.close()
         finally:
             await self.close()
+            if tracing.ENABLED:
+                await tracing.flush()
 
     async def _on_delivery(self, bus: Bus, d: Delivery) -> None:
         started = time.perf_counter()

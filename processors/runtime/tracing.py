@@ -29,6 +29,7 @@ the question's trace: one question, one trace, every hop.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib.util
 import os
@@ -55,6 +56,7 @@ def wanted(environ: Mapping[str, str]) -> bool:
 ENABLED: bool = wanted(os.environ) and importlib.util.find_spec("opentelemetry.sdk") is not None
 
 _tracer = None
+_provider = None
 OUTCOME = "ragbus.outcome"
 
 
@@ -63,15 +65,15 @@ def use(provider) -> None:
 
     Processors decide when they start whether to trace, so call this before.
     """
-    global ENABLED, _tracer
-    _tracer = provider.get_tracer("ragbus")
+    global ENABLED, _tracer, _provider
+    _provider, _tracer = provider, provider.get_tracer("ragbus")
     ENABLED = True
 
 
 def disable() -> None:
     """No more spans (processors already started keep theirs)."""
-    global ENABLED, _tracer
-    ENABLED, _tracer = False, None
+    global ENABLED, _tracer, _provider
+    ENABLED, _tracer, _provider = False, None, None
 
 
 def _exporter(name: str):
@@ -111,10 +113,20 @@ def _from_environment():
 
 
 def tracer():
-    global _tracer
+    global _tracer, _provider
     if _tracer is None:
-        _tracer = _from_environment().get_tracer("ragbus")
+        _provider = _from_environment()
+        _tracer = _provider.get_tracer("ragbus")
     return _tracer
+
+
+async def flush(timeout_s: float = 5.0) -> None:
+    """Export the spans still batched: the commands end with ``os._exit``, which skips the SDK's own flush at exit.
+
+    Called as a processor stops and as a client closes; off the event loop, since the export blocks.
+    """
+    if _provider is not None:
+        await asyncio.to_thread(_provider.force_flush, int(timeout_s * 1000))
 
 
 def _system(bus_url: str) -> str:
