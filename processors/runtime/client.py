@@ -358,6 +358,7 @@ class RequestClient:
                 async with asyncio.timeout_at(give_up_at):
                     await self.bus.publish(topic, body, {**headers, ATTEMPT: str(attempt)})
                 self.stats.resent += 1
+                metrics.client_resends.labels(topic).inc()
                 if span is not None:
                     tracing.resent(span, attempt)
                 last_news = loop.time()
@@ -407,6 +408,7 @@ class RequestClient:
             headers = {**headers, ATTEMPT: str(attempt)}
             await self.bus.publish(topic, body, headers)
             self.stats.resent += 1
+            metrics.client_resends.labels(topic).inc()
             if span is not None:
                 tracing.resent(span, attempt)
 

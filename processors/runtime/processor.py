@@ -110,6 +110,7 @@ class Processor(Generic[Req, Resp]):
         self._expired = metrics.expired.labels(name)
         self._timeouts = metrics.timeouts.labels(name)
         self._latency = metrics.latency.labels(name)
+        self._in_progress = metrics.in_progress.labels(name)
 
     async def start(self) -> None:
         """Load models, open stores: called once before the first request."""
@@ -176,6 +177,13 @@ class Processor(Generic[Req, Resp]):
                 await tracing.flush()
 
     async def _on_delivery(self, bus: Bus, d: Delivery) -> None:
+        self._in_progress.inc()
+        try:
+            await self._deliver(bus, d)
+        finally:
+            self._in_progress.dec()
+
+    async def _deliver(self, bus: Bus, d: Delivery) -> None:
         started = time.perf_counter()
         self._requests.inc()
         limit = size_limit(bus, self.settings.max_message_bytes)
