@@ -111,6 +111,11 @@ class Processor(Generic[Req, Resp]):
         self._timeouts = metrics.timeouts.labels(name)
         self._latency = metrics.latency.labels(name)
         self._in_progress = metrics.in_progress.labels(name)
+        # Series of what the base class itself reports, there at 0 from the start: Prometheus's rate() and
+        # increase() count only what changes between scrapes, so a series born at 1 hides its first event.
+        metrics.errors.labels(name, "Timeout")
+        for reason in ("Undecodable", "MessageTooLarge"):
+            metrics.dead_lettered.labels(name, reason)
 
     async def start(self) -> None:
         """Load models, open stores: called once before the first request."""
