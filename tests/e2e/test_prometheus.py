@@ -112,6 +112,12 @@ async def test_prometheus_scrapes_two_workers_and_answers_rates_errors_and_quant
         await asyncio.gather(*(w.start() for w in workers))
         with prometheus(tmp_path, [f"127.0.0.1:{p}" for p in ports]) as api:
             async with httpx.AsyncClient(base_url=api, timeout=10) as http:
+                async def ready():
+                    with contextlib.suppress(httpx.TransportError):
+                        return (await http.get("/-/ready")).status_code == 200  # 503 while it starts
+
+                await until(ready, "Prometheus ready", 60)
+
                 async def both_up():
                     return by(await query(http, 'sum(up{job="ragbus"})'), "").get("") == 2
 
