@@ -136,9 +136,11 @@ def _system(bus_url: str) -> str:
 
 def traced_handler(name: str, group: str, bus_url: str, handler: Callable[[Delivery], Awaitable[None]]):
     """``handler`` inside a ``process <topic>`` span, child of the traceparent the delivery carries."""
-    from opentelemetry.propagate import extract  # W3C traceparent by default (OTEL_PROPAGATORS)
     from opentelemetry.trace import SpanKind, Status, StatusCode
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+    # The envelope's traceparent header is W3C trace context by definition, whatever OTEL_PROPAGATORS says.
+    extract = TraceContextTextMapPropagator().extract
     system = _system(bus_url)
     spans = tracer()
 
@@ -175,7 +177,7 @@ def traced_handler(name: str, group: str, bus_url: str, handler: Callable[[Deliv
                     span.record_exception(exc)
                     span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
                 raise
-            if OUTCOME not in span.attributes:
+            if span.is_recording() and OUTCOME not in span.attributes:  # unsampled spans keep no attributes
                 span.set_attribute(OUTCOME, "ok")
 
     return traced
@@ -202,12 +204,12 @@ def outcome(value: str, error_type: str | None = None) -> None:
 def start_call(bus_url: str, topic: str, body_size: int, request_id: str, traceparent: str | None):
     """A ``send <topic>`` span for one call, child of the span being handled (else of ``traceparent``)."""
     from opentelemetry import trace
-    from opentelemetry.propagate import extract
     from opentelemetry.trace import SpanKind
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
     parent = None
     if not trace.get_current_span().get_span_context().is_valid and traceparent:
-        parent = extract({"traceparent": traceparent})
+        parent = TraceContextTextMapPropagator().extract({"traceparent": traceparent})
     return tracer().start_span(
         f"send {topic}", context=parent, kind=SpanKind.PRODUCER,
         attributes={
@@ -224,12 +226,8 @@ def start_call(bus_url: str, topic: str, body_size: int, request_id: str, tracep
 
 def wire_traceparent(span) -> str:
     """The ``traceparent`` header that makes the receiver's span a child of ``span``."""
-    from opentelemetry.propagate import inject
-    from opentelemetry.trace import set_span_in_context
-
-    carrier: dict[str, str] = {}
-    inject(carrier, context=set_span_in_context(span))
-    return carrier["traceparent"]
+    context = span.get_span_context()
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
 
 
 def resent(span, attempt: int) -> None:

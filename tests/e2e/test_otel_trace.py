@@ -237,3 +237,29 @@ async def test_a_stream_stalled_and_resent_is_one_send_span_over_both_attempts(o
     outcomes = {s.attributes["ragbus.attempt"]: s.attributes["ragbus.outcome"]
                 for s in finished if s.kind is SpanKind.CONSUMER and s.parent.span_id == send.context.span_id}
     assert outcomes == {1: "cancelled", 2: "ok"}, outcomes
+
+
+async def test_unsampled_requests_are_served_and_export_nothing(open_bus, topic):
+    """OTEL_TRACES_SAMPLER may drop most traces: a span that records nothing must not get in the way."""
+    pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=ALWAYS_OFF)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.use(provider)
+    try:
+        bus = await open_bus()
+        async with serving(bus, ForgetsFirstAttempts(topic)) as served, client_on(bus, resend_after_s=0.3) as client:
+            answer = await client.request(topic, EchoRequest(text="quiet"), EchoResponse, timeout=30)
+            failed = await client.request(topic, EchoRequest(text="x", fail="broken"), EchoResponse, timeout=30)
+    finally:
+        tracing.disable()
+        provider.shutdown()
+    assert answer.text == "quiet" and failed.error is not None
+    stats = served.result()  # every delivery handled and acked: none failed inside the tracing
+    assert (stats.nacked, stats.dead_lettered) == (0, 0) and stats.acked == stats.received, stats
+    assert exporter.get_finished_spans() == ()
