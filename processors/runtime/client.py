@@ -53,7 +53,7 @@ import msgspec
 from schema import DecodeError, decode, encode
 
 from ..bus import Bus, SubscriptionClosed
-from . import metrics
+from . import metrics, tracing
 from .envelope import ATTEMPT, REQUEST_ID, new_request_id, piece_position, request_headers
 
 log = logging.getLogger(__name__)
@@ -222,13 +222,20 @@ class RequestClient:
         self, topic: str, body: bytes, *, timeout: float | None = None, traceparent: str | None = None
     ) -> bytes:
         """The same round trip with an already encoded body; returns the response body."""
+        if tracing.ENABLED:
+            return await tracing.traced_call(self._round_trip, self.bus.url, topic, body, timeout, traceparent)
+        return await self._round_trip(topic, body, timeout, traceparent)
+
+    async def _round_trip(
+        self, topic: str, body: bytes, timeout: float | None, traceparent: str | None, request_id: str = "", span=None
+    ) -> bytes:
         if self._reader is None or self._reader.done():
             raise ClientClosed("request client is not started (or its reply reader stopped)")
         timeout = self.timeout_s if timeout is None else timeout
         # The caller's clock starts before the deadline is written (rounded up),
         # so it gives up no later than the processor stops working on the call.
         give_up_at = asyncio.get_running_loop().time() + timeout
-        request_id = new_request_id()
+        request_id = request_id or new_request_id()
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         headers = request_headers(
@@ -242,7 +249,7 @@ class RequestClient:
                 await self.bus.publish(topic, body, headers)
                 self.stats.sent += 1
                 counted[0].inc()
-                response = await self._response(future, unserved, topic, body, headers)
+                response = await self._response(future, unserved, topic, body, headers, span)
         except _Unserved:
             self._remember(request_id, answered=False)
             self.stats.unserved += 1
@@ -282,7 +289,7 @@ class RequestClient:
                 raise
             yield piece
 
-    async def stream_bytes(
+    def stream_bytes(
         self, topic: str, body: bytes, *, timeout: float | None = None, traceparent: str | None = None
     ) -> AsyncIterator[bytes]:
         """The streamed round trip with an already encoded body; yields the pieces' bodies in order.
@@ -291,12 +298,19 @@ class RequestClient:
         whole generator: a deadline firing while the caller's own code runs
         between two pieces would cancel the caller, not this call.
         """
+        if tracing.ENABLED:
+            return tracing.traced_stream(self._pieces, self.bus.url, topic, body, timeout, traceparent)
+        return self._pieces(topic, body, timeout, traceparent)
+
+    async def _pieces(
+        self, topic: str, body: bytes, timeout: float | None, traceparent: str | None, request_id: str = "", span=None
+    ) -> AsyncIterator[bytes]:
         if self._reader is None or self._reader.done():
             raise ClientClosed("request client is not started (or its reply reader stopped)")
         timeout = self.timeout_s if timeout is None else timeout
         loop = asyncio.get_running_loop()
         give_up_at = loop.time() + timeout
-        request_id = new_request_id()
+        request_id = request_id or new_request_id()
         stream = _Stream()
         self._pending[request_id] = stream
         headers = request_headers(
@@ -349,6 +363,9 @@ class RequestClient:
                 async with asyncio.timeout_at(give_up_at):
                     await self.bus.publish(topic, body, {**headers, ATTEMPT: str(attempt)})
                 self.stats.resent += 1
+                metrics.client_resends.labels(topic).inc()
+                if span is not None:
+                    tracing.resent(span, attempt)
                 last_news = loop.time()
         except RequestTimeout:
             raise
@@ -385,7 +402,7 @@ class RequestClient:
 
     async def _response(
         self, future: asyncio.Future[bytes], unserved: asyncio.Future[None] | None, topic: str, body: bytes,
-        headers: dict[str, str],
+        headers: dict[str, str], span=None,
     ) -> bytes:
         """The response body, resending every ``resend_after_s``; ``_Unserved`` if ``unserved`` finishes first."""
         waiting = {future} if unserved is None else {future, unserved}
@@ -401,6 +418,9 @@ class RequestClient:
             headers = {**headers, ATTEMPT: str(attempt)}
             await self.bus.publish(topic, body, headers)
             self.stats.resent += 1
+            metrics.client_resends.labels(topic).inc()
+            if span is not None:
+                tracing.resent(span, attempt)
 
     async def _until_unserved(self, topic: str) -> None:
         """Return once the bus says nobody consumes ``topic``; ask every ``served_check_s`` until then.
@@ -507,6 +527,8 @@ class RequestClient:
             elif not future.done():
                 future.set_exception(ClientClosed("request client closed while waiting"))
         self._pending.clear()
+        if tracing.ENABLED:
+            await tracing.flush()
 
 
 async def _arrival(stream: _Stream, unserved: asyncio.Future[None] | None, topic: str) -> None:

@@ -1,5 +1,10 @@
 """Counters and latency histograms, exposed in Prometheus text format.
 
+Named by Prometheus's conventions: counters end in ``_total`` (prometheus_client adds it:
+``ragbus_requests`` is exposed as ``ragbus_requests_total``), times are in seconds
+(``_seconds``), and labels are few-valued (processor, topic, error type); never a request id.
+config/monitoring/ holds alert rules and a Grafana dashboard over these names.
+
 One registry per process, labelled by processor (or by topic for callers),
 so replicas of a processor running as tasks of one worker add up, and
 ``ragbus worker --all`` exposes every processor on one port.
@@ -14,7 +19,7 @@ from __future__ import annotations
 import threading
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, make_wsgi_app
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
 REGISTRY = CollectorRegistry()
@@ -42,10 +47,16 @@ dead_lettered = Counter(
 latency = Histogram(
     "ragbus_request_seconds", "Time from receipt to response sent", ["processor"], buckets=_BUCKETS, registry=REGISTRY
 )
+in_progress = Gauge(
+    "ragbus_requests_in_progress", "Requests a processor is handling now", ["processor"], registry=REGISTRY
+)
 
 client_requests = Counter("ragbus_client_requests", "Requests sent by callers", ["topic"], registry=REGISTRY)
 client_timeouts = Counter(
     "ragbus_client_timeouts", "Calls that got no response in time", ["topic"], registry=REGISTRY
+)
+client_resends = Counter(
+    "ragbus_client_resends", "Requests sent again, unanswered after resend_after_s", ["topic"], registry=REGISTRY
 )
 client_late = Counter(
     "ragbus_client_late_responses", "Responses that arrived after their call timed out", registry=REGISTRY

@@ -35,6 +35,7 @@ to know about its request arrives in ``RequestContext``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -48,7 +49,7 @@ from schema import REPLY_PREFIX, BadRequest, DecodeError, Error, decode, encode
 
 from ..bus import Bus, Delivery, Undecodable, consume
 from ..bus.consume import ConsumeStats, Oversized, size_limit, too_large
-from . import metrics
+from . import metrics, tracing
 from .envelope import REQUEST_ID, Envelope, EnvelopeError, handling_trace, parse_envelope, response_headers
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,12 @@ class Processor(Generic[Req, Resp]):
         self._expired = metrics.expired.labels(name)
         self._timeouts = metrics.timeouts.labels(name)
         self._latency = metrics.latency.labels(name)
+        self._in_progress = metrics.in_progress.labels(name)
+        # Series of what the base class itself reports, there at 0 from the start: Prometheus's rate() and
+        # increase() count only what changes between scrapes, so a series born at 1 hides its first event.
+        metrics.errors.labels(name, "Timeout")
+        for reason in ("Undecodable", "MessageTooLarge"):
+            metrics.dead_lettered.labels(name, reason)
 
     async def start(self) -> None:
         """Load models, open stores: called once before the first request."""
@@ -151,11 +158,14 @@ class Processor(Generic[Req, Resp]):
             subscription = await bus.subscribe(s.topic, s.group)
             if ready is not None:
                 ready.set()
+            handler = functools.partial(self._on_delivery, bus)
+            if tracing.ENABLED:  # decided once per run: untraced deliveries pay nothing
+                handler = tracing.traced_handler(self.name, s.group, bus.url, handler)
             try:
                 return await consume(
                     bus,
                     subscription,
-                    lambda d: self._on_delivery(bus, d),
+                    handler,
                     concurrency=s.concurrency,
                     max_attempts=s.max_attempts,
                     max_message_bytes=s.max_message_bytes,
@@ -168,8 +178,17 @@ class Processor(Generic[Req, Resp]):
                 await subscription.close()
         finally:
             await self.close()
+            if tracing.ENABLED:
+                await tracing.flush()
 
     async def _on_delivery(self, bus: Bus, d: Delivery) -> None:
+        self._in_progress.inc()
+        try:
+            await self._deliver(bus, d)
+        finally:
+            self._in_progress.dec()
+
+    async def _deliver(self, bus: Bus, d: Delivery) -> None:
         started = time.perf_counter()
         self._requests.inc()
         limit = size_limit(bus, self.settings.max_message_bytes)
@@ -188,6 +207,8 @@ class Processor(Generic[Req, Resp]):
             raise Undecodable(f"a request to {self.name} needs a reply-to and a request-id header")
         if envelope.expired():
             self._expired.inc()
+            if tracing.ENABLED:
+                tracing.outcome("expired")
             log.info("%s: dropped request %s, deadline passed", self.name, envelope.request_id)
             return
         try:
@@ -294,6 +315,8 @@ class Processor(Generic[Req, Resp]):
     def _error(self, error_type: str, message: str) -> Resp:
         """An error response for a failure of this processor, counted in ``ragbus_errors``."""
         metrics.errors.labels(self.name, error_type).inc()
+        if tracing.ENABLED:
+            tracing.outcome("error", error_type)
         assert self.response_type is not None
         return error_response(self.response_type, Error(error_type, message[:2000]))
 
@@ -303,6 +326,8 @@ class Processor(Generic[Req, Resp]):
         INFO, not WARNING or ERROR: the worker is fine, and the caller is told in the response.
         """
         metrics.bad_requests.labels(self.name, error_type).inc()
+        if tracing.ENABLED:
+            tracing.outcome("bad_request", error_type)
         log.info("%s: refused request %s: %s: %s", self.name, request_id, error_type, message[:300])
         assert self.response_type is not None
         return error_response(self.response_type, Error(error_type, message[:2000]))
