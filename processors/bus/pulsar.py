@@ -21,7 +21,8 @@ import pulsar.asyncio as pulsar_async
 
 from config.bus import BusSettings
 
-from .base import Bus, BusError, BusUnavailable, Delivery, Subscription
+from . import pulsar_stats
+from .base import Bus, BusError, BusUnavailable, Delivery, GroupStatus, Retained, Subscription
 from .url import BusAddress
 
 log = logging.getLogger(__name__)
@@ -211,6 +212,51 @@ class PulsarBus(Bus):
         instead which topic went unanswered, and asks whether a worker runs on this bus."""
         self._check_open()
         return None
+
+    async def _read_retained(self, topic: str) -> list[Retained]:
+        # A reader: no subscription is made or moved, nothing is acknowledged.
+        try:
+            reader = await self._client.create_reader(self._full_name(topic), pulsar.MessageId.earliest)
+        except pulsar_async.PulsarException as exc:
+            raise BusError(f"pulsar reader of {topic!r} failed: {exc}") from exc
+        read: list[Retained] = []
+        try:
+            while await reader.has_message_available():
+                m = await reader.read_next()
+                published_ms = m.publish_timestamp()
+                read.append(Retained(
+                    topic, m.data(), m.properties(), m.partition_key() or None,
+                    published_ms / 1000 if published_ms > 0 else None, str(m.message_id()),
+                ))
+        finally:
+            with contextlib.suppress(Exception):
+                await reader.close()
+        return read
+
+    async def _stats(self) -> pulsar_stats.BrokerStats | None:
+        opts = self.settings.pulsar
+        if not opts.metrics_url:
+            return None
+        return await pulsar_stats.scrape(opts.metrics_url, f"{opts.tenant}/{opts.namespace}", self.settings.connect_timeout_s)
+
+    async def list_topics(self) -> list[str] | None:
+        """The topics the broker's metrics name ([bus.pulsar] metrics_url); None without it."""
+        self._check_open()
+        stats = await self._stats()
+        return None if stats is None else sorted(stats.topics)
+
+    async def group_status(self, topic: str, group: str) -> GroupStatus:
+        """The subscription's backlog and connected consumers, from the broker's metrics
+        ([bus.pulsar] metrics_url; nothing without it). No partitions, no message ages:
+        the gauges do not say."""
+        self._check_open()
+        stats = await self._stats()
+        if stats is None:
+            return GroupStatus(topic, group)
+        found = stats.of(topic, group)
+        if found is None:  # no such subscription (yet): no member; what it would read first is not reported
+            return GroupStatus(topic, group, members=0)
+        return GroupStatus(topic, group, members=found.consumers, waiting=found.backlog)
 
     async def _close(self) -> None:
         for future in self._producers.values():
