@@ -48,6 +48,10 @@ def table(rows: list[list[str]], columns: list[str], out=print) -> None:
         out("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
 
 
+def shown(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
 def _short(text: str, width: int = 70) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 3] + "..."
@@ -59,9 +63,8 @@ def show(letters: list[DeadLetter], as_json: bool, note: str = "") -> None:
         return
     if letters:
         table(
-                [[d.topic, d.position, when(d.time), str(d.attempts if d.attempts is not None else "-"),
-              str(d.redrives),
-              d.error or "-", _short(d.reason)] for d in letters],
+            [[d.topic, d.position, when(d.time), shown(d.attempts), str(d.redrives), d.error or "-", _short(d.reason)]
+             for d in letters],
             ["topic", "position", "dead-lettered", "attempts", "redrives", "error", "reason"],
         )
     if note:

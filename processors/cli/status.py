@@ -20,7 +20,7 @@ from processors.bus import Bus, GroupStatus, connect
 from processors.bus.dead_letters import pending
 
 from .common import add_bus_options
-from .dlq import table
+from .dlq import shown, table
 from .topics import _processors
 
 # Topics asked about at once: each Kafka query starts a consumer of its own.
@@ -43,10 +43,6 @@ def age(seconds: float | None) -> str:
         if seconds >= size:
             return f"{seconds / size:.1f}{unit}"
     return f"{seconds:.1f}s"
-
-
-def shown(value: object) -> str:
-    return "-" if value is None else str(value)
 
 
 async def statuses(bus: Bus, rows: list[tuple[str, str, str]]) -> list[dict]:
