@@ -64,7 +64,13 @@ def _timestamp(record) -> float | None:
 async def _read_from(
     consumer: AIOKafkaConsumer, starts: dict[TopicPartition, int], ends: dict[TopicPartition, int], *, first_only: bool
 ) -> list:
-    """The records from ``starts`` up to ``ends`` (exclusive), by partition then offset; with ``first_only`` one each."""
+    """The records from ``starts`` to the end of each partition, by partition then offset; with ``first_only``
+    the first of each.
+
+    ``ends`` (the broker's end offsets) is only where reading may stop, not a limit: a partition is
+    done once its position reached it and a fetch brought nothing more. Tansu reports the end of a
+    partition written in one batch of several records as the batch's first offset + 1.
+    """
     wanted = {tp: start for tp, start in starts.items() if start < ends[tp]}
     if not wanted:
         return []
@@ -75,14 +81,17 @@ async def _read_from(
     open_ = set(wanted)
     stalled = time.monotonic() + _STALL_S
     while open_:
-        batch = await consumer.getmany(*open_, timeout_ms=500)
+        batch = await consumer.getmany(*open_, timeout_ms=200)
         for tp, got in batch.items():
-            for record in got:
-                if record.offset < ends[tp] and not (first_only and records[tp]):
-                    records[tp].append(record)
+            if not got:
+                continue
+            if not first_only:
+                records[tp].extend(got)
+            elif not records[tp]:
+                records[tp].append(got[0])
             stalled = time.monotonic() + _STALL_S
         for tp in list(open_):
-            if (first_only and records[tp]) or await consumer.position(tp) >= ends[tp]:
+            if (first_only and records[tp]) or (not batch.get(tp) and await consumer.position(tp) >= ends[tp]):
                 open_.discard(tp)
         if open_ and time.monotonic() > stalled:
             raise BusError(f"kafka: reading {sorted(str(tp) for tp in open_)} stalled before their end")
@@ -144,7 +153,7 @@ async def group_status(bus: KafkaBus, topic: str, group: str) -> GroupStatus:
             meta = committed.get(tp)
             offset = meta.offset if meta is not None and meta.offset >= 0 else begins[tp]
             starts[tp] = min(max(offset, begins[tp]), ends[tp])  # retention may have dropped what it points at
-        lag = {f"{tp.topic}:{tp.partition}": ends[tp] - starts[tp] for tp in tps}
+        lag = {f"{tp.topic}:{tp.partition}": ends[tp] - starts[tp] for tp in tps}  # see _read_from on Tansu
         firsts = await asyncio.wait_for(_read_from(consumer, starts, ends, first_only=True), _STALL_S * 2)
     finally:
         await consumer.stop()
