@@ -221,7 +221,7 @@ class PulsarBus(Bus):
             raise BusError(f"pulsar reader of {topic!r} failed: {exc}") from exc
         read: list[Retained] = []
         try:
-            while await reader.has_message_available():
+            while await self._more(reader, first=not read):
                 m = await reader.read_next()
                 published_ms = m.publish_timestamp()
                 read.append(Retained(
@@ -232,6 +232,16 @@ class PulsarBus(Bus):
             with contextlib.suppress(Exception):
                 await reader.close()
         return read
+
+    async def _more(self, reader, *, first: bool) -> bool:
+        try:
+            return await reader.has_message_available()
+        except pulsar_async.PulsarException as exc:
+            # Pulsar Lite answers "Topic has no messages" (as UnknownError) where Pulsar gives an empty
+            # topic's last message id: on the first ask only, that is an empty topic.
+            if first and exc.error() == pulsar.Result.UnknownError:
+                return False
+            raise BusError(f"pulsar reader of {reader.topic()!r} failed: {exc}") from exc
 
     async def _stats(self) -> pulsar_stats.BrokerStats | None:
         opts = self.settings.pulsar
