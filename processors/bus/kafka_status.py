@@ -20,15 +20,29 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from config.bus import BusSettings
 
 from .base import BusError, GroupStatus, Retained
 from .kafka_groups import RETRY_INFIX
+from .url import BusAddress
 
-if TYPE_CHECKING:
-    from .kafka import KafkaBus
+
+class KafkaBus(Protocol):
+    """What of ``kafka.KafkaBus`` this module uses (it is imported by that module, so does not import it)."""
+
+    address: BusAddress
+    settings: BusSettings
+    security: dict[str, Any]
+    max_message_bytes: int
+
+    async def list_topics(self) -> list[str]: ...
+
+    async def _admin_client(self) -> AIOKafkaAdminClient: ...
 
 # How long a read waits for the broker to hand over records it said it holds, before giving up.
 _STALL_S = 10.0
