@@ -98,6 +98,20 @@ async def _spread_consumer_ids(client: pulsar_async.Client, count: int) -> None:
     await consumer.close()
 
 
+class _EmptyTopicAnswer(logging.Filter):
+    """Drops pulsar-client's log lines about Pulsar Lite's answer to a reader of an empty topic
+    ("Topic has no messages", then "Failed to getLastMessageId"): ``_more`` reads it as empty, and
+    ``ragbus dlq list`` or ``status`` on empty dead-letter topics would otherwise print two lines each."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        return "(Topic has no messages)" not in text and "Failed to getLastMessageId: UnknownError" not in text
+
+
+_CLIENT_LOG = logging.getLogger("pulsar.client")
+_CLIENT_LOG.addFilter(_EmptyTopicAnswer())
+
+
 class PulsarBus(Bus):
     _no_topic_admin = (
         "Pulsar creates a topic on first use; its partitions and retention are namespace policies "
@@ -126,7 +140,7 @@ class PulsarBus(Bus):
         kwargs: dict[str, object] = {
             "operation_timeout_seconds": opts.operation_timeout_seconds,
             "connection_timeout_ms": int(timeout * 1000),
-            "logger": logging.getLogger("pulsar.client"),
+            "logger": _CLIENT_LOG,
         }
         if opts.auth_token:
             kwargs["authentication"] = pulsar.AuthenticationToken(opts.auth_token)

@@ -163,3 +163,31 @@ async def test_pulsar_status_shows_no_member_and_the_backlog_growing(own_pulsar)
 async def test_pulsar_status_without_metrics_says_it_cannot_tell(pulsar_broker):
     row = await asyncio.to_thread(ragbus_status, pulsar_broker.url, {})
     assert (row["members"], row["waiting"], row["lag"], row["oldest_s"]) == (None, None, None, None)
+
+
+def test_pulsar_gauges_are_read_as_pulsar_lite_and_pulsar_label_them():
+    from processors.bus.pulsar_stats import parse
+
+    text = "\n".join([
+        "# TYPE pulsar_subscription_back_log gauge",
+        'pulsar_subscription_back_log{namespace="public/default",subscription="embed",topic="embed"} 7',
+        'pulsar_subscription_back_log{namespace="public/default",subscription="kg",'
+        'topic="persistent://public/default/kg-query"} 2',
+        'pulsar_subscription_back_log{namespace="other/ns",subscription="embed",topic="persistent://other/ns/embed"} 9',
+        "# TYPE pulsar_subscription_consumers_count gauge",
+        'pulsar_subscription_consumers_count{namespace="public/default",subscription="embed",topic="embed"} 0',
+        "# TYPE pulsar_in_messages_total gauge",
+        'pulsar_in_messages_total{namespace="public/default",topic="embed.dlq"} 3',
+    ])
+    stats = parse(text + "\n", "public/default")
+    embed = stats.of("embed", "embed")
+    assert embed is not None and (embed.backlog, embed.consumers) == (7, 0)
+    assert stats.of("kg-query", "kg").backlog == 2 and stats.of("kg-query", "kg").consumers is None
+    assert stats.topics == {"embed", "kg-query", "embed.dlq"}  # not the other namespace's
+
+
+@pytest.mark.parametrize("command", [["status"], ["dlq"], ["dlq", "list"], ["dlq", "redrive"]])
+def test_the_commands_explain_themselves(command):
+    done = subprocess.run([sys.executable, "-m", "processors.cli", *command, "--help"], capture_output=True,
+                          text=True, env=dict(os.environ, PYTHONPATH=str(REPO)), cwd=REPO, timeout=60)
+    assert done.returncode == 0 and done.stdout.startswith(f"usage: ragbus {' '.join(command)}"), done.stderr
