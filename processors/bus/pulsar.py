@@ -125,6 +125,8 @@ class PulsarBus(Bus):
         self._shared = client
         self._client = client.client
         self._producers: dict[str, asyncio.Future[pulsar_async.Producer]] = {}
+        self._stats_lock = asyncio.Lock()
+        self._stats_cache: tuple[float, pulsar_stats.BrokerStats] | None = None
 
     @classmethod
     async def open(cls, url: str, address: BusAddress, settings: BusSettings) -> PulsarBus:
@@ -258,10 +260,19 @@ class PulsarBus(Bus):
             raise BusError(f"pulsar reader of {reader.topic()!r} failed: {exc}") from exc
 
     async def _stats(self) -> pulsar_stats.BrokerStats | None:
+        """The broker's gauges, fetched at most once a second: ``ragbus status`` asks per topic, and the
+        broker refreshes them only every few seconds anyway."""
         opts = self.settings.pulsar
         if not opts.metrics_url:
             return None
-        return await pulsar_stats.scrape(opts.metrics_url, f"{opts.tenant}/{opts.namespace}", self.settings.connect_timeout_s)
+        async with self._stats_lock:
+            now = asyncio.get_running_loop().time()
+            if self._stats_cache is None or now - self._stats_cache[0] > 1.0:
+                stats = await pulsar_stats.scrape(
+                    opts.metrics_url, f"{opts.tenant}/{opts.namespace}", self.settings.connect_timeout_s
+                )
+                self._stats_cache = (now, stats)
+            return self._stats_cache[1]
 
     async def list_topics(self) -> list[str] | None:
         """The topics the broker's metrics name ([bus.pulsar] metrics_url); None without it."""
