@@ -94,6 +94,10 @@ class PulsarOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # needs 0; the test settings and scripts set it for Pulsar Lite.
     consumer_id_spread: NonNegativeInt = 0
     operation_timeout_seconds: PositiveInt = 10
+    # The broker's Prometheus endpoint, where `ragbus status` reads each subscription's backlog and
+    # consumers (processors/bus/pulsar_stats.py): a Pulsar broker's http://HOST:8080/metrics/, or
+    # Pulsar Lite's [metrics] addr. None: status cannot tell them.
+    metrics_url: str | None = None
 
 
 class BusSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

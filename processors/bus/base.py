@@ -202,6 +202,40 @@ class TopicInfo:
     retention_ms: int | None  # None: the broker reports none
 
 
+@dataclass(frozen=True, slots=True)
+class Retained:
+    """One message a topic still holds, read without joining any group (``Bus.read_retained``).
+
+    ``position`` names it on its topic for as long as the broker keeps it (Kafka
+    ``partition:offset``, a Pulsar message id, the memory bus's sequence number).
+    """
+
+    topic: str
+    body: bytes
+    headers: Mapping[str, str]
+    key: str | None
+    timestamp: float | None  # publish time, epoch seconds; None where the backend has none
+    position: str
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStatus:
+    """How a consumer group keeps up with a topic (``Bus.group_status``); None: the backend cannot tell.
+
+    ``waiting`` counts messages published and not yet finished by the group (Kafka: lag over
+    the topic and the group's retry topic; Pulsar: the subscription's backlog); ``lag`` is
+    the same by partition where the backend has partitions. ``oldest_s`` is the age in
+    seconds of the oldest of them.
+    """
+
+    topic: str
+    group: str
+    members: int | None = None
+    waiting: int | None = None
+    lag: Mapping[str, int] | None = None
+    oldest_s: float | None = None
+
+
 class TopicAdminUnsupported(BusError):
     """This backend has no topics to provision or describe from a client."""
 
@@ -300,6 +334,26 @@ class Bus(abc.ABC):
         self._check_open()
         raise TopicAdminUnsupported(self._no_topic_admin)
 
+    async def read_retained(self, topic: str) -> list[Retained]:
+        """Every message ``topic`` holds now, oldest first, read without a group: no one else's
+        share of the topic changes, nothing is acknowledged or committed. A topic the broker
+        does not have holds nothing (and is not created, where the backend can avoid it)."""
+        self._check_open()
+        return await self._read_retained(topic)
+
+    async def list_topics(self) -> list[str] | None:
+        """Every topic the broker knows, or None when this backend cannot list them."""
+        self._check_open()
+        return None
+
+    async def group_status(self, topic: str, group: str) -> GroupStatus:
+        """How ``group`` keeps up with ``topic``: its live members, what waits for it, how old that is.
+
+        Optional for a backend; this default can tell nothing (every field None).
+        """
+        self._check_open()
+        return GroupStatus(topic, group)
+
     async def close(self) -> None:
         """Close every subscription and connection this bus opened."""
         if self._closed:
@@ -334,6 +388,9 @@ class Bus(abc.ABC):
         # No other member will ever share the topic, so a group of its own
         # does; backends where joining a group is slow override this.
         return await self._subscribe(topic, f"{topic}.listener")
+
+    async def _read_retained(self, topic: str) -> list[Retained]:
+        raise TopicAdminUnsupported(f"{type(self).__name__} cannot read a topic without a group")
 
     @abc.abstractmethod
     async def _close(self) -> None:

@@ -42,8 +42,8 @@ from aiokafka.errors import KafkaConnectionError, KafkaError
 from config.bus import BusSettings, TopicLayout
 from schema.topics import REPLY_PREFIX
 
-from . import kafka_topics
-from .base import Bus, BusError, BusUnavailable, Delivery, Subscription, TopicInfo
+from . import kafka_status, kafka_topics
+from .base import Bus, BusError, BusUnavailable, Delivery, GroupStatus, Retained, Subscription, TopicInfo
 from .kafka_groups import RETRY_INFIX, consumers_of
 from .offsets import PartitionOffsets
 from .url import BusAddress
@@ -373,6 +373,19 @@ class KafkaBus(Bus):
         except Exception as exc:  # a time-out, no permission to describe groups...: cannot tell
             log.debug("kafka: cannot tell who consumes %r: %r", topic, exc)
             return None
+
+    async def list_topics(self) -> list[str]:
+        """Every topic on the broker but its internal ones (``__consumer_offsets`` and kin)."""
+        self._check_open()
+        return sorted(t for t in await (await self._admin_client()).list_topics() if not t.startswith("__"))
+
+    async def group_status(self, topic: str, group: str) -> GroupStatus:
+        """Members, committed-offset lag per partition and the oldest waiting message's age (``kafka_status``)."""
+        self._check_open()
+        return await kafka_status.group_status(self, topic, group)
+
+    async def _read_retained(self, topic: str) -> list[Retained]:
+        return await kafka_status.read_retained(self, topic)
 
     async def _admin_client(self) -> AIOKafkaAdminClient:
         async with self._admin_lock:

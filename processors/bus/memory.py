@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from schema.topics import REPLY_PREFIX
 
-from .base import Bus, Delivery, Message, Subscription
+from .base import Bus, Delivery, GroupStatus, Message, Retained, Subscription
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +32,7 @@ class _Published(Message):
     """A retained message with the time ``publish()`` was called, as a broker would stamp it."""
 
     published_at: float = 0.0
+    seq: int = 0  # its number on its topic, from 0: a position that outlives retention dropping older ones
 
 
 @dataclass(slots=True)
@@ -90,6 +91,7 @@ class _Topic:
         self.retention = retention
         self.retention_bytes = retention_bytes
         self.groups: dict[str, _Group] = {}
+        self.published = 0
 
     def retain(self, message: _Published) -> None:
         self.retained.append(message)
@@ -190,8 +192,9 @@ class MemoryBus(Bus):
         self._broker = memory_broker(name, retention, retention_bytes)
 
     async def _publish(self, topic: str, body: bytes, headers: dict[str, str], key: str | None) -> None:
-        message = _Published(topic, bytes(body), headers, key, published_at=time.time())
         state = self._broker.topic(topic)
+        message = _Published(topic, bytes(body), headers, key, published_at=time.time(), seq=state.published)
+        state.published += 1
         state.retain(message)
         for group in state.groups.values():
             group.dispatch(_Entry(message))
@@ -208,6 +211,39 @@ class MemoryBus(Bus):
         self._check_open()
         state = self._broker.topics.get(topic)
         return state is not None and any(group.members for group in state.groups.values())
+
+    async def _read_retained(self, topic: str) -> list[Retained]:
+        state = self._broker.topics.get(topic)
+        return [
+            Retained(m.topic, m.body, dict(m.headers), m.key, m.published_at, str(m.seq))
+            for m in (state.retained if state is not None else ())
+        ]
+
+    async def list_topics(self) -> list[str]:
+        self._check_open()
+        return sorted(self._broker.topics)
+
+    async def group_status(self, topic: str, group: str) -> GroupStatus:
+        """Exact: the group's members, and every message it has not finished (waiting, buffered or in a handler).
+
+        A group that never joined would start from the topic's retained messages: they all wait for it.
+        """
+        self._check_open()
+        state = self._broker.topics.get(topic)
+        if state is None:
+            return GroupStatus(topic, group, members=0, waiting=0)
+        known = state.groups.get(group)
+        if known is None:
+            times = [m.published_at for m in state.retained]
+            members = 0
+        else:
+            entries = [*known.backlog]
+            for member in known.members:
+                entries += [*member._buffer, *member._inflight.values()]
+            times = [e.message.published_at for e in entries]
+            members = len(known.members)
+        oldest = time.time() - min(times) if times else None
+        return GroupStatus(topic, group, members=members, waiting=len(times), oldest_s=oldest)
 
     async def _close(self) -> None:
         pass  # the topics belong to the broker, which outlives this bus

@@ -21,7 +21,8 @@ import pulsar.asyncio as pulsar_async
 
 from config.bus import BusSettings
 
-from .base import Bus, BusError, BusUnavailable, Delivery, Subscription
+from . import pulsar_stats
+from .base import Bus, BusError, BusUnavailable, Delivery, GroupStatus, Retained, Subscription
 from .url import BusAddress
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,20 @@ async def _spread_consumer_ids(client: pulsar_async.Client, count: int) -> None:
     await consumer.close()
 
 
+class _EmptyTopicAnswer(logging.Filter):
+    """Drops pulsar-client's log lines about Pulsar Lite's answer to a reader of an empty topic
+    ("Topic has no messages", then "Failed to getLastMessageId"): ``_more`` reads it as empty, and
+    ``ragbus dlq list`` or ``status`` on empty dead-letter topics would otherwise print two lines each."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        return "(Topic has no messages)" not in text and "Failed to getLastMessageId: UnknownError" not in text
+
+
+_CLIENT_LOG = logging.getLogger("pulsar.client")
+_CLIENT_LOG.addFilter(_EmptyTopicAnswer())
+
+
 class PulsarBus(Bus):
     _no_topic_admin = (
         "Pulsar creates a topic on first use; its partitions and retention are namespace policies "
@@ -110,6 +125,8 @@ class PulsarBus(Bus):
         self._shared = client
         self._client = client.client
         self._producers: dict[str, asyncio.Future[pulsar_async.Producer]] = {}
+        self._stats_lock = asyncio.Lock()
+        self._stats_cache: tuple[float, pulsar_stats.BrokerStats] | None = None
 
     @classmethod
     async def open(cls, url: str, address: BusAddress, settings: BusSettings) -> PulsarBus:
@@ -125,7 +142,7 @@ class PulsarBus(Bus):
         kwargs: dict[str, object] = {
             "operation_timeout_seconds": opts.operation_timeout_seconds,
             "connection_timeout_ms": int(timeout * 1000),
-            "logger": logging.getLogger("pulsar.client"),
+            "logger": _CLIENT_LOG,
         }
         if opts.auth_token:
             kwargs["authentication"] = pulsar.AuthenticationToken(opts.auth_token)
@@ -211,6 +228,70 @@ class PulsarBus(Bus):
         instead which topic went unanswered, and asks whether a worker runs on this bus."""
         self._check_open()
         return None
+
+    async def _read_retained(self, topic: str) -> list[Retained]:
+        # A reader: no subscription is made or moved, nothing is acknowledged.
+        try:
+            reader = await self._client.create_reader(self._full_name(topic), pulsar.MessageId.earliest)
+        except pulsar_async.PulsarException as exc:
+            raise BusError(f"pulsar reader of {topic!r} failed: {exc}") from exc
+        read: list[Retained] = []
+        try:
+            while await self._more(reader, first=not read):
+                m = await reader.read_next()
+                published_ms = m.publish_timestamp()
+                read.append(Retained(
+                    topic, m.data(), m.properties(), m.partition_key() or None,
+                    published_ms / 1000 if published_ms > 0 else None, str(m.message_id()),
+                ))
+        finally:
+            with contextlib.suppress(Exception):
+                await reader.close()
+        return read
+
+    async def _more(self, reader, *, first: bool) -> bool:
+        try:
+            return await reader.has_message_available()
+        except pulsar_async.PulsarException as exc:
+            # Pulsar Lite answers "Topic has no messages" (as UnknownError) where Pulsar gives an empty
+            # topic's last message id: on the first ask only, that is an empty topic.
+            if first and exc.error() == pulsar.Result.UnknownError:
+                return False
+            raise BusError(f"pulsar reader of {reader.topic()!r} failed: {exc}") from exc
+
+    async def _stats(self) -> pulsar_stats.BrokerStats | None:
+        """The broker's gauges, fetched at most once a second: ``ragbus status`` asks per topic, and the
+        broker refreshes them only every few seconds anyway."""
+        opts = self.settings.pulsar
+        if not opts.metrics_url:
+            return None
+        async with self._stats_lock:
+            now = asyncio.get_running_loop().time()
+            if self._stats_cache is None or now - self._stats_cache[0] > 1.0:
+                stats = await pulsar_stats.scrape(
+                    opts.metrics_url, f"{opts.tenant}/{opts.namespace}", self.settings.connect_timeout_s
+                )
+                self._stats_cache = (now, stats)
+            return self._stats_cache[1]
+
+    async def list_topics(self) -> list[str] | None:
+        """The topics the broker's metrics name ([bus.pulsar] metrics_url); None without it."""
+        self._check_open()
+        stats = await self._stats()
+        return None if stats is None else sorted(stats.topics)
+
+    async def group_status(self, topic: str, group: str) -> GroupStatus:
+        """The subscription's backlog and connected consumers, from the broker's metrics
+        ([bus.pulsar] metrics_url; nothing without it). No partitions, no message ages:
+        the gauges do not say."""
+        self._check_open()
+        stats = await self._stats()
+        if stats is None:
+            return GroupStatus(topic, group)
+        found = stats.of(topic, group)
+        if found is None:  # no such subscription (yet): no member; what it would read first is not reported
+            return GroupStatus(topic, group, members=0)
+        return GroupStatus(topic, group, members=found.consumers, waiting=found.backlog)
 
     async def _close(self) -> None:
         for future in self._producers.values():

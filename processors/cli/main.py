@@ -12,10 +12,10 @@ from config.settings import load_settings
 from processors.bus import BusError
 from processors.runtime.clients import RemoteError
 
-from . import ask, brokers, check, ingest, kg, library, records, serve, topics, worker
+from . import ask, brokers, check, dlq, ingest, kg, library, records, serve, status, topics, worker
 
 # In the order `ragbus --help` lists them.
-COMMANDS = (check, worker, ingest, library, ask, serve, kg, records, topics, brokers)
+COMMANDS = (check, worker, ingest, library, ask, serve, kg, records, status, dlq, topics, brokers)
 
 
 class _Parser(argparse.ArgumentParser):
