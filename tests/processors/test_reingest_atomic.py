@@ -282,3 +282,57 @@ async def test_while_the_stores_hold_different_versions_an_answer_takes_one(tmp_
             keyword.gate.set()
             stop.set()
             await asyncio.gather(*tasks)
+
+
+OLD = Document(document_id="old", title="Ferry timetable",
+               text="The Skarvøy ferry leaves the harbour at seven in the morning and returns at dusk. "
+                    "Bicycles travel free; cars must be booked a day ahead at the harbour office.")
+
+
+def write_old_format_stores(data_dir, chunks, vectors) -> None:
+    """Both stores as a ragbus before versions wrote them: faiss rows of five fields, tantivy without the field."""
+    import numpy as np
+    import tantivy
+
+    from processors.doc_embeddings.store import collection_dir
+    from processors.keyword import KeywordSettings
+    from processors.keyword.index import UNVERSIONED_SCHEMA, KeywordIndex, index_path
+
+    faiss = collection_dir(data_dir, "default")
+    faiss.mkdir(parents=True)
+    rows = [[c.chunk_id, c.document_id, c.text, c.title, c.position] for c in chunks]
+    meta = {"format": 1, "generation": 1, "dimension": len(vectors[0]), "rows": rows}
+    (faiss / "chunks.1.msgpack").write_bytes(msgspec.msgpack.encode(meta))
+    np.save(faiss / "vectors.1.npy", np.array(vectors, dtype=np.float32), allow_pickle=False)
+    (faiss / "GENERATION").write_text("1\n")
+    path = index_path(data_dir, "default")
+    path.mkdir(parents=True)
+    tantivy.Index(UNVERSIONED_SCHEMA, path=str(path))
+    index = KeywordIndex.open_writer(data_dir, "default", KeywordSettings())
+    assert not index.versioned
+    index.upsert(chunks)
+    index.commit()
+    index.close()
+
+
+async def test_stores_written_before_versions_still_load_answer_and_take_a_new_version(tmp_path, monkeypatch):
+    url = f"memory://{tmp_path.name}"
+    chunks = chunk_document(OLD, 200, 20)
+    async with pipeline(url, tmp_path / "embed-only", monkeypatch, names=("embed",)) as client:
+        vectors = await EmbedClient(client, timeout=60).embed([c.text for c in chunks])
+    write_old_format_stores(tmp_path / "data", chunks, vectors)
+    question = "When does the Skarvøy ferry leave the harbour?"
+    async with pipeline(url, tmp_path / "data", monkeypatch, names=NAMES) as client:
+        asks = asks_for(client, question, 5)
+        for name, ask in asks.items():
+            found = [m for m in await ask() if m.document_id == "old"]
+            assert found and found[0].text == chunks[0].text and not found[0].generation, name
+        new = msgspec.structs.replace(OLD, text=OLD.text.replace("seven", "eight"))
+        summary = await ingest(client, [new], timeout=120)
+        assert summary.failed == [] and summary.documents == 1, summary
+        for name, ask in asks.items():
+            found = [m for m in await ask() if m.document_id == "old"]
+            assert found and all("eight" in m.text for m in found[:1]), name
+        (listed,) = await list_documents(client, "default", timeout=30)
+        assert listed.generation and listed.generation != ""
+        assert [m.generation for m in await asks["vector"]()] == [listed.generation] * len(chunks)
