@@ -1,6 +1,7 @@
 """Messages of the document library: which documents a collection holds, and which collections there are.
 
-document-load records each document once every store holds it (``RecordDocument``), and
+document-load records each document once every store has switched to it (``RecordDocument``, with
+the version served, ``generation``), and
 document-delete (or a failed load) removes the record, so the library lists exactly what the
 stores hold. ``documents-query`` answers listings (``ragbus documents``, ``ragbus collections``)
 and the chunker's question whether a document is held already with the same content.
