@@ -146,7 +146,7 @@ class ChunkerProcessor(_Calls):
                     document_id=doc.document_id, title=doc.title, source=doc.source, collection=doc.collection,
                     chunks=total, content_hash=doc.content_hash, chunking=self.chunking, generation=version,
                 ))
-        except _Removed:
+        except PartlySwitched:
             raise
         except Exception as exc:
             log.warning("storing %s (part %d) failed; discarding its new version, the old one stays",
@@ -174,8 +174,8 @@ class ChunkerProcessor(_Calls):
             await self.delete_everywhere(doc.document_id, doc.collection)
         except Exception as exc:
             failed[0].add_note(f"removing the document from every store failed too: {exc}")
-            raise _Removed(str(failed[0])) from failed[0]
-        raise _Removed(f"{failed[0]} (after another store switched to the new version, so the document "
+            raise PartlySwitched(str(failed[0])) from failed[0]
+        raise PartlySwitched(f"{failed[0]} (after another store switched to the new version, so the document "
                        "was removed from every store: ingest it again)") from failed[0]
 
     async def _discard(self, doc: Document, version: str, error: Exception) -> None:
@@ -219,7 +219,7 @@ class ChunkerProcessor(_Calls):
                 for r in runs]
 
 
-class _Removed(RuntimeError):
+class PartlySwitched(RuntimeError):
     """A switch failed after another store switched, and the document was removed from every store."""
 
 

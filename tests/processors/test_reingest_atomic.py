@@ -232,10 +232,14 @@ class RelayedDelete(Processor):
         self.gate, self.waiting, self.switched = asyncio.Event(), asyncio.Event(), asyncio.Event()
         self.gate.set()
 
+    refuse_switch = False
+
     async def handle(self, request, context):
         if request.activate:
             self.waiting.set()
             await self.gate.wait()
+            if self.refuse_switch:
+                raise OSError("disk full")
         result = await self.client.request(self.target, request, IngestResult, timeout=60)
         if result.error is not None:
             raise RuntimeError(result.error.message)
@@ -336,3 +340,28 @@ async def test_stores_written_before_versions_still_load_answer_and_take_a_new_v
         (listed,) = await list_documents(client, "default", timeout=30)
         assert listed.generation and listed.generation != ""
         assert [m.generation for m in await asks["vector"]()] == [listed.generation] * len(chunks)
+
+
+async def test_a_switch_that_fails_after_another_store_switched_removes_the_document_everywhere(tmp_path, monkeypatch):
+    """No store may serve a version the others do not hold for good: the document goes, and says so."""
+    url = f"memory://{tmp_path.name}"
+    doc = Document(document_id="kettle", title="Kettle warranty", text=KETTLE)
+    versions = Versions(doc, 200, 20)
+    deletes = {"document-load.delete_topics": [t.DOC_EMBEDDINGS_DELETE, "relayed-keyword-delete"]}
+    async with pipeline(url, tmp_path, monkeypatch, list_settings=deletes, names=NAMES) as client:
+        keyword = RelayedDelete("relayed-keyword-delete", client, t.KEYWORD_DELETE)
+        stop = asyncio.Event()
+        task = asyncio.ensure_future(keyword.run(client.bus, stop))
+        try:
+            assert (await ingest(client, [*DOCS, doc], timeout=120)).documents == 4
+            keyword.refuse_switch = True
+            failed = await ingest(client, [versions.versions["upper"]], timeout=120)
+        finally:
+            stop.set()
+            await task
+        assert failed.documents == 0 and "disk full" in failed.failed[0], failed
+        assert "removed from every store" in failed.failed[0] and "PartlySwitched" in failed.failed[0]
+        for name, ask in asks_for(client, "How long does the kettle warranty last?", 10).items():
+            if name != "document-rag":
+                assert versions.seen(await ask())[0] == 0, name
+        assert "kettle" not in [d.document_id for d in await list_documents(client, "default", timeout=30)]
