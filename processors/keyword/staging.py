@@ -10,6 +10,8 @@ Layout, in ``<data_dir>/<collection>/staged/keyword/``::
     <document key>/<generation>/<first position>.msgpack   one store write's chunks
 
 The document key is the sha256 of its id; the generation is checked to be a plain name.
+The write holding position 0 begins a load of the version and first clears what an earlier,
+failed load of it left (the chunker sends a version's writes in order, one after the other).
 Each write goes to a temporary file, is fsynced and renamed, so a write delivered twice
 replaces itself. Only the keyword writer touches it, on its thread.
 """
@@ -46,8 +48,11 @@ class Staging:
         """Stage one write: chunks of one document and one generation."""
         first = chunks[0]
         directory = self._document(first.document_id) / check_generation(first.generation)
+        start = min(c.position for c in chunks)
+        if start == 0:  # a load of the version begins: what an earlier, failed one left goes
+            shutil.rmtree(directory, ignore_errors=True)
         directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"{min(c.position for c in chunks):012d}.msgpack"
+        path = directory / f"{start:012d}.msgpack"
         tmp = path.with_name(path.name + ".tmp")
         with open(tmp, "wb") as f:
             f.write(_encode(chunks))

@@ -506,3 +506,15 @@ def test_an_index_written_before_versions_is_searched_and_switched_without_them(
     writer.commit()
     assert writer.versions("python") == {"": 1} and writer.search("__slots__", 5)[0].chunk_id == "cal-slots"
     writer.close()
+
+
+def test_a_new_load_of_a_version_clears_what_a_failed_one_staged(tmp_path):
+    from processors.keyword.staging import Staging
+
+    staging = Staging(tmp_path)
+    longer = [Chunk(chunk_id=f"d#{i}", document_id="d", text=f"old {i}", position=i, generation="v") for i in range(4)]
+    staging.put(longer[:2])
+    staging.put(longer[2:])  # a load that failed before its switch, with another chunking
+    shorter = [Chunk(chunk_id=f"d#{i}", document_id="d", text=f"new {i}", position=i, generation="v") for i in range(2)]
+    staging.put(shorter)
+    assert staging.read("d", "v") == shorter
