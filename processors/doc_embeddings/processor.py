@@ -3,7 +3,7 @@
 Query and fetch open collections read-only (any number of replicas); store and
 delete write them (one process; see store.py for the format and for how
 fast replicas see a write). A new version of a document is staged first
-(``EmbeddedChunks(staged=True)``, kept in ``staging.py``) and switched to in one
+(``EmbeddedChunks(staged=True)``, kept in ``processors/runtime/staging.py``) and switched to in one
 publish (``DeleteDocument(activate=...)``), so queries never see it half done.
 
 Threading: every store of a processor lives on that processor's own single
@@ -24,6 +24,7 @@ from typing import Any, ClassVar, TypeVar
 
 from config.settings import data_dir
 from processors.runtime.processor import Processor, RequestContext
+from processors.runtime.staging import Staging, staging_dir
 from processors.runtime.threads import OneThread
 from schema import (
     BadRequest,
@@ -40,7 +41,6 @@ from schema import (
 )
 
 from .settings import DocEmbeddingsSettings
-from .staging import Staging, staging_dir
 from .store import VectorStore, as_matrix, check_collection, collection_dir
 
 T = TypeVar("T")
@@ -103,7 +103,7 @@ class _StoreProcessor(Processor):
 
     def _staging(self, collection: str) -> Staging:
         assert self.data_dir is not None
-        return Staging(staging_dir(self.data_dir, collection))
+        return Staging(staging_dir(self.data_dir, collection, "faiss"))
 
 
 class DocEmbeddingsQueryProcessor(_StoreProcessor):

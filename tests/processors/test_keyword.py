@@ -509,7 +509,7 @@ def test_an_index_written_before_versions_is_searched_and_switched_without_them(
 
 
 def test_a_new_load_of_a_version_clears_what_a_failed_one_staged(tmp_path):
-    from processors.keyword.staging import Staging
+    from processors.runtime.staging import Staging
 
     staging = Staging(tmp_path)
     longer = [Chunk(chunk_id=f"d#{i}", document_id="d", text=f"old {i}", position=i, generation="v") for i in range(4)]
@@ -517,4 +517,4 @@ def test_a_new_load_of_a_version_clears_what_a_failed_one_staged(tmp_path):
     staging.put(longer[2:])  # a load that failed before its switch, with another chunking
     shorter = [Chunk(chunk_id=f"d#{i}", document_id="d", text=f"new {i}", position=i, generation="v") for i in range(2)]
     staging.put(shorter)
-    assert staging.read("d", "v") == shorter
+    assert staging.read("d", "v") == (shorter, [])

@@ -1,10 +1,12 @@
-"""Versions of documents staged beside a collection's store, invisible to queries until switched to.
+"""Versions of documents staged beside a collection's stores, invisible to queries until switched to.
 
 The chunker writes a new version of a document (every part of it) here first, and only
-then has the store switch to it in one publish (``DeleteDocument(activate=...)``), so a
-query sees the old version or the new one, never a mix or neither (``schema/ingest.py``).
+then has each store switch to it in one step (a faiss publish, a tantivy commit:
+``DeleteDocument(activate=...)``), so a query sees the old version or the new one, never a
+mix or neither (``schema/ingest.py``). Shared by the doc-embeddings store (chunks with
+their vectors) and the keyword index (chunks alone, no vectors).
 
-Layout, in ``<data_dir>/<collection>/staged/faiss/``::
+Layout, in ``<data_dir>/<collection>/staged/<store>/``::
 
     <document key>/<generation>/<first position>.msgpack   one store write: an EmbeddedChunks
 
@@ -31,8 +33,9 @@ _encode = msgspec.msgpack.Encoder().encode
 _decode = msgspec.msgpack.Decoder(EmbeddedChunks).decode
 
 
-def staging_dir(data_dir: Path, collection: str) -> Path:
-    return Path(data_dir) / check_collection(collection) / "staged" / "faiss"
+def staging_dir(data_dir: Path, collection: str, store: str) -> Path:
+    """Where ``store`` (``faiss``, ``keyword``) stages the collection's versions."""
+    return Path(data_dir) / check_collection(collection) / "staged" / store
 
 
 class Staging:
@@ -44,8 +47,8 @@ class Staging:
     def _document(self, document_id: str) -> Path:
         return self.root / hashlib.sha256(document_id.encode()).hexdigest()[:32]
 
-    def put(self, chunks: list[Chunk], vectors: list[list[float]]) -> None:
-        """Stage one write: chunks (with their vectors) of one document and one generation."""
+    def put(self, chunks: list[Chunk], vectors: list[list[float]] | None = None) -> None:
+        """Stage one write: chunks (with their vectors, for a vector store) of one document and one generation."""
         first = chunks[0]
         directory = self._document(first.document_id) / check_generation(first.generation)
         start = min(c.position for c in chunks)
@@ -55,23 +58,25 @@ class Staging:
         path = directory / f"{start:012d}.msgpack"
         tmp = path.with_name(path.name + ".tmp")
         with open(tmp, "wb") as f:
-            f.write(_encode(EmbeddedChunks(chunks=chunks, vectors=vectors)))
+            f.write(_encode(EmbeddedChunks(chunks=chunks, vectors=vectors or [])))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
 
     def read(self, document_id: str, generation: str) -> tuple[list[Chunk], list[list[float]]]:
-        """Every chunk staged as ``generation`` of the document, by position (the last write of an id wins)."""
+        """Every chunk staged as ``generation`` of the document, by position (the last write of an id wins),
+        and their vectors (none where none were staged)."""
         directory = self._document(document_id) / check_generation(generation)
         if not directory.is_dir():
             return [], []
-        latest: dict[str, tuple[Chunk, list[float]]] = {}
+        latest: dict[str, tuple[Chunk, list[float] | None]] = {}
         for path in sorted(directory.glob("*.msgpack")):
             batch = _decode(path.read_bytes())
-            for chunk, vector in zip(batch.chunks, batch.vectors):
+            vectors = batch.vectors or [None] * len(batch.chunks)
+            for chunk, vector in zip(batch.chunks, vectors, strict=True):
                 latest[chunk.chunk_id] = (chunk, vector)
         ordered = sorted(latest.values(), key=lambda item: item[0].position)
-        return [c for c, _ in ordered], [v for _, v in ordered]
+        return [c for c, _ in ordered], [v for _, v in ordered if v is not None]
 
     def drop(self, document_id: str, generation: str | None = None) -> None:
         """Forget one staged version of the document, or (``None``) every one."""
