@@ -11,6 +11,8 @@ from .ingest import (
     IngestResult,
     LoadTriples,
     Section,
+    check_generation,
+    generation_of,
 )
 from .library import DocumentInfo, DocumentList, ListDocuments, RecordDocument
 from .prompt import PromptPiece, PromptRequest, PromptResult
@@ -70,6 +72,8 @@ __all__ = [
     "Section",
     "TopicSchema",
     "check_collection",
+    "check_generation",
+    "generation_of",
     "decode",
     "encode",
     "to_json",

@@ -55,6 +55,9 @@ class ChunkMatch(msgspec.Struct):
     title: str | None = None
     position: int | None = None
     collection: str | None = None
+    # The version of its document the chunk belongs to (``Chunk.generation``); "" or None where the
+    # store predates versions. document-rag keeps one version per document in an answer.
+    generation: str | None = None
 
 
 class Fact(msgspec.Struct, frozen=True):

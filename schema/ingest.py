@@ -4,28 +4,40 @@ A document too large for one message (the bus's ``max_message_bytes``) travels
 as several ``Document`` parts, sent one after the other, each once the reply to
 the one before has come back:
 
-- part 0 opens the document: the chunker drops the document's earlier version
-  from every store before storing the part's chunks; later parts append;
+- every part carries the document's ``content_hash``, and with it its version
+  (``generation``, below): the chunker stages each part's chunks in every store
+  as that version, beside the version queries see, and invisible to them;
 - a part that is not the ``last`` is chunked only as far as its text settles
   the chunks: the reply's ``resume_at`` says where in the part's text the first
   chunk not yet stored begins, and the next part's text starts exactly there;
   its ``first_position`` is the number of chunks stored so far. Chunk ids
   (``<document_id>#<position>``) are therefore the same however the text was
   cut into parts: the same text and chunker settings give the same ids;
-- if a part fails after an earlier one was stored, the chunker removes the
-  document from every store before it answers with the error, so no store keeps
-  a partial document.
+- once the last part is staged everywhere, the chunker has each store switch
+  the document to the new version (``DeleteDocument`` with ``activate``): in
+  one commit of that store the staged chunks become visible and every other
+  version of the document goes. A concurrent query of a store thus sees the
+  whole old version or the whole new one, never a mix, never neither; across
+  stores the switches are separate, and document-rag keeps one version per
+  document in an answer (``ChunkMatch.generation``);
+- if a part fails before the switch, the chunker has every store discard the
+  staged version (``DeleteDocument`` with ``discard``) before it answers with
+  the error: the old version stays as it was, and no store keeps a partial
+  document. If a switch fails after another store switched, the document is
+  removed from every store (and the library), so none holds a different one.
 
 A document that fits one message is a single part (0, ``last``), as before.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from typing import Annotated, Any
 
 import msgspec
 
-from .common import Count, Entity, Error, Fact
+from .common import BadRequest, Count, Entity, Error, Fact
 from .retrieval import DEFAULT_COLLECTION
 
 
@@ -44,14 +56,15 @@ class Document(msgspec.Struct, kw_only=True):
     title: str = ""
     collection: str = DEFAULT_COLLECTION
     source: str = ""
-    # 0 opens the document (its earlier version is dropped); 1, 2, ... follow in order.
+    # 0 opens the document (a new version of it); 1, 2, ... follow in order.
     part: Annotated[int, msgspec.Meta(ge=0)] = 0
     # False: more parts follow, so the text's end is not the document's end.
     last: bool = True
     # The position (chunk number) of this part's first chunk: how many chunks earlier parts stored.
     first_position: Annotated[int, msgspec.Meta(ge=0)] = 0
     # "sha256:<hex>" of the document's content (schema/library.py): a document the library holds with
-    # the same hash is not chunked and embedded again; its part 0 is answered ``unchanged=1``.
+    # the same hash is not chunked and embedded again; its part 0 is answered ``unchanged=1``. It names
+    # the version the parts build (``generation_of``): required when a document comes in several parts.
     content_hash: str = ""
     # The sections of this part, in order of offset: the one it starts in at offset 0, then each that
     # begins inside it (a converter's headings: ``processors/cli/convert``). Chunks carry theirs in their title.
@@ -59,8 +72,21 @@ class Document(msgspec.Struct, kw_only=True):
 
 
 class DeleteDocument(msgspec.Struct, kw_only=True):
+    """Change what a chunk store holds of a document, in one commit of that store.
+
+    - neither ``activate`` nor ``discard``: remove the document, every version, staged ones too;
+    - ``activate=G``: version G, staged by ``EmbeddedChunks(staged=True)``, replaces whatever
+      version queries saw; other staged versions go. ``chunks`` is how many G must have: a store
+      holding fewer staged refuses (a batch was lost) and changes nothing. Sent again once G is
+      active, it changes nothing and succeeds;
+    - ``discard=G``: drop staged version G (a failed load); what queries see stays as it was.
+    """
+
     document_id: str
     collection: str = DEFAULT_COLLECTION
+    activate: str = ""
+    discard: str = ""
+    chunks: Count = 0
 
 
 class Chunk(msgspec.Struct, kw_only=True):
@@ -70,11 +96,38 @@ class Chunk(msgspec.Struct, kw_only=True):
     position: Count  # the chunk's place in its document, from 0
     title: str = ""
     collection: str = DEFAULT_COLLECTION
+    # The document's version (``generation_of``); "" for chunks stored before versions existed.
+    generation: str = ""
 
 
 class EmbeddedChunks(msgspec.Struct, kw_only=True):
+    """Chunks and their vectors for a store. ``staged``: kept aside as their ``generation`` of their
+    document, invisible to queries until a ``DeleteDocument(activate=...)`` switches to it."""
+
     chunks: list[Chunk]
     vectors: list[list[float]]
+    staged: bool = False
+
+
+_GENERATION = re.compile(r"[0-9A-Za-z_-]{1,64}")
+
+
+def generation_of(content_hash: str) -> str:
+    """The version name of a document with this content hash: 16 hex digits, as short as a chunk can carry.
+
+    The hash's own digits when it is ``sha256:<hex>`` (what ``ragbus ingest`` sends), else its sha256's.
+    """
+    algorithm, _, digits = content_hash.partition(":")
+    if algorithm == "sha256" and re.fullmatch(r"[0-9a-f]{16,}", digits):
+        return digits[:16]
+    return hashlib.sha256(content_hash.encode()).hexdigest()[:16]
+
+
+def check_generation(generation: str) -> str:
+    """``generation`` if it is a valid version name (it names files of the stores), else ``BadRequest``."""
+    if not _GENERATION.fullmatch(generation):
+        raise BadRequest(f"invalid generation {generation[:80]!r}: use 1-64 letters, digits, '_' or '-'")
+    return generation
 
 
 class LoadTriples(msgspec.Struct, kw_only=True):

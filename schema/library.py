@@ -1,6 +1,7 @@
 """Messages of the document library: which documents a collection holds, and which collections there are.
 
-document-load records each document once every store holds it (``RecordDocument``), and
+document-load records each document once every store has switched to it (``RecordDocument``, with
+the version served, ``generation``), and
 document-delete (or a failed load) removes the record, so the library lists exactly what the
 stores hold. ``documents-query`` answers listings (``ragbus documents``, ``ragbus collections``)
 and the chunker's question whether a document is held already with the same content.
@@ -28,6 +29,8 @@ class DocumentInfo(msgspec.Struct, kw_only=True):
     # How it was cut into chunks ("chunk_size/chunk_overlap"): the same content cut otherwise is not the same.
     chunking: str = ""
     ingested_at: str | None = None  # ISO 8601, stamped by the library's writer
+    # The version the stores serve (``schema.ingest.generation_of``); "" if recorded before versions.
+    generation: str = ""
     collection: str = DEFAULT_COLLECTION
 
 

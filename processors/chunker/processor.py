@@ -1,16 +1,19 @@
 """The chunker: a document (or one part of a large one) in, its chunks embedded and written to every store.
 
-A document replaces its earlier version: its first part (the whole of a
-document that fits one message) has the stores drop the document's chunks
-before they take the new ones, so a shorter new version leaves no stale
-chunks behind; later parts append (``schema/ingest.py`` has the protocol).
-If a store fails to take the chunks, or any later part fails, the document
-is removed from every store again before the error is reported: no store is
-left holding a partial or different chunk set. An embedding failure of the
-first part leaves the earlier version as it was.
+A document replaces its earlier version without a query ever seeing it half
+done (``schema/ingest.py`` has the protocol). Each part's chunks carry the
+document's version (``generation``, from its content hash) and are staged in
+every store beside the version queries see; once the last part is staged
+everywhere, each store is told to switch (``DeleteDocument(activate=...)``),
+which makes the new version visible and drops every other in one commit of
+that store. Until then nothing visible has changed: if embedding, a store or
+any part fails, the stores are told to discard the staged version and the
+earlier version stays as it was, whole. If a switch fails after another store
+switched, the document is removed from every store, so none is left holding a
+version the others do not.
 
 The library (processors/library) is kept in step: a document stored whole is
-recorded (with the sender's content hash), one removed is struck off, and a
+recorded (with the sender's content hash and the version switched to), one removed is struck off, and a
 part 0 whose hash, chunk size and overlap the library holds already is
 answered ``unchanged`` before anything is embedded or stored. document-delete
 also has the graph retract the document's facts (``retract_topic``).
@@ -24,7 +27,10 @@ flight at once, so none waits in the embedder's queue past its time-out.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
+
+import msgspec
 
 from processors.runtime.client import RequestClient
 from processors.runtime.clients import EmbedClient, RemoteError
@@ -43,6 +49,7 @@ from schema import (
     LoadTriples,
     RecordDocument,
     encode,
+    generation_of,
 )
 
 from .chunking import chunk_part
@@ -126,26 +133,59 @@ class ChunkerProcessor(_Calls):
             )
         if doc.part == 0 and doc.last and not chunks:
             raise BadRequest(f"document {doc.document_id!r} has no text")
-        opened = doc.part > 0  # the stores hold earlier parts of this version
+        version = _version(doc)
+        chunks = [msgspec.structs.replace(c, generation=version) for c in chunks]
         try:
             vectors = await self._embed(chunks)
-            batches = self._store_batches(chunks, vectors)
-            if doc.part == 0:
-                await self.delete_everywhere(doc.document_id, doc.collection)
-                opened = True
-            for batch in batches:
+            for batch in self._store_batches(chunks, vectors):
                 await _call_all(self.client, s.store_topics, batch, s.call_timeout_s)
-            if doc.last:  # stored whole: the library lists it from now on
+            if doc.last:  # staged whole everywhere: switch every store to it, then the library lists it
+                total = doc.first_position + len(chunks)
+                await self._switch(doc, version, total)
                 await self.record(DocumentInfo(
                     document_id=doc.document_id, title=doc.title, source=doc.source, collection=doc.collection,
-                    chunks=doc.first_position + len(chunks), content_hash=doc.content_hash, chunking=self.chunking,
+                    chunks=total, content_hash=doc.content_hash, chunking=self.chunking, generation=version,
                 ))
-        except Exception:
-            if opened:
-                log.warning("storing %s (part %d) failed; removing it from every store", doc.document_id, doc.part)
-                await self.delete_everywhere(doc.document_id, doc.collection)
+        except PartlySwitched:
+            raise
+        except Exception as exc:
+            log.warning("storing %s (part %d) failed; discarding its new version, the old one stays",
+                        doc.document_id, doc.part)
+            await self._discard(doc, version, exc)
             raise
         return IngestResult(count=len(chunks), resume_at=resume_at)
+
+    async def _switch(self, doc: Document, version: str, total: int) -> None:
+        """Every store switches to the staged ``version``; if only some could, the document leaves them all."""
+        s = self.settings
+        switch = DeleteDocument(document_id=doc.document_id, collection=doc.collection, activate=version, chunks=total)
+        results = await asyncio.gather(
+            *(_call_all(self.client, [topic], switch, s.call_timeout_s) for topic in s.delete_topics),
+            return_exceptions=True,
+        )
+        failed = [r for r in results if isinstance(r, BaseException)]
+        if not failed:
+            return
+        if len(failed) == len(results):
+            raise failed[0]  # none switched: the old version stands everywhere
+        log.warning("switching %s to version %s failed in a store after another switched; removing it everywhere",
+                    doc.document_id, version)
+        try:
+            await self.delete_everywhere(doc.document_id, doc.collection)
+        except Exception as exc:
+            failed[0].add_note(f"removing the document from every store failed too: {exc}")
+            raise PartlySwitched(str(failed[0])) from failed[0]
+        raise PartlySwitched(f"{failed[0]} (after another store switched to the new version, so the document "
+                       "was removed from every store: ingest it again)") from failed[0]
+
+    async def _discard(self, doc: Document, version: str, error: Exception) -> None:
+        """Every store drops the staged ``version``; what queries see was never changed."""
+        s = self.settings
+        discard = DeleteDocument(document_id=doc.document_id, collection=doc.collection, discard=version)
+        try:
+            await _call_all(self.client, s.delete_topics, discard, s.call_timeout_s)
+        except Exception as exc:  # staged files are left over: the next version of the document drops them
+            error.add_note(f"discarding the staged version failed: {exc}")
 
     async def _embed(self, chunks: list[Chunk]) -> list[list[float]]:
         """The chunks' vectors, asked in batches of at most ``embed_batch`` texts that each fit a message."""
@@ -162,12 +202,12 @@ class ChunkerProcessor(_Calls):
         return [v for vs in await asyncio.gather(*(one(b) for b in batches)) for v in vs]
 
     def _store_batches(self, chunks: list[Chunk], vectors: list[list[float]]) -> list[EmbeddedChunks]:
-        """The store writes of a part, each within the bus's message size."""
+        """The store writes of a part (staged: see the module's docstring), each within the bus's message size."""
         if len(vectors) != len(chunks):
             raise ValueError(f"embed returned {len(vectors)} vectors for {len(chunks)} chunks")
         budget = body_budget(self.bus.max_message_bytes)
         sizes = [len(encode(c)) + len(encode(v)) for c, v in zip(chunks, vectors)]
-        overhead = len(encode(EmbeddedChunks(chunks=[], vectors=[]))) + 2 * _PREFIX
+        overhead = len(encode(EmbeddedChunks(chunks=[], vectors=[], staged=True))) + 2 * _PREFIX
         try:
             runs = list(pack(sizes, budget, overhead=overhead))
         except ValueError:
@@ -175,7 +215,26 @@ class ChunkerProcessor(_Calls):
                 f"a chunk with its vector takes up to {max(sizes)} bytes, more than a store write may hold on a bus "
                 f"with max_message_bytes={self.bus.max_message_bytes}: lower chunk_size or raise max_message_bytes"
             ) from None
-        return [EmbeddedChunks(chunks=chunks[r.start : r.stop], vectors=vectors[r.start : r.stop]) for r in runs]
+        return [EmbeddedChunks(chunks=chunks[r.start : r.stop], vectors=vectors[r.start : r.stop], staged=True)
+                for r in runs]
+
+
+class PartlySwitched(RuntimeError):
+    """A switch failed after another store switched, and the document was removed from every store."""
+
+
+def _version(doc: Document) -> str:
+    """The version the document's parts build: from its content hash, or (one part) from its text.
+
+    Parts sent without a content hash (``ragbus ingest`` always sends one) cannot name their
+    content: they build version ``unhashed``. The switch to it is as atomic in each store, but
+    while the stores switch one by one, document-rag cannot tell the old chunks from the new.
+    """
+    if doc.content_hash:
+        return generation_of(doc.content_hash)
+    if doc.part == 0 and doc.last:
+        return generation_of("sha256:" + hashlib.sha256(doc.title.encode() + b"\0" + doc.text.encode()).hexdigest())
+    return "unhashed"
 
 
 class DocumentDeleteProcessor(_Calls):

@@ -2,7 +2,9 @@
 
 Query and fetch open collections read-only (any number of replicas); store and
 delete write them (one process; see store.py for the format and for how
-fast replicas see a write).
+fast replicas see a write). A new version of a document is staged first
+(``EmbeddedChunks(staged=True)``, kept in ``processors/runtime/staging.py``) and switched to in one
+publish (``DeleteDocument(activate=...)``), so queries never see it half done.
 
 Threading: every store of a processor lives on that processor's own single
 worker thread, and every blocking call (faiss, numpy, disk, flock) runs
@@ -22,9 +24,11 @@ from typing import Any, ClassVar, TypeVar
 
 from config.settings import data_dir
 from processors.runtime.processor import Processor, RequestContext
+from processors.runtime.staging import Staging, staging_dir
 from processors.runtime.threads import OneThread
 from schema import (
     BadRequest,
+    Chunk,
     ChunkMatch,
     DeleteDocument,
     DocEmbeddingsRequest,
@@ -33,6 +37,7 @@ from schema import (
     FetchChunkRequest,
     FetchChunkResponse,
     IngestResult,
+    check_generation,
 )
 
 from .settings import DocEmbeddingsSettings
@@ -96,6 +101,10 @@ class _StoreProcessor(Processor):
             self.stores[collection] = store
         return store
 
+    def _staging(self, collection: str) -> Staging:
+        assert self.data_dir is not None
+        return Staging(staging_dir(self.data_dir, collection, "faiss"))
+
 
 class DocEmbeddingsQueryProcessor(_StoreProcessor):
     """``DocEmbeddingsRequest`` -> the best chunks for any of its vectors, text and metadata included.
@@ -149,6 +158,8 @@ class DocEmbeddingsStoreProcessor(_StoreProcessor):
     each collection it goes to (any, for an empty one). A batch spanning
     several collections is written collection by collection, after all of
     them were checked; a retry after a crash in between is harmless.
+    ``staged``: the chunks are kept aside as their document's version
+    (``Chunk.generation``) until a switch to it, queries see nothing of them.
     """
 
     request_type = EmbeddedChunks
@@ -172,13 +183,29 @@ class DocEmbeddingsStoreProcessor(_StoreProcessor):
         for store in stores.values():
             store.refresh(force=True)
             store.check_dimension(matrix.shape[1])
+        if request.staged:
+            return sum(self._stage(c, [chunks[i] for i in rows], matrix[rows]) for c, rows in by_collection.items())
         return sum(
             stores[c].upsert([chunks[i] for i in rows], matrix[rows]) for c, rows in by_collection.items()
         )
 
+    def _stage(self, collection: str, chunks: list[Chunk], matrix) -> int:
+        by_version: dict[tuple[str, str], list[int]] = {}
+        for i, chunk in enumerate(chunks):
+            check_generation(chunk.generation)
+            by_version.setdefault((chunk.document_id, chunk.generation), []).append(i)
+        staging = self._staging(collection)
+        for rows in by_version.values():
+            staging.put([chunks[i] for i in rows], matrix[rows].tolist())
+        return len({c.chunk_id for c in chunks})
+
 
 class DocEmbeddingsDeleteProcessor(_StoreProcessor):
-    """``DeleteDocument`` (document-delete) -> remove its chunks; ``IngestResult(count=removed)``."""
+    """``DeleteDocument`` (document-delete) -> remove its chunks; ``IngestResult(count=removed)``.
+
+    With ``activate``, the staged version replaces the document in one publish
+    (``count``: its chunks); with ``discard``, the staged version is dropped (``count`` 0).
+    """
 
     request_type = DeleteDocument
     response_type = IngestResult
@@ -188,5 +215,29 @@ class DocEmbeddingsDeleteProcessor(_StoreProcessor):
         return IngestResult(count=await self._blocking(self._delete, request))
 
     def _delete(self, request: DeleteDocument) -> int:
+        staging = self._staging(request.collection)
+        if request.discard:
+            staging.drop(request.document_id, request.discard)
+            return 0
+        if request.activate:
+            return self._activate(request, staging)
         store = self._store(request.collection, create=False)
+        staging.drop(request.document_id)
         return 0 if store is None else store.delete_document(request.document_id)
+
+    def _activate(self, request: DeleteDocument, staging: Staging) -> int:
+        document_id, version = request.document_id, request.activate
+        chunks, vectors = staging.read(document_id, version)
+        store = self._store(request.collection, create=True)
+        assert store is not None
+        if len(chunks) != request.chunks or not chunks:
+            store.refresh(force=True)
+            if store.versions(document_id) == {version: request.chunks}:
+                return request.chunks  # switched already: this is the same switch again
+            raise ValueError(
+                f"{len(chunks)} chunk(s) of version {version} of document {document_id!r} are staged, "
+                f"not {request.chunks}: the version is incomplete and was not switched to"
+            )
+        count = store.replace_document(document_id, chunks, vectors)
+        staging.drop(document_id)
+        return count

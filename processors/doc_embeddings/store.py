@@ -5,7 +5,9 @@ Layout, in ``<data_dir>/<collection>/faiss/``::
     GENERATION            the published generation number, as text ("7\\n")
     vectors.7.npy         float32 matrix, one row per chunk (numpy .npy, no pickle)
     chunks.7.msgpack      format, generation, dimension and one row per chunk:
-                          [chunk_id, document_id, text, title, position]
+                          [chunk_id, document_id, text, title, position, version]
+                          (version: the document's, ``Chunk.generation``; rows written
+                          before versions existed have five fields and read as "")
     writer.lock           flock'ed by a writer while it changes the collection
 
 The matrix and the metadata are the source of truth; the faiss index is
@@ -13,7 +15,7 @@ never stored, it is built from them when a store loads (or extended, when
 the new generation only appends rows to the one already loaded). Row ``i``
 of the matrix is chunk ``i`` of the metadata and label ``i`` in the index.
 
-Writing a change (``upsert``, ``delete_document``): under the writer lock,
+Writing a change (``upsert``, ``delete_document``, ``replace_document``): under the writer lock,
 reload if another writer published meanwhile, apply the change in memory,
 write ``vectors.G+1.npy`` and ``chunks.G+1.msgpack`` (each to a temporary
 file, fsync, ``os.replace``), fsync the directory, and only then replace
@@ -117,6 +119,7 @@ class _Row(msgspec.Struct, array_like=True, frozen=True):
     text: str
     title: str
     position: int
+    version: str = ""  # the document's version (Chunk.generation); absent from rows of older stores
 
 
 class _Metadata(msgspec.Struct, kw_only=True):
@@ -266,7 +269,7 @@ class VectorStore:
             appended_from: list[int] = []
             for chunk_id, i in latest.items():
                 c = chunks[i]
-                row = _Row(chunk_id, c.document_id, c.text, c.title, c.position)
+                row = _Row(chunk_id, c.document_id, c.text, c.title, c.position, c.generation)
                 j = self._row_of.get(chunk_id)
                 if j is None:
                     rows.append(row)
@@ -292,6 +295,43 @@ class VectorStore:
                 self._publish(rows, self._vectors[keep] if rows else _EMPTY)
         return removed
 
+    def replace_document(self, document_id: str, chunks: Sequence[Chunk],
+                         vectors: Sequence[Sequence[float]] | np.ndarray) -> int:
+        """Make ``chunks`` the whole of ``document_id``, in one publish: a reader sees its chunks before or after.
+
+        Every chunk stored for the document before (any version) goes; returns how many it now has.
+        """
+        self._check_writable()
+        if len(chunks) != len(vectors) or not chunks:
+            raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors: each chunk needs exactly one vector")
+        matrix = as_matrix(vectors)
+        new_ids = {c.chunk_id for c in chunks}
+        with self._writer_lock():
+            self._refresh_locked()
+            keep = [i for i, row in enumerate(self._rows)
+                    if row.document_id != document_id and row.chunk_id not in new_ids]
+            if keep and self.dimension != matrix.shape[1]:
+                raise ValueError(
+                    f"vectors have {matrix.shape[1]} dimensions; collection {self.collection!r} "
+                    f"holds {self.dimension}-dimensional vectors"
+                )
+            rows = [self._rows[i] for i in keep]
+            rows += [_Row(c.chunk_id, c.document_id, c.text, c.title, c.position, c.generation) for c in chunks]
+            vectors_out = np.concatenate([self._vectors[keep], matrix]) if keep else matrix
+            if rows == self._rows and np.array_equal(vectors_out, self._vectors):
+                return len(chunks)  # already so (a switch sent again): nothing to write
+            self._publish(rows, vectors_out)
+        return len(chunks)
+
+    def versions(self, document_id: str) -> dict[str, int]:
+        """How many chunks of each version of ``document_id`` the store holds (as loaded)."""
+        self.refresh()
+        counts: dict[str, int] = {}
+        for row in self._rows:
+            if row.document_id == document_id:
+                counts[row.version] = counts.get(row.version, 0) + 1
+        return counts
+
     def check_dimension(self, dimension: int) -> None:
         """ValueError unless vectors of ``dimension`` fit: the stored one's, or any while empty."""
         if self._rows and dimension != self.dimension:
@@ -315,6 +355,7 @@ class VectorStore:
             title=row.title,
             position=row.position,
             collection=self.collection,
+            generation=row.version,
         )
 
     def _ensure_index(self) -> faiss.Index:

@@ -25,6 +25,11 @@ Per query, with the data dependencies as the only ordering:
 - the graph path, concurrently with the document path, when a ``kg_client``
   is wired: facts about the entities the question names, ontology-checked
   and valid at ``at_time``; a failing graph path degrades, never fails the query;
+- one version per document: while a re-ingested document switches store by
+  store, faiss may answer with its new version and tantivy with its old, so of
+  each document only the chunks of the version its best match is from are
+  kept (``ChunkMatch.generation``; a chunk without one, from a store older
+  than versions, goes with any);
 - chunk texts: taken from the matches when the store sent them, else
   ``await fetch_chunk(chunk_id)`` concurrently; a chunk whose fetch fails is
   left out (degraded ``fetch-chunk``);
@@ -228,7 +233,7 @@ class DocumentRag:
 
         graph = asyncio.ensure_future(self._graph(question, when, collection, result, t)) if self.kg_client else None
         try:
-            matches = await self._documents(question, mode, limit, collection, result, t, fusion)
+            matches = _one_version_each(await self._documents(question, mode, limit, collection, result, t, fusion))
             with t.stage("fetch"):
                 result.chunks = await self._texts(matches, collection, result)
         except BaseException:
@@ -391,6 +396,23 @@ def _check_limit(name: str, value: Any) -> int:
 def _dedup(matches: Sequence[ChunkMatch], limit: int) -> list[ChunkMatch]:
     """One ranking as it came, each chunk id once (at its best rank), empty ids left out."""
     return rrf_fuse([matches], [1.0], limit)
+
+
+def _one_version_each(matches: Sequence[ChunkMatch]) -> list[ChunkMatch]:
+    """``matches`` in order, less those of a version of their document other than its best match's.
+
+    An answer thus never mixes two versions of a document, even while the stores switch to a new
+    one at different moments. A match with no version (no document, or a store from before
+    versions) is kept: it has nothing to be told apart by.
+    """
+    chosen: dict[str, str] = {}
+    kept = []
+    for match in matches:
+        if match.document_id is not None and match.generation:
+            if chosen.setdefault(match.document_id, match.generation) != match.generation:
+                continue
+        kept.append(match)
+    return kept
 
 
 def _with_text(match: ChunkMatch, text: str) -> ChunkMatch:

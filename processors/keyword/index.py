@@ -9,7 +9,9 @@ Fields:
   "classes" and "class", "defining" and "defines" meet), searched with BM25
   beside ``text`` (``stem_boost``; the exact words keep ``word_boost``);
 - ``ident``: not stored; the identifier-ish tokens of title and text (below);
-- ``position``: stored integer.
+- ``position``: stored integer;
+- ``generation``: stored, indexed whole: the version of its document the chunk is
+  (``Chunk.generation``), so a hybrid answer can keep one version per document.
 
 Queries are the user's raw text and never reach tantivy's query parser:
 they are tokenised here, with the very analyzer the index uses, and built
@@ -32,7 +34,12 @@ matches exactly that identifier, on top of its words: stemming the words
 
 An index written before the ``stem`` field existed is opened with its own
 schema and searched without it (a warning says so); ingest it again to
-stem.
+stem. One written before the ``generation`` field is opened likewise: its
+chunks carry no version (""), which document-rag takes as any version.
+
+``replace_document`` switches a document to a new version: the old chunks'
+delete and the new ones' adds go into one commit, so a search sees the one
+version or the other, never both, never neither.
 
 Freshness. A writer sees its own commits at once. A reader (a query replica,
 possibly another process, on the same directory) reloads its view of the
@@ -102,7 +109,7 @@ def identifier_tokens(text: str) -> list[str]:
     return tokens
 
 
-def _schema(*, stem: bool = True) -> tantivy.Schema:
+def _schema(*, stem: bool = True, generation: bool = True) -> tantivy.Schema:
     b = tantivy.SchemaBuilder()
     b.add_text_field("chunk_id", stored=True, tokenizer_name="raw", index_option="basic")
     b.add_text_field("document_id", stored=True, tokenizer_name="raw", index_option="basic")
@@ -113,11 +120,15 @@ def _schema(*, stem: bool = True) -> tantivy.Schema:
     # Tokens joined by spaces (see _ident_field), split back by tantivy's whitespace tokenizer.
     b.add_text_field("ident", stored=False, tokenizer_name="whitespace", index_option="freq")
     b.add_integer_field("position", stored=True)
+    if generation:
+        b.add_text_field("generation", stored=True, tokenizer_name="raw", index_option="basic")
     return b.build()
 
 
 SCHEMA = _schema()
-LEGACY_SCHEMA = _schema(stem=False)  # indexes written before the stem field
+# Indexes written by older versions, newest first: before the generation field, before the stem field.
+UNVERSIONED_SCHEMA = _schema(generation=False)
+LEGACY_SCHEMA = _schema(stem=False, generation=False)
 
 
 def _unique(items: Iterable[str], limit: int) -> list[str]:
@@ -147,8 +158,9 @@ class KeywordIndex:
         self._index = index
         index.register_tokenizer(WORDS_TOKENIZER, WORDS)
         index.register_tokenizer(ENGLISH_TOKENIZER, ENGLISH)
-        self.stemmed = _has_stem(index)
-        self.schema = SCHEMA if self.stemmed else LEGACY_SCHEMA
+        self.stemmed = _has_field(index, "stem")
+        self.versioned = _has_field(index, "generation")
+        self.schema = SCHEMA if self.versioned else UNVERSIONED_SCHEMA if self.stemmed else LEGACY_SCHEMA
         if not self.stemmed:
             log.warning("%s has no stem field (written by an older ragbus): searched without stemming; "
                         "ingest its documents again to stem", path)
@@ -207,8 +219,33 @@ class KeywordIndex:
                 doc.add_text("stem", f"{chunk.title}\n{chunk.text}")
             doc.add_text("ident", " ".join(identifier_tokens(chunk.title) + identifier_tokens(chunk.text)))
             doc.add_integer("position", chunk.position)
+            if self.versioned:
+                doc.add_text("generation", chunk.generation)
             writer.add_document(doc)
         return len(latest)
+
+    def replace_document(self, document_id: str, chunks: list[Chunk]) -> int:
+        """Make ``chunks`` the whole of ``document_id`` (every earlier chunk of it goes); visible after ``commit``.
+
+        One commit then holds both the delete and the adds: a reader sees the old chunks or the new.
+        """
+        writer = self._require_writer()
+        writer.delete_documents_by_term("document_id", document_id)  # applies to what was added before only
+        return self.upsert(chunks)
+
+    def versions(self, document_id: str) -> dict[str, int]:
+        """How many chunks of each version of ``document_id`` the index holds, as this object sees it."""
+        self.maybe_reload()
+        query = Query.term_query(self.schema, "document_id", document_id, index_option="basic")
+        searcher = self._index.searcher()
+        found = searcher.search(query, 1, count=True).count or 0
+        counts: dict[str, int] = {}
+        if not found:
+            return counts
+        for _, address in searcher.search(query, found).hits:
+            version = searcher.doc(address).get_first("generation") if self.versioned else ""
+            counts[version or ""] = counts.get(version or "", 0) + 1
+        return counts
 
     def delete_document(self, document_id: str) -> int:
         """Remove every chunk of ``document_id``; visible after ``commit``. Returns how many committed ones go."""
@@ -222,6 +259,10 @@ class KeywordIndex:
         """Persist and publish every change since the last commit; this object sees them at once."""
         self._require_writer().commit()
         self.reload()
+
+    def rollback(self) -> None:
+        """Drop every change since the last commit."""
+        self._require_writer().rollback()
 
     # Reading
 
@@ -269,6 +310,7 @@ class KeywordIndex:
                     title=doc.get_first("title"),
                     position=doc.get_first("position"),
                     collection=self.collection,
+                    generation=(doc.get_first("generation") or "") if self.versioned else "",
                 )
             )
         return matches
@@ -321,9 +363,9 @@ def exists(path: Path) -> bool:
         return False
 
 
-def _has_stem(index: tantivy.Index) -> bool:
+def _has_field(index: tantivy.Index, field: str) -> bool:
     try:
-        index.parse_query("x", ["stem"])
+        index.parse_query("x", [field])
     except ValueError:
         return False
     return True
@@ -335,9 +377,10 @@ def _open(path: Path, *, create: bool) -> tantivy.Index:
         return tantivy.Index(SCHEMA, path=str(path), reuse=True)
     except ValueError as exc:
         if "schema does not match" in str(exc):
-            try:  # written before the stem field: searched (and written) without it
-                return tantivy.Index(LEGACY_SCHEMA, path=str(path), reuse=True)
-            except ValueError:
-                pass
+            for older in (UNVERSIONED_SCHEMA, LEGACY_SCHEMA):  # searched (and written) without the fields it lacks
+                try:
+                    return tantivy.Index(older, path=str(path), reuse=True)
+                except ValueError:
+                    pass
         what = "create" if create else "open"
         raise ValueError(f"cannot {what} the keyword index {path}: {exc}") from None

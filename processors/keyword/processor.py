@@ -3,9 +3,12 @@
 - ``KeywordQueryProcessor``: ``KeywordQueryRequest`` -> ``KeywordQueryResponse``.
   Any number of replicas, each reading the indexes read-only.
 - ``KeywordStoreProcessor``: ``EmbeddedChunks`` (its chunks; vectors are
-  ignored) from ``chunk-store`` -> upsert and commit -> ``IngestResult``.
+  ignored) from ``chunk-store`` -> upsert and commit -> ``IngestResult``;
+  ``staged`` ones are kept aside (``processors/runtime/staging.py``) as their document's version.
 - ``KeywordDeleteProcessor``: ``DeleteDocument`` from ``document-delete`` ->
-  ``IngestResult(count=chunks removed)``.
+  ``IngestResult(count=chunks removed)``; with ``activate``, the staged version
+  replaces the document in one commit (``count``: its chunks); with ``discard``,
+  the staged version is dropped.
 
 The two writers of one ``data_dir`` share one tantivy writer per collection
 when they run in the same process (a directory takes one writer, in any
@@ -39,6 +42,7 @@ import msgspec
 
 from config.settings import data_dir
 from processors.runtime.processor import Processor, RequestContext
+from processors.runtime.staging import Staging, staging_dir
 from processors.runtime.store_lock import WriterLock, take_writer_lock
 from processors.runtime.threads import OneThread
 from schema import (
@@ -49,6 +53,7 @@ from schema import (
     IngestResult,
     KeywordQueryRequest,
     KeywordQueryResponse,
+    check_generation,
 )
 
 from .index import KeywordIndex, check_collection, exists, index_path
@@ -166,8 +171,23 @@ class KeywordStoreProcessor(_KeywordWriter[EmbeddedChunks]):
             by_collection.setdefault(check_collection(chunk.collection), []).append(chunk)
         # Several collections are committed one after the other; a failure part way is
         # answered as an error, and resending the message is harmless (upserts by chunk_id).
+        if request.staged:
+            return IngestResult(count=await worker.run(_stage, worker, by_collection))
         count = await worker.run(_store, worker, by_collection)
         return IngestResult(count=count)
+
+
+def _stage(worker: _Worker, by_collection: dict[str, list[Chunk]]) -> int:
+    count = 0
+    for collection, chunks in by_collection.items():
+        by_version: dict[tuple[str, str], list[Chunk]] = {}
+        for chunk in chunks:
+            by_version.setdefault((chunk.document_id, check_generation(chunk.generation)), []).append(chunk)
+        staging = Staging(staging_dir(worker.data_dir, collection, "keyword"))
+        for version in by_version.values():
+            staging.put(version)
+        count += len({c.chunk_id for c in chunks})
+    return count
 
 
 def _store(worker: _Worker, by_collection: dict[str, list[Chunk]]) -> int:
@@ -189,11 +209,42 @@ class KeywordDeleteProcessor(_KeywordWriter[DeleteDocument]):
     async def handle(self, request: DeleteDocument, context: RequestContext) -> IngestResult:
         worker = self._require_worker()
         check_collection(request.collection)
+        if request.activate:
+            return IngestResult(count=await worker.run(_activate, worker, request))
+        if request.discard:
+            staging = Staging(staging_dir(worker.data_dir, request.collection, "keyword"))
+            await worker.run(staging.drop, request.document_id, request.discard)
+            return IngestResult(count=0)
         count = await worker.run(_delete, worker, request.collection, request.document_id)
         return IngestResult(count=count)
 
 
+def _activate(worker: _Worker, request: DeleteDocument) -> int:
+    """The staged version replaces the document in one commit; refused (nothing changed) if it is incomplete."""
+    document_id, version = request.document_id, request.activate
+    staging = Staging(staging_dir(worker.data_dir, request.collection, "keyword"))
+    chunks, _ = staging.read(document_id, version)
+    index = _writer_index(worker, request.collection, create=True)
+    assert index is not None
+    if len(chunks) != request.chunks or not chunks:
+        if index.versions(document_id) == {version if index.versioned else "": request.chunks}:
+            return request.chunks  # switched already: this is the same switch again
+        raise ValueError(
+            f"{len(chunks)} chunk(s) of version {version} of document {document_id!r} are staged, "
+            f"not {request.chunks}: the version is incomplete and was not switched to"
+        )
+    try:
+        count = index.replace_document(document_id, chunks)
+        index.commit()
+    except BaseException:
+        index.rollback()  # or the next commit would carry this half-done switch
+        raise
+    staging.drop(document_id)
+    return count
+
+
 def _delete(worker: _Worker, collection: str, document_id: str) -> int:
+    Staging(staging_dir(worker.data_dir, collection, "keyword")).drop(document_id)
     index = _writer_index(worker, collection, create=False)
     if index is None:
         return 0

@@ -444,3 +444,52 @@ def test_one_write_that_replaces_and_appends_leaves_the_loaded_matrix_alone(tmp_
     assert np.array_equal(reader._vectors, expected)
     best = reader.search([replacement[0].tolist()], 1)[0]
     assert (best.chunk_id, best.text) == ("doc#1", "new text")
+
+
+async def test_a_staged_version_is_unseen_until_one_switch_replaces_the_document(tmp_path):
+    """Issue 18: a new version is staged beside the old one and switched to in one publish."""
+    import msgspec
+
+    rng = np.random.default_rng(11)
+    old, other = make_chunks("doc-a", 6), make_chunks("doc-b", 3)
+    new = [msgspec.structs.replace(c, text=c.text.upper(), generation="v2") for c in make_chunks("doc-a", 4)]
+    vectors = unit_vectors(rng, 9)
+    async with pipeline(tmp_path) as p:
+        await p.store(old + other, vectors)
+
+        async def request(message, topic=t.DOCUMENT_DELETE):
+            r = await p.client.request(topic, message, IngestResult, timeout=30)
+            if r.error is not None:
+                raise RemoteError(topic, r.error)
+            return r.count
+
+        staged = EmbeddedChunks(chunks=new[:2], vectors=vectors[:2].tolist(), staged=True)
+        assert await request(staged, t.CHUNK_STORE) == 2
+        assert await request(staged, t.CHUNK_STORE) == 2  # delivered twice: the same staged write
+        texts = {m.chunk_id: m.text for m in await p.query.query([vectors[0].tolist()], limit=100)}
+        assert len(texts) == 9 and texts["doc-a#0"] == "text 0 of doc-a"  # nothing of it seen yet
+        switch = DeleteDocument(document_id="doc-a", activate="v2", chunks=4)
+        message = await error_of(request(switch))  # two of four staged: refused, nothing changes
+        assert "2 chunk(s) of version v2" in message and "not 4" in message
+        assert len(await p.query.query([vectors[0].tolist()], limit=100)) == 9
+        generation = p.writer.stores["default"].generation
+        staged = EmbeddedChunks(chunks=new[2:], vectors=vectors[2:4].tolist(), staged=True)
+        assert await request(staged, t.CHUNK_STORE) == 2
+        assert await request(switch) == 4
+        matches = await p.query.query([vectors[0].tolist()], limit=100)
+        assert sorted(m.chunk_id for m in matches if m.document_id == "doc-a") == [f"doc-a#{i}" for i in range(4)]
+        assert {(m.text.isupper(), m.generation) for m in matches if m.document_id == "doc-a"} == {(True, "v2")}
+        assert len(matches) == 7
+        store = VectorStore(tmp_path / "default" / "faiss", "default", readonly=True)
+        assert store.generation == generation + 1  # one publish: no reader saw the document half switched
+        assert await request(switch) == 4  # the same switch again: nothing to do, and no error
+        # A discarded version leaves the document as it is, and its staged files go.
+        staged = EmbeddedChunks(chunks=[msgspec.structs.replace(new[0], generation="v3")],
+                                vectors=vectors[:1].tolist(), staged=True)
+        assert await request(staged, t.CHUNK_STORE) == 1
+        assert await request(DeleteDocument(document_id="doc-a", discard="v3")) == 0
+        assert len(await p.query.query([vectors[0].tolist()], limit=100)) == 7
+        assert [f for f in (tmp_path / "default" / "staged").rglob("*") if f.is_file()] == []
+        bad = EmbeddedChunks(chunks=[msgspec.structs.replace(new[0], generation="../x")],
+                             vectors=vectors[:1].tolist(), staged=True)
+        assert "invalid generation" in await error_of(request(bad, t.CHUNK_STORE))

@@ -45,7 +45,8 @@ DOCS = [
 
 
 @contextlib.asynccontextmanager
-async def pipeline(url, data_dir, monkeypatch, *, bus_settings=None, extra_env=None, list_settings=None):
+async def pipeline(url, data_dir, monkeypatch, *, bus_settings=None, extra_env=None, list_settings=None,
+                   names=PIPELINE):
     monkeypatch.setenv("RAGBUS_DATA_DIR", str(data_dir))
     env = {
         "RAGBUS_PROCESSORS__KEYWORD_QUERY__REFRESH_INTERVAL_S": "0",
@@ -61,7 +62,7 @@ async def pipeline(url, data_dir, monkeypatch, *, bus_settings=None, extra_env=N
         settings.processors[section][key] = value
     if bus_settings is not None:
         settings.bus = bus_settings
-    async with processors_running(settings, PIPELINE, url, ready_timeout=120):
+    async with processors_running(settings, names, url, ready_timeout=120):
         async with await connect(url, bus_settings) as bus, RequestClient(bus, name="test") as client:
             yield client
 

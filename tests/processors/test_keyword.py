@@ -453,3 +453,68 @@ async def test_concurrent_stores_deletes_and_queries_all_succeed(tmp_path):
         assert await asyncio.gather(*(kw.delete(f"d{i}") for i in range(0, 8, 2))) == [2] * 4
         left = {chunk_id.split("-")[0] for chunk_id in await kw.ids("item", limit=100)}
         assert sorted(left) == ["d1", "d3", "d5", "d7"]
+
+
+async def test_a_staged_version_is_unseen_until_one_commit_switches_the_document(tmp_path):
+    """Issue 18: a new version is staged beside the old one and switched to in one commit."""
+    import msgspec
+
+    new = [Chunk(chunk_id=f"python#{i}", document_id="python", text=f"Ferries sail at {i}", position=i,
+                 generation="v2") for i in range(2)]
+    async with keyword_stack(tmp_path) as kw:
+        await kw.store(corpus_chunks())
+
+        async def request(message, topic=t.DOCUMENT_DELETE):
+            r = await kw.client.request(topic, message, IngestResult, timeout=TIMEOUT)
+            assert r.error is None, r.error
+            return r.count
+
+        staged = EmbeddedChunks(chunks=new, vectors=[[0.0]] * 2, staged=True)
+        assert await request(staged, t.CHUNK_STORE) == 2
+        assert await kw.ids("ferries") == [] and await kw.ids("__slots__") == ["py-slots", "cal-slots"]
+        assert await request(DeleteDocument(document_id="python", activate="v2", chunks=2)) == 2
+        assert await kw.ids("__slots__") == ["cal-slots"]  # every chunk of the old version went
+        found = await kw.keyword.query(query="ferries", limit=10)
+        assert sorted(m.chunk_id for m in found) == ["python#0", "python#1"] and {m.generation for m in found} == {"v2"}
+        assert await request(DeleteDocument(document_id="python", activate="v2", chunks=2)) == 2  # again: no-op
+        r = await kw.client.request(t.DOCUMENT_DELETE, DeleteDocument(document_id="python", activate="v9", chunks=2),
+                                    IngestResult, timeout=TIMEOUT)
+        assert "0 chunk(s) of version v9" in r.error.message  # nothing staged as v9: refused
+        assert len(await kw.keyword.query(query="ferries", limit=10)) == 2
+        staged = EmbeddedChunks(chunks=[msgspec.structs.replace(new[0], generation="v3")], vectors=[[0.0]],
+                                staged=True)
+        assert await request(staged, t.CHUNK_STORE) == 1
+        assert await request(DeleteDocument(document_id="python", discard="v3")) == 0
+        assert [f for f in (tmp_path / "default" / "staged").rglob("*") if f.is_file()] == []
+
+
+def test_an_index_written_before_versions_is_searched_and_switched_without_them(tmp_path):
+    import tantivy
+
+    from processors.keyword.index import UNVERSIONED_SCHEMA, index_path
+
+    path = index_path(tmp_path, "default")
+    path.mkdir(parents=True)
+    tantivy.Index(UNVERSIONED_SCHEMA, path=str(path))
+    writer = KeywordIndex.open_writer(tmp_path, "default", KeywordSettings())
+    assert writer.stemmed and not writer.versioned
+    writer.upsert(corpus_chunks())
+    writer.commit()
+    assert [(m.chunk_id, m.generation) for m in writer.search("__slots__", 1)] == [("py-slots", "")]
+    new = Chunk(chunk_id="python#0", document_id="python", text="Ferries sail", position=0, generation="v2")
+    assert writer.replace_document("python", [new]) == 1
+    writer.commit()
+    assert writer.versions("python") == {"": 1} and writer.search("__slots__", 5)[0].chunk_id == "cal-slots"
+    writer.close()
+
+
+def test_a_new_load_of_a_version_clears_what_a_failed_one_staged(tmp_path):
+    from processors.runtime.staging import Staging
+
+    staging = Staging(tmp_path)
+    longer = [Chunk(chunk_id=f"d#{i}", document_id="d", text=f"old {i}", position=i, generation="v") for i in range(4)]
+    staging.put(longer[:2])
+    staging.put(longer[2:])  # a load that failed before its switch, with another chunking
+    shorter = [Chunk(chunk_id=f"d#{i}", document_id="d", text=f"new {i}", position=i, generation="v") for i in range(2)]
+    staging.put(shorter)
+    assert staging.read("d", "v") == (shorter, [])

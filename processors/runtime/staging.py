@@ -1,0 +1,86 @@
+"""Versions of documents staged beside a collection's stores, invisible to queries until switched to.
+
+The chunker writes a new version of a document (every part of it) here first, and only
+then has each store switch to it in one step (a faiss publish, a tantivy commit:
+``DeleteDocument(activate=...)``), so a query sees the old version or the new one, never a
+mix or neither (``schema/ingest.py``). Shared by the doc-embeddings store (chunks with
+their vectors) and the keyword index (chunks alone, no vectors).
+
+Layout, in ``<data_dir>/<collection>/staged/<store>/``::
+
+    <document key>/<generation>/<first position>.msgpack   one store write: an EmbeddedChunks
+
+The document key is the sha256 of its id (an id is any text, a path say); the generation is
+checked to be a plain name. The write holding position 0 begins a load of the version and
+first clears what an earlier, failed load of it left (the chunker sends a version's writes in
+order, one after the other). Each write goes to a temporary file, is fsynced and renamed, so a
+write delivered twice replaces itself, and a crash leaves whole files or none. Only the
+store's writers touch it; query replicas never look.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import msgspec
+
+from schema import Chunk, EmbeddedChunks, check_collection, check_generation
+
+_encode = msgspec.msgpack.Encoder().encode
+_decode = msgspec.msgpack.Decoder(EmbeddedChunks).decode
+
+
+def staging_dir(data_dir: Path, collection: str, store: str) -> Path:
+    """Where ``store`` (``faiss``, ``keyword``) stages the collection's versions."""
+    return Path(data_dir) / check_collection(collection) / "staged" / store
+
+
+class Staging:
+    """The staged versions of one collection's documents."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _document(self, document_id: str) -> Path:
+        return self.root / hashlib.sha256(document_id.encode()).hexdigest()[:32]
+
+    def put(self, chunks: list[Chunk], vectors: list[list[float]] | None = None) -> None:
+        """Stage one write: chunks (with their vectors, for a vector store) of one document and one generation."""
+        first = chunks[0]
+        directory = self._document(first.document_id) / check_generation(first.generation)
+        start = min(c.position for c in chunks)
+        if start == 0:  # a load of the version begins: what an earlier, failed one left goes
+            shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{start:012d}.msgpack"
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(_encode(EmbeddedChunks(chunks=chunks, vectors=vectors or [])))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def read(self, document_id: str, generation: str) -> tuple[list[Chunk], list[list[float]]]:
+        """Every chunk staged as ``generation`` of the document, by position (the last write of an id wins),
+        and their vectors (none where none were staged)."""
+        directory = self._document(document_id) / check_generation(generation)
+        if not directory.is_dir():
+            return [], []
+        latest: dict[str, tuple[Chunk, list[float] | None]] = {}
+        for path in sorted(directory.glob("*.msgpack")):
+            batch = _decode(path.read_bytes())
+            vectors = batch.vectors or [None] * len(batch.chunks)
+            for chunk, vector in zip(batch.chunks, vectors, strict=True):
+                latest[chunk.chunk_id] = (chunk, vector)
+        ordered = sorted(latest.values(), key=lambda item: item[0].position)
+        return [c for c, _ in ordered], [v for _, v in ordered if v is not None]
+
+    def drop(self, document_id: str, generation: str | None = None) -> None:
+        """Forget one staged version of the document, or (``None``) every one."""
+        directory = self._document(document_id)
+        if generation is not None:
+            directory = directory / check_generation(generation)
+        shutil.rmtree(directory, ignore_errors=True)
