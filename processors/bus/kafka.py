@@ -230,15 +230,7 @@ class KafkaListener(Subscription):
 
     def __init__(self, bus: KafkaBus, topic: str) -> None:
         super().__init__(bus, topic, "")
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=bus.address.bootstrap,
-            group_id=None,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            fetch_max_wait_ms=bus.settings.kafka.fetch_max_wait_ms,
-            max_partition_fetch_bytes=max(1_048_576, bus.max_message_bytes + 65536),
-            **bus.security,
-        )
+        self._consumer = kafka_status.groupless_consumer(bus)
 
     async def start(self) -> None:
         await self._bus.ensure_topics([self.topic])

@@ -48,7 +48,8 @@ class KafkaBus(Protocol):
 _STALL_S = 10.0
 
 
-def _reader(bus: KafkaBus) -> AIOKafkaConsumer:
+def groupless_consumer(bus: KafkaBus) -> AIOKafkaConsumer:
+    """A consumer in no group: it commits nothing and takes nothing from any group (readers, listeners)."""
     return AIOKafkaConsumer(
         bootstrap_servers=bus.address.bootstrap,
         group_id=None,
@@ -116,7 +117,7 @@ async def read_retained(bus: KafkaBus, topic: str) -> list[Retained]:
     """Every message ``topic`` holds, partition by partition; a topic the broker lacks holds none (and stays so)."""
     if topic not in set(await bus.list_topics()):
         return []
-    consumer = _reader(bus)
+    consumer = groupless_consumer(bus)
     await consumer.start()
     try:
         tps = await _partitions(consumer, [topic])
@@ -155,7 +156,7 @@ async def group_status(bus: KafkaBus, topic: str, group: str) -> GroupStatus:
     if not topics:
         return GroupStatus(topic, group, members=members, waiting=0, lag={})
     admin = await bus._admin_client()
-    consumer = _reader(bus)
+    consumer = groupless_consumer(bus)
     await consumer.start()
     try:
         tps = await _partitions(consumer, topics)

@@ -39,12 +39,7 @@ def rrf_fuse(ranked_lists: Sequence[Sequence[ChunkMatch]], weights: Sequence[flo
     matches are the inputs themselves, not copies: their ``score`` is the
     retriever's, not the fused one.
     """
-    if len(weights) != len(ranked_lists):
-        raise ValueError(f"{len(ranked_lists)} ranked lists but {len(weights)} weights")
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise TypeError(f"limit must be an int, got {type(limit).__name__}")
-    if limit < 0:
-        raise ValueError(f"limit must be 0 or more, got {limit}")
+    _check(ranked_lists, weights, limit)
     scores: dict[str, float] = {}
     first: dict[str, ChunkMatch] = {}
     order: dict[str, int] = {}
@@ -65,6 +60,15 @@ def rrf_fuse(ranked_lists: Sequence[Sequence[ChunkMatch]], weights: Sequence[flo
             scores[chunk_id] = scores.get(chunk_id, 0.0) + weight / (RRF_K + rank)
     ranked = sorted(scores, key=lambda c: (-scores[c], order[c]))
     return [first[c] for c in ranked[:limit]]
+
+
+def _check(ranked_lists: Sequence[Sequence[ChunkMatch]], weights: Sequence[float], limit: int) -> None:
+    if len(weights) != len(ranked_lists):
+        raise ValueError(f"{len(ranked_lists)} ranked lists but {len(weights)} weights")
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"limit must be an int, got {type(limit).__name__}")
+    if limit < 0:
+        raise ValueError(f"limit must be 0 or more, got {limit}")
 
 
 def _first_per_id(matches: Sequence[ChunkMatch]) -> list[ChunkMatch]:
@@ -105,12 +109,7 @@ def score_fuse(ranked_lists: Sequence[Sequence[ChunkMatch]], weights: Sequence[f
     """
     if method not in ("minmax", "dbsf"):
         raise ValueError(f"unknown score fusion {method!r}; use minmax or dbsf")
-    if len(weights) != len(ranked_lists):
-        raise ValueError(f"{len(ranked_lists)} ranked lists but {len(weights)} weights")
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise TypeError(f"limit must be an int, got {type(limit).__name__}")
-    if limit < 0:
-        raise ValueError(f"limit must be 0 or more, got {limit}")
+    _check(ranked_lists, weights, limit)
     scores: dict[str, float] = {}
     first: dict[str, ChunkMatch] = {}
     order: dict[str, int] = {}
