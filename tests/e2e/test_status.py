@@ -38,7 +38,7 @@ from processors.testing import brokers
 from schema import REPLY_PREFIX, EmbedRequest, encode
 from schema import topics as t
 
-from ..conftest import settings_for_tests
+from ..conftest import settings_for_tests, start_test_broker
 
 REPO = Path(__file__).resolve().parents[2]
 PATIENCE = 60.0  # Pulsar Lite refreshes its gauges every few seconds; a poll gives up after this
@@ -107,23 +107,11 @@ async def test_memory_status_shows_no_member_and_the_backlog_growing():
     assert [r["dead_letters"] for r in seen] == [0, 0, 0, 0]
 
 
-@pytest.fixture
-def own_tansu(tmp_path):
-    try:
-        broker = brokers.tansu(tmp_path).start()
-    except Exception as exc:
-        if brokers.in_ci():
-            pytest.fail(f"test broker tansu could not start in CI: {exc}", pytrace=False)
-        pytest.skip(f"test broker tansu unavailable: {exc}")
-    yield broker
-    broker.stop()
-
-
-async def test_kafka_status_shows_no_member_and_the_lag_growing(own_tansu):
+async def test_kafka_status_shows_no_member_and_the_lag_growing(own_kafka_broker):
     async def ask():
-        return await asyncio.to_thread(ragbus_status, own_tansu.url, {})
+        return await asyncio.to_thread(ragbus_status, own_kafka_broker.url, {})
 
-    seen = await stop_the_only_worker_and_watch(own_tansu.url, settings_for_tests(), ask, second_member=True)
+    seen = await stop_the_only_worker_and_watch(own_kafka_broker.url, settings_for_tests(), ask, second_member=True)
     backlog = seen[3]
     assert sum(backlog["lag"].values()) == 5 and all(n >= 0 for n in backlog["lag"].values())
     assert set(backlog["lag"]) >= {f"{t.EMBED}:{p}" for p in range(4)}  # every partition of the request topic
@@ -135,12 +123,7 @@ def own_pulsar(tmp_path):
     """A Pulsar Lite publishing its gauges (it reads pulsar-lite.toml from its working directory)."""
     metrics = f"127.0.0.1:{brokers.free_port()}"
     (tmp_path / "pulsar-lite.toml").write_text(f'[metrics]\nenabled = true\naddr = "{metrics}"\n')
-    try:
-        broker = brokers.pulsar_lite(tmp_path).start()
-    except Exception as exc:
-        if brokers.in_ci():
-            pytest.fail(f"test broker pulsar-lite could not start in CI: {exc}", pytrace=False)
-        pytest.skip(f"test broker pulsar-lite unavailable: {exc}")
+    broker = start_test_broker(brokers.pulsar_lite, tmp_path)
     yield broker, f"http://{metrics}/metrics"
     broker.stop()
 

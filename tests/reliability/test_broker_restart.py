@@ -21,7 +21,7 @@ from processors.runtime.client import RequestClient
 from processors.testing import brokers
 from processors.testing.chaos import QueryLoad, WorkerProcess, worker_env
 
-from ..conftest import settings_for_tests
+from ..conftest import settings_for_tests, start_test_broker
 from .test_worker_crash import QUESTIONS, documents
 
 QUERIES = int(os.environ.get("RAGBUS_CHAOS_QUERIES", "2000")) // 2
@@ -30,12 +30,7 @@ CALL_TIMEOUT_S = 60.0
 
 @pytest.mark.timeout(600)
 async def test_pulsar_restart_under_load_loses_no_query(tmp_path, monkeypatch):
-    try:
-        broker = brokers.pulsar_lite(tmp_path).start()
-    except Exception as exc:
-        if brokers.in_ci():
-            pytest.fail(f"Pulsar Lite could not start in CI: {exc}")
-        pytest.skip(f"Pulsar Lite unavailable: {exc}")
+    broker = start_test_broker(brokers.pulsar_lite, tmp_path)
     monkeypatch.setenv("RAGBUS_DATA_DIR", str(tmp_path))
     collection = f"restart-{uuid.uuid4().hex[:8]}"
     workers = []
