@@ -9,7 +9,8 @@ tests and ``ragbus worker`` deployments use the same lists.
 from __future__ import annotations
 
 # Write the stores: documents in, chunked, embedded and stored; documents out again.
-# document-load deletes a document's old chunks first, so the delete side belongs here too;
+# document-load has the stores switch a document's versions (and drop a failed load's) on their
+# delete topics, so the delete side belongs here too;
 # document-delete also retracts the document's facts from the graph, through kg-store.
 # The library (document-record, documents-query) is told of every document stored and removed, and
 # tells document-load which documents it holds unchanged.

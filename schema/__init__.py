@@ -13,6 +13,7 @@ from .ingest import (
     Section,
     check_generation,
     generation_of,
+    parts_generation,
 )
 from .library import DocumentInfo, DocumentList, ListDocuments, RecordDocument
 from .prompt import PromptPiece, PromptRequest, PromptResult
@@ -74,6 +75,7 @@ __all__ = [
     "check_collection",
     "check_generation",
     "generation_of",
+    "parts_generation",
     "decode",
     "encode",
     "to_json",

@@ -123,6 +123,15 @@ def generation_of(content_hash: str) -> str:
     return hashlib.sha256(content_hash.encode()).hexdigest()[:16]
 
 
+# The version that parts sent without a content hash build: they cannot name their content.
+UNHASHED = "unhashed"
+
+
+def parts_generation(content_hash: str) -> str:
+    """The version a document sent in several parts builds: its content hash's, or ``UNHASHED``."""
+    return generation_of(content_hash) if content_hash else UNHASHED
+
+
 def check_generation(generation: str) -> str:
     """``generation`` if it is a valid version name (it names files of the stores), else ``BadRequest``."""
     if not _GENERATION.fullmatch(generation):

@@ -50,6 +50,7 @@ from schema import (
     RecordDocument,
     encode,
     generation_of,
+    parts_generation,
 )
 
 from .chunking import chunk_part
@@ -227,14 +228,12 @@ def _version(doc: Document) -> str:
     """The version the document's parts build: from its content hash, or (one part) from its text.
 
     Parts sent without a content hash (``ragbus ingest`` always sends one) cannot name their
-    content: they build version ``unhashed``. The switch to it is as atomic in each store, but
+    content: they build version ``UNHASHED``. The switch to it is as atomic in each store, but
     while the stores switch one by one, document-rag cannot tell the old chunks from the new.
     """
-    if doc.content_hash:
-        return generation_of(doc.content_hash)
-    if doc.part == 0 and doc.last:
+    if not doc.content_hash and doc.part == 0 and doc.last:
         return generation_of("sha256:" + hashlib.sha256(doc.title.encode() + b"\0" + doc.text.encode()).hexdigest())
-    return "unhashed"
+    return parts_generation(doc.content_hash)
 
 
 class DocumentDeleteProcessor(_Calls):
@@ -250,6 +249,12 @@ class DocumentDeleteProcessor(_Calls):
 
     async def handle(self, request: DeleteDocument, context: RequestContext) -> IngestResult:
         s = self.settings
+        if request.activate:
+            raise BadRequest("document-delete removes a document or discards a staged version of it; "
+                             "switching versions is document-load's own step")
+        if request.discard:  # a sender's load that broke off: its staged parts go, what queries see stays
+            await _call_all(self.client, s.delete_topics, request, s.call_timeout_s)
+            return IngestResult(count=0)
         chunks = self.delete_everywhere(request.document_id, request.collection)
         if not s.retract_topic:
             return IngestResult(count=await chunks)

@@ -32,7 +32,7 @@ from config.settings import load_settings
 from processors.bus import connect
 from processors.runtime.client import RequestClient
 from processors.runtime.sizing import body_budget
-from schema import DeleteDocument, Document, Error, IngestResult, Section, encode
+from schema import DeleteDocument, Document, Error, IngestResult, Section, encode, parts_generation
 from schema import topics as t
 
 from .common import (
@@ -112,7 +112,7 @@ async def send_document(
 
     Each part waits at most ``timeout``. ``on_part(characters done, parts done)`` follows a
     document of several parts. Raises ``DocumentRejected`` for an error answer, else what
-    went wrong (a time-out, a read error), after removing what was stored of the document.
+    went wrong (a time-out, a read error), after discarding what was staged of this version (an earlier one stays).
     """
     empty = Document(
         document_id=doc.document_id, text="", title=doc.title, collection=doc.collection, source=doc.source,
@@ -155,8 +155,8 @@ async def send_document(
     except DocumentRejected:
         raise
     except Exception as exc:
-        if part > 0:  # parts of this version are stored: take them out again
-            exc.add_note(await _remove(client, doc, timeout))
+        if part > 0:  # parts of this version are staged: drop them again
+            exc.add_note(await _discard(client, doc, timeout))
         raise
     finally:
         if isinstance(blocks, Generator):
@@ -183,15 +183,17 @@ def _section_bytes(doc: DocumentSource, start: int, length: int) -> int:
     return len(encode(sections)) if sections else 0
 
 
-async def _remove(client: RequestClient, doc: DocumentSource, timeout: float) -> str:
+async def _discard(client: RequestClient, doc: DocumentSource, timeout: float) -> str:
+    """Have the stores drop the parts of this load staged so far; an earlier version stays as it was."""
+    request = DeleteDocument(document_id=doc.document_id, collection=doc.collection,
+                             discard=parts_generation(doc.content_hash))
     try:
-        request = DeleteDocument(document_id=doc.document_id, collection=doc.collection)
         result = await client.request(t.DOCUMENT_DELETE, request, IngestResult, timeout=timeout)
     except Exception as exc:
-        return f"the parts already stored could not be removed: {exc}"
+        return f"the parts already staged could not be discarded: {exc}"
     if result.error is not None:
-        return f"the parts already stored could not be removed: {result.error.type}: {result.error.message}"
-    return f"the {result.count} chunk(s) already stored were removed"
+        return f"the parts already staged could not be discarded: {result.error.type}: {result.error.message}"
+    return "the parts already staged were discarded; any earlier version stays"
 
 
 async def ingest(

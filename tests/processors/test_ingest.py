@@ -277,19 +277,30 @@ async def test_a_later_part_that_fails_leaves_no_partial_document(tmp_path, monk
                 await fetch(chunk.chunk_id)
 
 
-async def test_a_document_whose_reading_fails_after_a_part_was_stored_is_removed_again(tmp_path, monkeypatch):
+async def test_a_document_whose_reading_fails_after_a_part_was_sent_leaves_its_earlier_version(tmp_path, monkeypatch):
     url = f"memory://{tmp_path.name}"
     text = large_text(150_000)
+    earlier = DocumentSource.of(Document(document_id="breaks", title="breaks", text="The earlier version, whole."))
 
     def read():
         yield text[:60_000]
         raise OSError("the file changed while it was read")
 
-    source = DocumentSource("breaks", "breaks", "default", "breaks.txt", len(text), read)
+    source = DocumentSource("breaks", "breaks", "default", "breaks.txt", len(text), read,
+                            content_hash="sha256:" + "ab" * 32)
     bus = settings_for_tests(max_message_bytes=48_000)
     async with pipeline(url, tmp_path, monkeypatch, bus_settings=bus, extra_env=LARGE_ENV) as client:
+        assert (await ingest(client, [earlier], timeout=300)).documents == 1
         summary = await ingest(client, [source], timeout=300)
         assert summary.documents == 0 and len(summary.failed) == 1
-        assert "the file changed" in summary.failed[0] and "already stored were removed" in summary.failed[0]
-        with pytest.raises(RemoteError, match="not found"):
-            await FetchChunkClient(client, timeout=30)("breaks#0")
+        assert "the file changed" in summary.failed[0] and "already staged were discarded" in summary.failed[0]
+        assert await FetchChunkClient(client, timeout=30)("breaks#0") == "The earlier version, whole."
+
+
+async def test_document_delete_refuses_to_switch_versions(tmp_path, monkeypatch):
+    """Switching to a staged version is document-load's step, after every part is staged; never a caller's."""
+    url = f"memory://{tmp_path.name}"
+    async with pipeline(url, tmp_path, monkeypatch) as client:
+        request = DeleteDocument(document_id="any", activate="0123456789abcdef", chunks=1)
+        result = await client.request(t.DOCUMENT_DELETE, request, IngestResult, timeout=30)
+    assert result.error is not None and result.error.type == "BadRequest" and "document-load" in result.error.message
