@@ -357,7 +357,7 @@ def recording(calls: list) -> type:
 def kafka_clients(monkeypatch):
     import aiokafka.helpers
 
-    from processors.bus import kafka
+    from processors.bus import kafka, kafka_status
 
     calls = {"producer": [], "consumer": [], "admin": [], "ssl": []}
     ssl_context = object()
@@ -368,6 +368,7 @@ def kafka_clients(monkeypatch):
 
     monkeypatch.setattr(kafka, "AIOKafkaProducer", recording(calls["producer"]))
     monkeypatch.setattr(kafka, "AIOKafkaConsumer", recording(calls["consumer"]))
+    monkeypatch.setattr(kafka_status, "AIOKafkaConsumer", recording(calls["consumer"]))  # group-less readers
     monkeypatch.setattr(kafka, "AIOKafkaAdminClient", recording(calls["admin"]))
     monkeypatch.setattr(aiokafka.helpers, "create_ssl_context", create_ssl_context)
     return calls, ssl_context
