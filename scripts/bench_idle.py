@@ -14,7 +14,10 @@ the machine is shared and noisy, so compare rows of one run, not runs.
 A variant may also name another checkout of ragbus (``@TREE``, a directory)
 to run its worker from, so a change is measured against the code before it
 in the same run, on the same broker: e.g. ``before@/tmp/ragbus-main:`` and
-``after:``. ``--rounds`` repeats the variants in turn, to see the noise.
+``after:``. ``--rounds`` repeats the variants, in reverse order every other
+round (A B, B A, ...), so neither always runs first on a broker that ages.
+The ``conns`` column counts the worker's open TCP connections to the broker:
+what the broker sees of its consumers (on Kafka one or more per consumer).
 Default variants: the settings as shipped, and Tansu's low-latency test
 setting (fetch_max_wait_ms=5).
 """
@@ -22,6 +25,7 @@ setting (fetch_max_wait_ms=5).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -48,6 +52,24 @@ def share_of_a_core(pids: list[int], seconds: float) -> list[float]:
     time.sleep(seconds)
     elapsed = time.monotonic() - t0
     return [100 * (cpu_of(p) - b) / elapsed for p, b in zip(pids, before)]
+
+
+def connections_to(pid: int, port: int) -> int:
+    """The established TCP connections of process ``pid`` to ``port``, from /proc (Linux)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    count = 0
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+                fields = line.split()
+                remote_port, state, inode = int(fields[2].rsplit(":", 1)[1], 16), fields[3], fields[9]
+                count += remote_port == port and state == "01" and inode in inodes
+    return count
 
 
 def parse_variant(text: str) -> tuple[str, Path, dict[str, str]]:
@@ -103,7 +125,7 @@ def main() -> int:
     variants = [parse_variant(v) for v in (args.variant or DEFAULT_VARIANTS)]
     workdir = Path(tempfile.mkdtemp(prefix="ragbus-bench-idle-"))
     print(f"idle CPU, % of one core, sampled over {args.seconds:g}s after {args.settle:g}s of settling")
-    print(f"{'backend':<8} {'variant':<16} {'worker':>7} {'broker':>7}")
+    print(f"{'backend':<8} {'variant':<16} {'worker':>7} {'broker':>7} {'conns':>6}")
     for backend in args.backends:
         broker = (brokers.tansu if backend == "kafka" else brokers.pulsar_lite)(workdir).start()
         try:
@@ -111,14 +133,16 @@ def main() -> int:
             time.sleep(args.settle)
             (alone,) = share_of_a_core([broker.process.pid], args.seconds)
             print(f"{backend:<8} {'(broker alone)':<16} {'-':>7} {alone:>6.1f}%", flush=True)
-            for name, root, env in [v for _ in range(args.rounds) for v in variants]:
+            rows = [v for r in range(args.rounds) for v in (variants if r % 2 == 0 else variants[::-1])]
+            for name, root, env in rows:
                 worker = start_worker(broker.url, root, env, workdir)
                 try:
                     time.sleep(args.settle)
                     w, b = share_of_a_core([worker.pid, broker.process.pid], args.seconds)
+                    conns = connections_to(worker.pid, broker.port)
                 finally:
                     stop(worker)
-                print(f"{backend:<8} {name:<16} {w:>6.1f}% {b:>6.1f}%", flush=True)
+                print(f"{backend:<8} {name:<16} {w:>6.1f}% {b:>6.1f}% {conns:>6}", flush=True)
         finally:
             broker.stop()
     return 0

@@ -122,7 +122,9 @@ class ReplyRouter:
         while True:
             try:
                 d = await sub.receive()
-            except SubscriptionClosed:
+            except SubscriptionClosed:  # the bus closed: a client that starts on it from now on fails there
+                if _routers.get(self.bus) is self:
+                    del _routers[self.bus]
                 return
             except Exception:  # one bad read must not leave every waiting call to time out
                 failures += 1
@@ -148,7 +150,8 @@ class ReplyRouter:
             reader._count_unexpected(None)
 
 
-# The router of each open bus in this process; a closed bus's goes with it.
+# The router of each bus in this process that has a started client; removed as the last one leaves
+# or the inbox closes with its bus.
 _routers: weakref.WeakKeyDictionary[Bus, ReplyRouter] = weakref.WeakKeyDictionary()
 
 
