@@ -175,12 +175,14 @@ class RequestClient:
         self._pending: dict[str, asyncio.Future[bytes] | _Stream] = {}
         self._per_topic: dict[str, tuple] = {}  # labelled metric children, by topic
         self._router: replies.ReplyRouter | None = None  # the bus's shared inbox, once started
+        self._routes: dict[str, RequestClient] = {}  # the router's request id -> client, once started
         self._open = False
 
     async def start(self) -> RequestClient:
         if self._open:
             return self
         self._router = await replies.join(self.bus, self, self.name)
+        self._routes = self._router.routes
         self.reply_topic = self._router.address
         self._open = True
         return self
@@ -194,14 +196,16 @@ class RequestClient:
         if not self._open or not self._router.reading:  # type: ignore[union-attr]
             raise ClientClosed(what)
 
+    # Both on every call's path, so plain dict work on the router's routes rather than calls into it.
     def _expect(self, request_id: str, waiting: asyncio.Future[bytes] | _Stream) -> None:
+        """Replies to ``request_id`` come to this client, for ``waiting``."""
         self._pending[request_id] = waiting
-        self._router.expect(request_id, self)  # type: ignore[union-attr]
+        self._routes[request_id] = self
 
     def _settle(self, request_id: str) -> None:
         """The call ``request_id`` takes no more replies."""
         del self._pending[request_id]
-        self._router.forget(request_id)  # type: ignore[union-attr]
+        self._routes.pop(request_id, None)
 
     async def __aenter__(self) -> RequestClient:
         return await self.start()
@@ -476,7 +480,7 @@ class RequestClient:
         """A reply to a call of this client that waits for it (the router's ``expect``)."""
         waiting = self._pending.get(request_id)
         if waiting is None:  # cannot happen while routes and pending calls move together
-            self._router.forget(request_id)  # type: ignore[union-attr]
+            self._routes.pop(request_id, None)
             return
         if isinstance(waiting, _Stream):
             self._offer_piece(waiting, d.headers, d.body)

@@ -8,8 +8,8 @@ it, and the last one to leave closes it: one reply consumer per process and
 bus, however many clients.
 
 The router reads the inbox and hands each reply to the client whose call is
-waiting for that request id (``expect``; ``forget`` once the call needs no
-more). A reply for a call that already ended goes to the client that made it,
+waiting for that request id (the client puts itself in ``routes`` under the
+id, and takes itself out once the call needs no more). A reply for a call that already ended goes to the client that made it,
 which counts it late or duplicate (``ended`` remembers which); a reply no
 client of this process asked for (another process's, on a Kafka reply
 partition it shares) is counted foreign by every client reading the inbox.
@@ -53,7 +53,7 @@ class ReplyRouter:
         self.reader: asyncio.Task[None] | None = None
         self._subscription: Subscription | None = None
         self._owners: set[ReplyOwner] = set()
-        self._routes: dict[str, ReplyOwner] = {}
+        self.routes: dict[str, ReplyOwner] = {}  # request id -> the client waiting for replies to it
         self._ended: OrderedDict[str, tuple[ReplyOwner, bool]] = OrderedDict()
         self._opening: asyncio.Future[None] | None = None
         self._closed = False
@@ -73,12 +73,8 @@ class ReplyRouter:
         opening = self._opening
         return opening is None or not opening.done() or (not opening.cancelled() and opening.exception() is None)
 
-    def expect(self, request_id: str, owner: ReplyOwner) -> None:
-        """Hand replies to ``request_id`` to ``owner`` until ``forget``."""
-        self._routes[request_id] = owner
-
     def forget(self, request_id: str) -> None:
-        self._routes.pop(request_id, None)
+        self.routes.pop(request_id, None)
 
     def ended(self, request_id: str, owner: ReplyOwner, *, answered: bool) -> None:
         """``owner``'s call ``request_id`` is over: a reply to it from now on is late or a duplicate."""
@@ -137,7 +133,7 @@ class ReplyRouter:
 
     def _route(self, d: Delivery) -> None:
         request_id = d.headers.get(REQUEST_ID, "")
-        owner = self._routes.get(request_id)
+        owner = self.routes.get(request_id)
         if owner is not None:
             owner._take_reply(request_id, d)
             return
