@@ -1,10 +1,12 @@
 """The request client: publish a request, await its response, correlated by request id.
 
-Each client reads its own reply inbox (``Bus.reply_inbox``): a private reply
-topic, or on Kafka one partition of a shared one whose other callers' replies
-it skips by request id. A response thus reaches the instance that asked, never
-every replica of the caller. One reader task resolves the waiting futures;
-thousands of calls may be in flight. A call that times out raises
+Replies arrive in a reply inbox (``Bus.reply_inbox``): a private reply topic,
+or on Kafka one partition of a shared one whose other callers' replies are
+skipped by request id. Every client on one bus in a process shares one inbox
+(``replies.py``): one reply consumer per process, however many clients, its
+replies handed to each client by request id. A response thus reaches the
+instance that asked, never every replica of the caller. One reader task
+resolves the waiting futures; thousands of calls may be in flight. A call that times out raises
 ``RequestTimeout``; a response that arrives after that, or a second response
 to one request, is dropped and counted.
 
@@ -40,10 +42,8 @@ starting would otherwise fail requests it is about to serve.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TypeVar
@@ -52,16 +52,13 @@ import msgspec
 
 from schema import DecodeError, decode, encode
 
-from ..bus import Bus, SubscriptionClosed
-from . import metrics, tracing
-from .envelope import ATTEMPT, REQUEST_ID, new_request_id, piece_position, request_headers
+from ..bus import Bus, Delivery
+from . import metrics, replies, tracing
+from .envelope import ATTEMPT, new_request_id, piece_position, request_headers
 
 log = logging.getLogger(__name__)
 
 Resp = TypeVar("Resp", bound=msgspec.Struct)
-
-# How many finished request ids are remembered to tell late and duplicate responses apart.
-_REMEMBERED = 100_000
 
 
 class RequestTimeout(TimeoutError):
@@ -113,7 +110,7 @@ class ClientStats:
     undecodable: int = 0
     resent: int = 0
     unserved: int = 0  # calls ended early because the bus said nobody consumes their topic
-    foreign: int = 0  # replies to requests this client never sent (other callers' on a shared inbox)
+    foreign: int = 0  # replies on its inbox to requests no client of this process sent (another process's)
 
 
 class _Stream:
@@ -176,16 +173,39 @@ class RequestClient:
         self.reply_topic = ""  # the reply-to address its requests name, from the bus at start
         self.stats = ClientStats()
         self._pending: dict[str, asyncio.Future[bytes] | _Stream] = {}
-        # request id -> True if it was answered, False if its call timed out.
-        self._finished: OrderedDict[str, bool] = OrderedDict()
-        self._reader: asyncio.Task[None] | None = None
         self._per_topic: dict[str, tuple] = {}  # labelled metric children, by topic
-        self._subscription = None
+        self._router: replies.ReplyRouter | None = None  # the bus's shared inbox, once started
+        self._routes: dict[str, RequestClient] = {}  # the router's request id -> client, once started
+        self._open = False
 
     async def start(self) -> RequestClient:
-        self.reply_topic, self._subscription = await self.bus.reply_inbox(self.name)
-        self._reader = asyncio.ensure_future(self._read_replies())
+        if self._open:
+            return self
+        self._router = await replies.join(self.bus, self, self.name)
+        self._routes = self._router.routes
+        self.reply_topic = self._router.address
+        self._open = True
         return self
+
+    @property
+    def _reader(self) -> asyncio.Task[None] | None:
+        """The task reading this client's (shared) reply inbox."""
+        return None if self._router is None else self._router.reader
+
+    def _check_open(self, what: str = "request client is not started (or its reply reader stopped)") -> None:
+        if not self._open or not self._router.reading:  # type: ignore[union-attr]
+            raise ClientClosed(what)
+
+    # Both on every call's path, so plain dict work on the router's routes rather than calls into it.
+    def _expect(self, request_id: str, waiting: asyncio.Future[bytes] | _Stream) -> None:
+        """Replies to ``request_id`` come to this client, for ``waiting``."""
+        self._pending[request_id] = waiting
+        self._routes[request_id] = self
+
+    def _settle(self, request_id: str) -> None:
+        """The call ``request_id`` takes no more replies."""
+        del self._pending[request_id]
+        self._routes.pop(request_id, None)
 
     async def __aenter__(self) -> RequestClient:
         return await self.start()
@@ -229,15 +249,14 @@ class RequestClient:
     async def _round_trip(
         self, topic: str, body: bytes, timeout: float | None, traceparent: str | None, request_id: str = "", span=None
     ) -> bytes:
-        if self._reader is None or self._reader.done():
-            raise ClientClosed("request client is not started (or its reply reader stopped)")
+        self._check_open()
         timeout = self.timeout_s if timeout is None else timeout
         # The caller's clock starts before the deadline is written (rounded up),
         # so it gives up no later than the processor stops working on the call.
         give_up_at = asyncio.get_running_loop().time() + timeout
         request_id = request_id or new_request_id()
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = future
+        self._expect(request_id, future)
         headers = request_headers(
             request_id=request_id, reply_to=self.reply_topic, timeout_s=timeout, traceparent=traceparent
         )
@@ -260,7 +279,8 @@ class RequestClient:
             self._remember(request_id, answered=False)
             raise RequestTimeout(topic, request_id, timeout, self.bus.url) from None
         finally:
-            if self._pending.pop(request_id, None) is not None:  # unanswered: timed out, or cancelled
+            if request_id in self._pending:  # unanswered: timed out, or cancelled
+                self._settle(request_id)
                 self._remember(request_id, answered=False)
             if unserved is not None:
                 unserved.cancel()
@@ -305,14 +325,13 @@ class RequestClient:
     async def _pieces(
         self, topic: str, body: bytes, timeout: float | None, traceparent: str | None, request_id: str = "", span=None
     ) -> AsyncIterator[bytes]:
-        if self._reader is None or self._reader.done():
-            raise ClientClosed("request client is not started (or its reply reader stopped)")
+        self._check_open()
         timeout = self.timeout_s if timeout is None else timeout
         loop = asyncio.get_running_loop()
         give_up_at = loop.time() + timeout
         request_id = request_id or new_request_id()
         stream = _Stream()
-        self._pending[request_id] = stream
+        self._expect(request_id, stream)
         headers = request_headers(
             request_id=request_id, reply_to=self.reply_topic, timeout_s=timeout, traceparent=traceparent, stream=True
         )
@@ -325,7 +344,8 @@ class RequestClient:
             self._timed_out(topic, request_id, stream)
             raise RequestTimeout(topic, request_id, timeout, self.bus.url) from None
         except BaseException:
-            self._pending.pop(request_id, None)
+            if self._pending.get(request_id) is stream:
+                self._settle(request_id)
             raise
         self.stats.sent += 1
         counted[0].inc()
@@ -334,8 +354,7 @@ class RequestClient:
         unserved = asyncio.ensure_future(self._until_unserved(topic)) if self.served_check_s else None
         try:
             while True:
-                if self._reader is None or self._reader.done():
-                    raise ClientClosed("request client closed while a stream was open")
+                self._check_open("request client closed while a stream was open")
                 stream.arrived.clear()
                 for piece in stream.take():
                     if unserved is not None:
@@ -379,7 +398,7 @@ class RequestClient:
             if unserved is not None:
                 unserved.cancel()
             if self._pending.get(request_id) is stream:  # not yet accounted for: finished or abandoned
-                self._pending.pop(request_id)
+                self._settle(request_id)
                 self._remember(request_id, answered=stream.done)
                 if stream.done:
                     self.stats.answered += 1
@@ -397,7 +416,7 @@ class RequestClient:
         self.stats.timeouts += 1
         metrics.client_timeouts.labels(topic).inc()
         if self._pending.get(request_id) is stream:
-            self._pending.pop(request_id)
+            self._settle(request_id)
         self._remember(request_id, answered=False)
 
     async def _response(
@@ -455,38 +474,22 @@ class RequestClient:
             return None
 
     def _remember(self, request_id: str, *, answered: bool) -> None:
-        self._finished[request_id] = answered
-        if len(self._finished) > _REMEMBERED:
-            self._finished.popitem(last=False)
+        self._router.ended(request_id, self, answered=answered)  # type: ignore[union-attr]
 
-    async def _read_replies(self) -> None:
-        sub = self._subscription
-        failures = 0
-        while True:
-            try:
-                d = await sub.receive()
-            except SubscriptionClosed:
-                return
-            except Exception:  # one bad read must not leave every waiting call to time out
-                failures += 1
-                log.exception("reading replies on %s failed (%d in a row)", self.reply_topic, failures)
-                await asyncio.sleep(min(5.0, 0.05 * 2**failures))
-                continue
-            failures = 0
-            await d.ack()  # a reply is consumed once, whatever happens to it
-            request_id = d.headers.get(REQUEST_ID, "")
-            waiting = self._pending.get(request_id)
-            if waiting is None:
-                self._count_unexpected(request_id)
-                continue
-            if isinstance(waiting, _Stream):
-                self._offer_piece(waiting, d.headers, d.body)
-                continue
-            del self._pending[request_id]
-            if not waiting.done():  # else its call was cancelled
-                waiting.set_result(d.body)
-            self.stats.answered += 1
-            self._remember(request_id, answered=True)
+    def _take_reply(self, request_id: str, d: Delivery) -> None:
+        """A reply to a call of this client that waits for it (the router's ``expect``)."""
+        waiting = self._pending.get(request_id)
+        if waiting is None:  # cannot happen while routes and pending calls move together
+            self._routes.pop(request_id, None)
+            return
+        if isinstance(waiting, _Stream):
+            self._offer_piece(waiting, d.headers, d.body)
+            return
+        self._settle(request_id)
+        if not waiting.done():  # else its call was cancelled
+            waiting.set_result(d.body)
+        self.stats.answered += 1
+        self._remember(request_id, answered=True)
 
     def _offer_piece(self, stream: _Stream, headers, body: bytes) -> None:
         position = piece_position(headers)
@@ -500,33 +503,37 @@ class RequestClient:
             self.stats.duplicates += 1
             metrics.client_duplicates.inc()
 
-    def _count_unexpected(self, request_id: str) -> None:
-        if request_id not in self._finished:
-            self.stats.foreign += 1  # not one of ours: another caller's reply on a shared inbox
-            return
-        if self._finished[request_id]:
+    def _count_unexpected(self, answered: bool | None) -> None:
+        """A reply nobody waits for: to a call that was answered (a duplicate), that ended unanswered
+        (late), or to none of this process's calls (foreign: another process's, on a shared inbox)."""
+        if answered is None:
+            self.stats.foreign += 1
+        elif answered:
             self.stats.duplicates += 1
             metrics.client_duplicates.inc()
         else:
             self.stats.late += 1
             metrics.client_late.inc()
-        log.debug("dropped response to %s (late or duplicate)", request_id)
 
     async def close(self) -> None:
+        """Fail the calls still waiting and leave the shared inbox (the last client to leave closes it).
+
+        A reply to one of those calls that comes later is counted late here, and harms no other client.
+        """
         for _, asked in self._served.values():
             asked.cancel()
-        if self._reader is not None:
-            self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader
-        if self._subscription is not None:
-            await self._subscription.close()
-        for future in self._pending.values():
-            if isinstance(future, _Stream):
-                future.arrived.set()  # its generator wakes, finds the reader gone and stops
-            elif not future.done():
-                future.set_exception(ClientClosed("request client closed while waiting"))
+        router, self._open = self._router, False
+        for request_id, waiting in self._pending.items():
+            if router is not None:
+                router.forget(request_id)
+                router.ended(request_id, self, answered=False)
+            if isinstance(waiting, _Stream):
+                waiting.arrived.set()  # its generator wakes, finds the client closed and stops
+            elif not waiting.done():
+                waiting.set_exception(ClientClosed("request client closed while waiting"))
         self._pending.clear()
+        if router is not None:
+            await router.leave(self)
         if tracing.ENABLED:
             await tracing.flush()
 

@@ -42,8 +42,11 @@ async def test_a_reply_published_right_after_the_inbox_opens_arrives_and_only_th
 
 @pytest.mark.brokers
 async def test_callers_sharing_a_kafka_reply_partition_each_get_only_their_own_answers(kafka_broker, topic):
-    async with echo_service(kafka_broker.url, topic) as bus:
-        clients = [await RequestClient(bus, name=f"c{i}").start() for i in range(12)]
+    async with echo_service(kafka_broker.url, topic), contextlib.AsyncExitStack() as callers:
+        # Each on a bus of its own, as separate processes are: the clients of one bus share one inbox anyway.
+        buses = [await callers.enter_async_context(await connect(kafka_broker.url, settings_for_tests()))
+                 for _ in range(12)]
+        clients = [await RequestClient(bus, name=f"c{i}").start() for i, bus in enumerate(buses)]
         try:
             partitions = {c.reply_topic for c in clients}
             assert len(partitions) < len(clients)  # 12 callers over reply_topics.partitions (8): some share
