@@ -9,8 +9,9 @@ bus, however many clients.
 
 The router reads the inbox and hands each reply to the client whose call is
 waiting for that request id (the client puts itself in ``routes`` under the
-id, and takes itself out once the call needs no more). A reply for a call that already ended goes to the client that made it,
-which counts it late or duplicate (``ended`` remembers which); a reply no
+id, and takes itself out once the call needs no more). A reply for a call
+that already ended goes to the client that made it, which counts it late or
+duplicate (``ended`` remembers which); a reply no
 client of this process asked for (another process's, on a Kafka reply
 partition it shares) is counted foreign by every client reading the inbox.
 """
