@@ -206,10 +206,6 @@ async def main() -> None:
                 url = broker.url if broker else "memory://bench-rag"
                 opened = bus_rag(run_settings, url)
             print(f"{backend}: measuring", file=sys.stderr)
-            if broker is not None:
-                raw = (bench_bus.raw_kafka_setup(broker.url.removeprefix("kafka://")) if backend == "kafka"
-                       else bench_bus.raw_pulsar_setup(broker.url))
-                pingpong[backend] = (await bench_bus.run(bench_bus.echo_bench(raw), bench_bus.QUICK)).p50_ms
             async with opened as ask:
                 pid = broker.process.pid if broker and broker.process else None
                 await ask(QUESTIONS[0])  # every processor up and connected before the idle window
@@ -218,6 +214,13 @@ async def main() -> None:
                     r = await measure(ask, concurrency, args.queries, pid, idle)
                     rows.append((backend, concurrency, r))
                     print(f"  concurrency {concurrency}: p50 {r['p50']:.1f} ms, {r['qps']:.1f} q/s", file=sys.stderr)
+            # After the pipeline, not before: pulsar-client keeps the logger of the first client a process
+            # makes, so the pipeline's bus must make it, as it does in a worker (the raw client's own logger
+            # would otherwise be the pipeline's too, and cost it a GIL hand-off per C++ DEBUG line).
+            if broker is not None:
+                raw = (bench_bus.raw_kafka_setup(broker.url.removeprefix("kafka://")) if backend == "kafka"
+                       else bench_bus.raw_pulsar_setup(broker.url))
+                pingpong[backend] = (await bench_bus.run(bench_bus.echo_bench(raw), bench_bus.QUICK)).p50_ms
     finally:
         for broker in started:
             broker.stop()

@@ -119,7 +119,8 @@ def _native_logger():
     line (about 200 a query on the bus, measured) and each one takes the GIL from the network thread,
     which then waits for the event loop to let go of it. Only when ``pulsar.client`` is enabled for
     DEBUG does the bridge get them; otherwise the core filters by level itself and writes what passes
-    (WARN and up, by default) to stderr, as Python's logging would, without the GIL.
+    (WARN and up, by default) to stderr, as Python's logging would, without the GIL. The core keeps the
+    logger of the first client a process makes: set the level before connecting.
     """
     if _CLIENT_LOG.isEnabledFor(logging.DEBUG):
         return _CLIENT_LOG
