@@ -21,7 +21,7 @@ import pulsar.asyncio as pulsar_async
 
 from config.bus import BusSettings
 
-from . import pulsar_stats
+from . import pulsar_log, pulsar_stats
 from .base import Bus, BusError, BusUnavailable, Delivery, GroupStatus, Retained, Subscription
 from .url import BusAddress
 
@@ -98,41 +98,6 @@ async def _spread_consumer_ids(client: pulsar_async.Client, count: int) -> None:
     await consumer.close()
 
 
-class _EmptyTopicAnswer(logging.Filter):
-    """Drops pulsar-client's log lines about Pulsar Lite's answer to a reader of an empty topic
-    ("Topic has no messages", then "Failed to getLastMessageId"): ``_more`` reads it as empty, and
-    ``ragbus dlq list`` or ``status`` on empty dead-letter topics would otherwise print two lines each."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        text = record.getMessage()
-        return "(Topic has no messages)" not in text and "Failed to getLastMessageId: UnknownError" not in text
-
-
-_CLIENT_LOG = logging.getLogger("pulsar.client")
-_CLIENT_LOG.addFilter(_EmptyTopicAnswer())
-
-
-def _native_logger():
-    """The logger pulsar-client's C++ core writes to, chosen by how much ``pulsar.client`` wants to hear.
-
-    The client's Python-logger bridge has no level of its own: the C++ core hands it every DEBUG
-    line (about 200 a query on the bus, measured) and each one takes the GIL from the network thread,
-    which then waits for the event loop to let go of it. Only when ``pulsar.client`` is enabled for
-    DEBUG does the bridge get them; otherwise the core filters by level itself and writes what passes
-    (WARN and up, by default) to stderr, as Python's logging would, without the GIL. The core keeps the
-    logger of the first client a process makes: set the level before connecting.
-    """
-    if _CLIENT_LOG.isEnabledFor(logging.DEBUG):
-        return _CLIENT_LOG
-    if _CLIENT_LOG.isEnabledFor(logging.INFO):
-        level = pulsar.LoggerLevel.Info
-    elif _CLIENT_LOG.isEnabledFor(logging.WARNING):
-        level = pulsar.LoggerLevel.Warn
-    else:
-        level = pulsar.LoggerLevel.Error
-    return pulsar.FileLogger(level, "/dev/stderr")
-
-
 class PulsarBus(Bus):
     _no_topic_admin = (
         "Pulsar creates a topic on first use; its partitions and retention are namespace policies "
@@ -163,7 +128,7 @@ class PulsarBus(Bus):
         kwargs: dict[str, object] = {
             "operation_timeout_seconds": opts.operation_timeout_seconds,
             "connection_timeout_ms": int(timeout * 1000),
-            "logger": _native_logger(),
+            "logger": pulsar_log.client_logger(),
         }
         if opts.auth_token:
             kwargs["authentication"] = pulsar.AuthenticationToken(opts.auth_token)
