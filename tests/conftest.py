@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 
 import pytest
@@ -15,10 +17,23 @@ from processors.testing import brokers
 BACKENDS = ["memory", "kafka", "pulsar"]
 
 
+_OWN_DATA_DIR: list[str] = []
+
+
 def pytest_configure(config):
-    """The test brokers' own settings (never production defaults) reach every process the tests start."""
+    """The test brokers' own settings (never production defaults) reach every process the tests start;
+    so does a data dir of the session's own, so that nothing a test stores by default (stores, the
+    embedder's optimised model) lands in the user's home."""
     for name, value in brokers.TEST_BROKER_ENV.items():
         os.environ.setdefault(name, value)
+    if "RAGBUS_DATA_DIR" not in os.environ:
+        _OWN_DATA_DIR.append(tempfile.mkdtemp(prefix="ragbus-tests-"))
+        os.environ["RAGBUS_DATA_DIR"] = _OWN_DATA_DIR[0]
+
+
+def pytest_unconfigure(config):
+    for directory in _OWN_DATA_DIR:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def start_test_broker(factory, workdir):

@@ -19,6 +19,15 @@ largest activations it ever held (a batch of 256-token chunks needs tens of
 megabytes per layer) for the life of the process; without it each call's
 buffers are freed when the call ends, at no measurable cost in speed here.
 
+Start-up: building a session from the int8 export, onnxruntime's graph
+optimiser folds the weights into float ones through temporaries, the
+process's peak of memory. The optimised model (optimisation level
+"extended": nothing specific to this machine's CPU) is therefore written once
+to ``optimized_cache``, named by the export's sha256 and the onnxruntime
+version, and later starts load it instead: the same graph, so the same
+vectors, bit for bit, at about two thirds of the peak. A cache that cannot be
+written or read is skipped with a warning; the export itself always works.
+
 Inference runs on one worker thread of this backend's own: the event loop
 is never blocked, concurrent requests queue for the cores instead of
 splitting them between several onnxruntime calls, and the default executor
@@ -28,7 +37,9 @@ stays free for the other processors of the process.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -39,6 +50,8 @@ from processors.runtime.threads import OneThread
 
 from .settings import OnnxSettings
 from .wordpiece import WordPiece
+
+log = logging.getLogger(__name__)
 
 # The vocabulary of this export, shipped with the project's configuration.
 VOCAB = Path(config.__file__).with_name("embed") / "vocab.txt"
@@ -121,6 +134,21 @@ def release_freed_memory() -> None:
     trim(0)
 
 
+def optimized_path(model_path: Path, cache: str, runtime_version: str) -> Path | None:
+    """Where the optimised form of ``model_path`` is kept (``cache`` as in ``OnnxSettings.optimized_cache``),
+    named by the file's sha256 and the onnxruntime version that optimised it; None when the cache is off."""
+    if cache == "off":
+        return None
+    from config.settings import default_data_dir
+
+    directory = Path(cache).expanduser() if cache else default_data_dir() / ".cache" / "onnx"
+    digest = hashlib.sha256()
+    with open(model_path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return directory / f"{model_path.stem}-{digest.hexdigest()[:16]}-ort{runtime_version}.onnx"
+
+
 def cpu_count() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -136,6 +164,7 @@ class OnnxBackend:
         self._thread: OneThread | None = None  # from start to close
         self._session = None
         self._tokenizer = None
+        self.loaded_from: Path | None = None  # the file the session was built from: the export, or its cache
 
     async def start(self) -> None:
         self._thread = OneThread("embed-onnx")
@@ -171,10 +200,7 @@ class OnnxBackend:
         spin = "1" if s.spin else "0"
         options.add_session_config_entry("session.intra_op.allow_spinning", spin)
         options.add_session_config_entry("session.inter_op.allow_spinning", spin)
-        try:
-            session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # onnxruntime raises its own exception types for a bad file
-            raise ModelError(f"cannot load ONNX model {model_path}: {exc}") from None
+        session = self._session_of(ort, model_path, options)
         inputs = {i.name for i in session.get_inputs()}
         if not {"input_ids", "attention_mask"} <= inputs or not inputs <= MODEL_INPUTS:
             raise ModelError(
@@ -196,6 +222,47 @@ class OnnxBackend:
         self.dimension = output.shape[2]
         self._tokenizer = tokenizer
         self._session = session
+
+    def _session_of(self, ort, model_path: Path, options):
+        """The session of ``model_path``: from its optimised form in the cache, written there first if missing."""
+        try:
+            cached = optimized_path(model_path, self.settings.optimized_cache, ort.__version__)
+        except OSError as exc:
+            raise ModelError(f"cannot load ONNX model {model_path}: {exc}") from None
+        if cached is not None and not cached.is_file():
+            self._write_optimized(ort, model_path, cached)
+        if cached is not None and cached.is_file():
+            try:
+                session = ort.InferenceSession(str(cached), options, providers=["CPUExecutionProvider"])
+                self.loaded_from = cached
+                return session
+            except Exception as exc:  # a damaged cache: the export itself still works
+                log.warning("cannot load the optimised model %s (%s); removing it, using %s", cached, exc, model_path)
+                cached.unlink(missing_ok=True)
+        try:
+            session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own exception types for a bad file
+            raise ModelError(f"cannot load ONNX model {model_path}: {exc}") from None
+        self.loaded_from = model_path
+        return session
+
+    def _write_optimized(self, ort, model_path: Path, cached: Path) -> None:
+        """Have onnxruntime optimise the export and write the result to ``cached`` (atomically: another
+        process may be doing the same). Level "extended": no layout for this machine's CPU only."""
+        tmp = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
+        options = ort.SessionOptions()
+        options.enable_cpu_mem_arena = False
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        options.optimized_model_filepath = str(tmp)
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+            os.replace(tmp, cached)
+        except Exception as exc:  # a cache we cannot write: start from the export, as without one
+            log.warning("cannot keep the optimised model in %s: %s", cached.parent, exc)
+        finally:
+            tmp.unlink(missing_ok=True)
+            release_freed_memory()  # that session's temporaries, before the one that stays is built
 
     def embed_sync(self, texts: list[str]) -> np.ndarray:
         """Unit vectors of ``texts``, one row each, in input order."""

@@ -55,6 +55,12 @@ class OnnxSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # onnxruntime's CPU memory arena. On, it keeps the largest activations any batch needed (tens of MB
     # for 256-token chunks) for the life of the process; off, each call frees its own, measured no slower.
     memory_arena: bool = False
+    # Where the model, once optimised by onnxruntime, is kept for the next start; "" =
+    # <data dir>/.cache/onnx (config.settings.default_data_dir()), "off" = never. Building a session
+    # from the int8 export turns its weights into float ones through temporaries: about 215 MiB at
+    # the process's peak. Loading the already optimised model needs about 140 MiB, for the very
+    # same vectors (the optimised graph is what runs either way).
+    optimized_cache: str = ""
 
 
 class OpenAISettings(RetrySettings, kw_only=True, forbid_unknown_fields=True):

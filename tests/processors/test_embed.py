@@ -347,3 +347,37 @@ async def test_a_processor_whose_model_cannot_load_fails_to_start(tmp_path):
     with pytest.raises(ModelError, match="cannot load ONNX model"):
         await processor.start()
     assert processor.backend is None
+
+
+async def test_the_optimised_model_is_kept_and_gives_the_same_vectors_bit_for_bit(tmp_path, caplog):
+    """The first start writes the optimised model to the cache; later starts load it, for the same vectors."""
+    texts = [QUESTION, "Déjà vu: naïve café, 東京!", "x " * 300, ""]
+    uncached = OnnxBackend(OnnxSettings(optimized_cache="off"))
+    expected = uncached.embed_sync(texts)
+    assert uncached.loaded_from.suffix == ".onnx" and ".cache" not in str(uncached.loaded_from)
+    first = OnnxBackend(OnnxSettings(optimized_cache=str(tmp_path)))
+    assert np.array_equal(first.embed_sync(texts), expected)
+    (kept,) = tmp_path.glob("*.onnx")
+    assert first.loaded_from == kept and kept.stat().st_size > 50_000_000  # the weights, as floats
+    assert list(tmp_path.glob("*.tmp")) == []
+    again = OnnxBackend(OnnxSettings(optimized_cache=str(tmp_path)))
+    assert np.array_equal(again.embed_sync(texts), expected) and again.loaded_from == kept
+    # A damaged cache is set aside: the export answers, with the same vectors, and the next start rewrites it.
+    kept.write_bytes(b"not a model")
+    damaged = OnnxBackend(OnnxSettings(optimized_cache=str(tmp_path)))
+    assert np.array_equal(damaged.embed_sync(texts), expected)
+    assert damaged.loaded_from != kept and "cannot load the optimised model" in caplog.text
+    assert OnnxBackend(OnnxSettings(optimized_cache=str(tmp_path))).embed_sync(texts[:1]).shape == (1, 384)
+    assert kept.stat().st_size > 50_000_000
+
+
+async def test_the_optimised_model_is_named_by_the_export_and_the_runtime(tmp_path):
+    from processors.embed.onnx_backend import optimized_path
+
+    a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
+    a.write_bytes(b"one export")
+    b.write_bytes(b"another export")
+    assert optimized_path(a, "off", "1.0") is None
+    assert optimized_path(a, str(tmp_path / "c"), "1.0").parent == tmp_path / "c"
+    assert optimized_path(a, "", "1.0") != optimized_path(b, "", "1.0")
+    assert optimized_path(a, "", "1.0") != optimized_path(a, "", "1.1")
