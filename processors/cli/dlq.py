@@ -15,6 +15,7 @@ redrive does not send it again (processors/bus/dead_letters.py).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 from datetime import UTC, datetime
 
@@ -78,9 +79,8 @@ async def _list(args: argparse.Namespace) -> int:
             topics = [dead_letter_topic_of(bus, args.topic)]
         else:
             topics = await dead_letter_topics(bus, processor_topics(settings))
-        letters: list[DeadLetter] = []
-        for topic in topics:
-            letters += await pending(bus, topic, reason=args.reason)
+        found = await asyncio.gather(*(pending(bus, topic, reason=args.reason) for topic in topics))
+        letters: list[DeadLetter] = [d for of_topic in found for d in of_topic]
     total = len(letters)
     shown = letters[: args.limit] if args.limit else letters
     more = f" (showing {len(shown)}; --limit)" if len(shown) < total else ""
