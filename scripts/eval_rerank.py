@@ -1,7 +1,7 @@
 """Would reranking the fused hybrid candidates pay? Token-level max-similarity with the MiniLM we ship, offline.
 
     python scripts/eval_rerank.py [--split dev|test] [--data-dir DIR] [--depths 10,20,30] [--blends 0.3,0.5,0.7,1]
-                                  [--methods ctx,qctx-static,static] [--json FILE]
+                                  [--methods ctx,ctx-stored,qctx-static,static] [--json FILE]
 
 No packaged cross-encoder ships its weights in a registry package (issue 16, lever 4), so the
 reranker tried here is ColBERT-style late interaction built from the embedder we already have
@@ -13,7 +13,10 @@ reranker tried here is ColBERT-style late interaction built from the embedder we
   through the model at query time (or be precomputed at ingest, which the stores do not do);
 - ``qctx-static``: the question contextual (one short forward pass), each chunk token a vector of
   its own ("[CLS] token [SEP]" through the model, one table for the vocabulary, computed once);
-- ``static``: both sides from that table: no forward pass at query time.
+- ``static``: both sides from that table: no forward pass at query time;
+- ``ctx-stored``: ``ctx`` as it would run if the stores kept each chunk's token vectors (float16),
+  which the embedder computes at ingest anyway before pooling them: its cost is the question's
+  pass and the max-similarity only. What keeping them costs is printed (tokens, MB).
 
 The candidates are the pipeline's own: the corpus as ``eval_retrieval.py`` ingests it (same
 ``--data-dir``), each question's vector and keyword lists (depth = the largest of ``--depths``, with
@@ -28,22 +31,37 @@ the question's forward pass plus, for ``ctx``, each candidate's forward pass (me
 time; a chunk is encoded once and its time reused), plus the max-similarity. Not counted: a bus hop
 to a rerank processor, and the table of token vectors (``static``/``qctx-static``: once per process).
 Choose on ``--split dev``; read test once.
+
+Measured for issue 16 (dev 96 / test 94 questions, hybrid = min-max fusion + stemmed BM25; nDCG@10 / R@5):
+the configured hybrid .627/.692 dev, .617/.668 test. ``ctx`` depth 20, a = 0.7 (chosen on dev) .666/.735
+dev, .636/.707 test, but 1-3 s a question to encode the candidates on 2 cores; as ``ctx-stored`` the
+same ranking for about one more forward pass of the question, and 100 MB of float16 token vectors for
+the 609 chunks. ``qctx-static``/``static`` gains are within noise. Not wired into document-rag.
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import json
-import statistics
-import sys
-import time
-import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+import os
 
-import numpy as np
+# Run as a script: one BLAS thread (before numpy loads). The max-similarity's small products on a threaded
+# BLAS beside onnxruntime's threads spend more time handing work between threads than computing
+# (measured: 4x slower on 2 busy cores). Imported (tests), the process's settings are left alone.
+if __name__ == "__main__":
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import uuid  # noqa: E402
+from collections.abc import Callable, Mapping, Sequence  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 for p in (ROOT, ROOT / "scripts", ROOT / "scripts" / "eval"):
@@ -186,6 +204,9 @@ def rerankers(tv: TokenVectors, questions: Sequence[evalset.Question], texts: Ma
         started = time.perf_counter()
         ids, vectors = tv.contextual(q.question)
         q_ctx[q.id] = (ids, vectors, (time.perf_counter() - started) * 1000)
+    if q_ctx:
+        print(f"the question's forward pass: p50 {statistics.median(t for *_, t in q_ctx.values()):.1f} ms",
+              file=sys.stderr)
     chunk_ctx: dict[str, tuple[np.ndarray, float]] = {}
     chunk_ids: dict[str, tuple[np.ndarray, float]] = {}  # unique token ids, ms to tokenize
 
@@ -210,6 +231,15 @@ def rerankers(tv: TokenVectors, questions: Sequence[evalset.Question], texts: Ma
         scores = [maxsim(qv, v) for v, _ in encoded]
         return scores, ms + sum(t for _, t in encoded) + (time.perf_counter() - started) * 1000
 
+    def ctx_stored(qid: str, cids: Sequence[str]) -> tuple[list[float], float]:
+        """``ctx`` as it would run with each chunk's token vectors kept at ingest (float16; the embedder
+        computes them there anyway, to pool them): the question's pass and the max-similarity only."""
+        _, qv, ms = q_ctx[qid]
+        stored = [ctx_of(c)[0].astype(np.float16) for c in cids]
+        started = time.perf_counter()
+        scores = [maxsim(qv, v.astype(np.float32)) for v in stored]
+        return scores, ms + (time.perf_counter() - started) * 1000
+
     def with_static(question_side: Callable[[str], tuple[np.ndarray, float]]) -> Reranker:
         def rerank(qid: str, cids: Sequence[str]) -> tuple[list[float], float]:
             qv, ms = question_side(qid)
@@ -227,8 +257,8 @@ def rerankers(tv: TokenVectors, questions: Sequence[evalset.Question], texts: Ma
     # The table, once, for every token of the corpus and the questions (a processor would hold the whole
     # vocabulary's: about 20 s on 2 cores, once): not counted in the cost.
     tv.static(np.concatenate([tv.ids(t) for t in [*texts.values(), *(q.question for q in questions)]]))
-    every = {"ctx": ctx, "qctx-static": with_static(lambda qid: (q_ctx[qid][1], q_ctx[qid][2])),
-             "static": with_static(q_static)}
+    every = {"ctx": ctx, "ctx-stored": ctx_stored,
+             "qctx-static": with_static(lambda qid: (q_ctx[qid][1], q_ctx[qid][2])), "static": with_static(q_static)}
     return {m: every[m] for m in methods}
 
 
@@ -287,6 +317,9 @@ async def main_async(args) -> list[str]:
     print("token vectors and reranking", file=sys.stderr)
     tv = TokenVectors()
     methods = rerankers(tv, questions, found.texts, [m for m in args.methods.split(",") if m])
+    tokens = sum(len(tv.ids(t)) - 2 for t in found.texts.values())
+    mb = tokens * tv.table.shape[1] * 2 / 2**20
+    print(f"token vectors of the {len(found.texts)} chunks: {tokens} tokens, {mb:.0f} MB as float16", file=sys.stderr)
     rag = processor_settings(settings, "document-rag", DocumentRagSettings)
     ranked, cost = run(questions, found, rag, depths, [float(a) for a in args.blends.split(",")], methods)
     if args.json:
@@ -300,7 +333,7 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, required=True, help="the stores (eval_retrieval.py's --data-dir)")
     parser.add_argument("--depths", default="10,20,30", help="candidates per side, fused, then reranked")
     parser.add_argument("--blends", default="0.3,0.5,0.7,1", help="weights a of the reranker's score")
-    parser.add_argument("--methods", default="ctx,qctx-static,static")
+    parser.add_argument("--methods", default="ctx,ctx-stored,qctx-static,static")
     parser.add_argument("--json", type=Path, help="write every system's ranking and per-question cost")
     args = parser.parse_args()
     print("\n".join(asyncio.run(main_async(args))))

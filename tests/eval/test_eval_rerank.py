@@ -61,7 +61,7 @@ def test_maxsim_ranks_the_chunk_about_the_question_first_in_each_way(token_vecto
         id = "q"
 
     Q.question = question
-    methods = rerank.rerankers(token_vectors, [Q], texts, ["ctx", "qctx-static", "static"])
+    methods = rerank.rerankers(token_vectors, [Q], texts, ["ctx", "ctx-stored", "qctx-static", "static"])
     for name, score in methods.items():
         (on, off), ms = score("q", ["on", "off"])
         assert on > off, name
