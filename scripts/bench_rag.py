@@ -24,7 +24,10 @@ query, with queries/s as a share of it. Before each bus backend's load it
 measures the pipeline's idle CPU (this process plus the broker, --idle-seconds)
 and prints CPU per query also net of it: with the test brokers' 5 ms Kafka
 polling an idle pipeline burns CPU a real Kafka's long poll would not, so the
-net figure (a lower bound) is the cost of the queries themselves. Absolute times drift on a shared
+net figure (a lower bound) is the cost of the queries themselves. The broker's own share of
+both is printed apart, and the load average beside each measurement. A backend may carry
+settings of its own (``kafka+RAGBUS_BUS__KAFKA__COMMIT_INTERVAL_MS=1000``), measured as a row of
+its own, so a setting is compared side by side in one run. Absolute times drift on a shared
 machine; the ratios between rows of one run are the result.
 """
 
@@ -208,7 +211,8 @@ async def main() -> None:
                 factory = brokers.tansu if kind == "kafka" else brokers.pulsar_lite
                 broker = factory(Path(tempfile.mkdtemp(prefix=f"bench-{kind}-"))).start()
                 started.append(broker)
-            run_settings = load_settings(environ={**brokers.TEST_BROKER_ENV, **dict(o.split("=", 1) for o in overrides)})
+            own = dict(o.split("=", 1) for o in overrides)
+            run_settings = load_settings(environ={**brokers.TEST_BROKER_ENV, **own})
             if kind == "direct":
                 opened = direct_rag(run_settings)
             else:
@@ -249,7 +253,8 @@ async def main() -> None:
         vs = (f"{r['p50'] / d['p50']:.2f}x | {r['qps'] / d['qps']:.2f}x | {r['cpu_ms'] / d['cpu_ms']:.2f}x "
               f"| {r['net_ms'] / d['cpu_ms']:.2f}x") if d else "- | - | - | -"
         print(f"| {backend} | {c} | {r['p50']:.1f} | {r['p99']:.1f} | {r['qps']:.1f} | {r['cpu_ms']:.1f} "
-              f"| {r['broker_ms']:.1f} | {r['idle']:.0%} ({r['idle_broker']:.0%}) | {r['net_ms']:.1f} | {r['limit']:.1f} | {r['share']:.0%} | {vs} |")
+              f"| {r['broker_ms']:.1f} | {r['idle']:.0%} ({r['idle_broker']:.0%}) | {r['net_ms']:.1f} "
+              f"| {r['limit']:.1f} | {r['share']:.0%} | {vs} |")
     direct = base.get(1)
     for backend, ms in pingpong.items():
         r = next((r for b, c, r in rows if b == backend and c == 1), None)
