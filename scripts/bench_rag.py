@@ -24,7 +24,10 @@ query, with queries/s as a share of it. Before each bus backend's load it
 measures the pipeline's idle CPU (this process plus the broker, --idle-seconds)
 and prints CPU per query also net of it: with the test brokers' 5 ms Kafka
 polling an idle pipeline burns CPU a real Kafka's long poll would not, so the
-net figure (a lower bound) is the cost of the queries themselves. Absolute times drift on a shared
+net figure (a lower bound) is the cost of the queries themselves. The broker's own share of
+both is printed apart, and the load average beside each measurement. A backend may carry
+settings of its own (``kafka+RAGBUS_BUS__KAFKA__COMMIT_INTERVAL_MS=1000``), measured as a row of
+its own, so a setting is compared side by side in one run. Absolute times drift on a shared
 machine; the ratios between rows of one run are the result.
 """
 
@@ -134,20 +137,22 @@ def cpu_of(pid: int | None) -> float:
     return sum(int(x) for x in fields[11:15]) / ticks
 
 
-async def idle_rate(seconds: float, broker_pid: int | None) -> float:
+async def idle_rate(seconds: float, broker_pid: int | None) -> tuple[float, float]:
     """CPU seconds per second this process and the broker burn with the pipeline up and no question asked.
 
     With the test brokers' settings (TEST_BROKER_ENV) each Kafka consumer polls Tansu every 5 ms,
     so a pipeline of a dozen consumers costs CPU while idle that a real Kafka's long poll would not.
+    Returns the rate of both together and the broker's share of it.
     """
     if seconds <= 0:
-        return 0.0
+        return 0.0, 0.0
     cpu0, broker0, wall0 = time.process_time(), cpu_of(broker_pid), time.perf_counter()
     await asyncio.sleep(seconds)
-    return (time.process_time() - cpu0 + cpu_of(broker_pid) - broker0) / (time.perf_counter() - wall0)
+    wall, broker = time.perf_counter() - wall0, cpu_of(broker_pid) - broker0
+    return (time.process_time() - cpu0 + broker) / wall, broker / wall
 
 
-async def measure(ask, concurrency: int, total: int, broker_pid: int | None, idle: float = 0.0) -> dict:
+async def measure(ask, concurrency: int, total: int, broker_pid: int | None, idle: tuple = (0.0, 0.0)) -> dict:
     for q in QUESTIONS[:4]:  # warm up: first loads, first connections
         await ask(q)
     latencies: list[float] = []
@@ -162,20 +167,24 @@ async def measure(ask, concurrency: int, total: int, broker_pid: int | None, idl
     cpu0, broker0, wall0 = time.process_time(), cpu_of(broker_pid), time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     wall = time.perf_counter() - wall0
-    cpu = time.process_time() - cpu0 + cpu_of(broker_pid) - broker0
+    broker = cpu_of(broker_pid) - broker0
+    cpu = time.process_time() - cpu0 + broker
     q = statistics.quantiles(latencies, n=100, method="inclusive")
     cpu_per_query = cpu / total
     limit = (os.cpu_count() or 1) / cpu_per_query
     # Net of the idle rate over the same wall time: a lower bound, as busy consumers poll less.
-    net_ms = max(cpu - idle * wall, 0.0) / total * 1e3
+    net_ms = max(cpu - idle[0] * wall, 0.0) / total * 1e3
     return {"p50": q[49] * 1e3, "p99": q[98] * 1e3, "qps": total / wall, "cpu_ms": cpu_per_query * 1e3,
-            "net_ms": net_ms, "idle": idle, "limit": limit, "share": total / wall / limit}
+            "broker_ms": broker / total * 1e3, "net_ms": net_ms, "idle": idle[0], "idle_broker": idle[1],
+            "limit": limit, "share": total / wall / limit}
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--queries", type=int, default=200, help="queries per backend and concurrency")
-    parser.add_argument("--backends", default="direct,memory,kafka,pulsar")
+    parser.add_argument("--backends", default="direct,memory,kafka,pulsar",
+                        help="comma-separated; a backend may carry settings of its own, each one +ENV_NAME=VALUE "
+                             "(e.g. kafka+RAGBUS_BUS__KAFKA__COMMIT_INTERVAL_MS=1000), measured as a row of its own")
     parser.add_argument("--idle-seconds", type=float, default=5.0,
                         help="before each backend's load, measure its idle CPU this long (0: skip)")
     args = parser.parse_args()
@@ -193,14 +202,18 @@ async def main() -> None:
     pingpong: dict[str, float] = {}  # the raw client library's round trip on the same broker, p50 ms
     started: list[brokers.BrokerProcess] = []
     try:
-        for backend in wanted:
+        for spec in wanted:
+            # A backend with settings of its own: kafka+RAGBUS_BUS__KAFKA__LINGER_MS=1 (a row of its own).
+            kind, *overrides = spec.split("+")
+            backend = spec if overrides else kind
             broker = None
-            if backend in ("kafka", "pulsar"):
-                factory = brokers.tansu if backend == "kafka" else brokers.pulsar_lite
-                broker = factory(Path(tempfile.mkdtemp(prefix=f"bench-{backend}-"))).start()
+            if kind in ("kafka", "pulsar"):
+                factory = brokers.tansu if kind == "kafka" else brokers.pulsar_lite
+                broker = factory(Path(tempfile.mkdtemp(prefix=f"bench-{kind}-"))).start()
                 started.append(broker)
-            run_settings = load_settings(environ=brokers.TEST_BROKER_ENV)
-            if backend == "direct":
+            own = dict(o.split("=", 1) for o in overrides)
+            run_settings = load_settings(environ={**brokers.TEST_BROKER_ENV, **own})
+            if kind == "direct":
                 opened = direct_rag(run_settings)
             else:
                 url = broker.url if broker else "memory://bench-rag"
@@ -209,16 +222,20 @@ async def main() -> None:
             async with opened as ask:
                 pid = broker.process.pid if broker and broker.process else None
                 await ask(QUESTIONS[0])  # every processor up and connected before the idle window
-                idle = await idle_rate(args.idle_seconds if backend != "direct" else 0, pid)
+                idle = await idle_rate(args.idle_seconds if kind != "direct" else 0, pid)
+                print(f"  idle: {idle[0]:.0%} of a core, the broker {idle[1]:.0%}; load average "
+                      f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", file=sys.stderr)
                 for concurrency in (1, 32):
                     r = await measure(ask, concurrency, args.queries, pid, idle)
                     rows.append((backend, concurrency, r))
-                    print(f"  concurrency {concurrency}: p50 {r['p50']:.1f} ms, {r['qps']:.1f} q/s", file=sys.stderr)
+                    print(f"  concurrency {concurrency}: p50 {r['p50']:.1f} ms, {r['qps']:.1f} q/s, "
+                          f"{r['cpu_ms']:.1f} CPU ms/query (broker {r['broker_ms']:.1f}); load average "
+                          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", file=sys.stderr)
             # After the pipeline, not before: pulsar-client keeps the logger of the first client a process
             # makes, so the pipeline's bus must make it, as it does in a worker (the raw client's own logger
             # would otherwise be the pipeline's too, and cost it a GIL hand-off per C++ DEBUG line).
             if broker is not None:
-                raw = (bench_bus.raw_kafka_setup(broker.url.removeprefix("kafka://")) if backend == "kafka"
+                raw = (bench_bus.raw_kafka_setup(broker.url.removeprefix("kafka://")) if kind == "kafka"
                        else bench_bus.raw_pulsar_setup(broker.url))
                 pingpong[backend] = (await bench_bus.run(bench_bus.echo_bench(raw), bench_bus.QUICK)).p50_ms
     finally:
@@ -227,15 +244,17 @@ async def main() -> None:
 
     base = {c: r for b, c, r in rows if b == "direct"}
     print()
-    print("| backend | concurrency | p50 ms | p99 ms | queries/s | CPU ms/query | idle CPU % | CPU ms/query net of idle "
-          "| machine limit q/s | share of limit | p50 vs direct | q/s vs direct | CPU vs direct | net CPU vs direct |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| backend | concurrency | p50 ms | p99 ms | queries/s | CPU ms/query | of it broker | idle CPU % (broker) "
+          "| CPU ms/query net of idle | machine limit q/s | share of limit | p50 vs direct | q/s vs direct "
+          "| CPU vs direct | net CPU vs direct |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for backend, c, r in rows:
         d = base.get(c)
         vs = (f"{r['p50'] / d['p50']:.2f}x | {r['qps'] / d['qps']:.2f}x | {r['cpu_ms'] / d['cpu_ms']:.2f}x "
               f"| {r['net_ms'] / d['cpu_ms']:.2f}x") if d else "- | - | - | -"
         print(f"| {backend} | {c} | {r['p50']:.1f} | {r['p99']:.1f} | {r['qps']:.1f} | {r['cpu_ms']:.1f} "
-              f"| {r['idle']:.0%} | {r['net_ms']:.1f} | {r['limit']:.1f} | {r['share']:.0%} | {vs} |")
+              f"| {r['broker_ms']:.1f} | {r['idle']:.0%} ({r['idle_broker']:.0%}) | {r['net_ms']:.1f} "
+              f"| {r['limit']:.1f} | {r['share']:.0%} | {vs} |")
     direct = base.get(1)
     for backend, ms in pingpong.items():
         r = next((r for b, c, r in rows if b == backend and c == 1), None)

@@ -6,16 +6,28 @@ subscription when one closes or dies. A consumer group is a subscription,
 of type Shared by default (``PulsarOptions.subscription_type``): members
 split the topic round robin. KeyShared, a setting, also keeps messages with
 the same key in order on one member.
+
+The hot path (publish, receive, ack: about a dozen of each per hybrid query)
+calls the client's core (``_pulsar``) rather than ``pulsar.asyncio``, which
+for every call makes a future that the core resolves through
+``call_soon_threadsafe``: a wake-up of the event loop and, from the core's
+network thread, a hand-off of the GIL. An ack is taken at once by the core's
+ack tracker (grouped and sent within ``ackGroupingTime``, confirmed by the
+broker in neither API), and a message the consumer has prefetched can be
+taken at once, so neither needs a future; a publish still awaits the
+broker's receipt, but without making a message id the bus does not use.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import uuid
 
+import _pulsar
 import pulsar
 import pulsar.asyncio as pulsar_async
 
@@ -36,7 +48,7 @@ _CONSUMER_TYPES = {
 class PulsarDelivery(Delivery):
     __slots__ = ("_consumer", "_message")
 
-    def __init__(self, topic: str, consumer: pulsar_async.Consumer, message: pulsar.Message) -> None:
+    def __init__(self, topic: str, consumer: _pulsar.Consumer, message: _pulsar.Message) -> None:
         key = message.partition_key() or None
         published_ms = message.publish_timestamp()  # stamped by the producer at send (ms); 0 when unknown
         super().__init__(
@@ -51,11 +63,13 @@ class PulsarDelivery(Delivery):
         self._message = message
 
     async def _ack(self) -> None:
-        await self._consumer.acknowledge(self._message)
+        # Returns at once: the core's ack tracker queues the ack and answers without the broker
+        # (the awaitable API waits for the same answer, through the event loop).
+        self._consumer.acknowledge(self._message)
 
     async def _nack(self) -> None:
         # Synchronous in the client: it schedules redelivery after the delay.
-        self._consumer._consumer.negative_acknowledge(self._message._message)
+        self._consumer.negative_acknowledge(self._message)
 
 
 class PulsarSubscription(Subscription):
@@ -64,16 +78,37 @@ class PulsarSubscription(Subscription):
     def __init__(self, bus: PulsarBus, topic: str, group: str, consumer: pulsar_async.Consumer) -> None:
         super().__init__(bus, topic, group)
         self._consumer = consumer
+        self._core: _pulsar.Consumer = consumer._consumer
 
-    async def _receive(self) -> pulsar.Message:
-        return await self._consumer.receive()
+    async def _receive(self) -> _pulsar.Message:
+        try:
+            return self._core.receive(0)  # one the consumer has prefetched already: no future, no wake-up
+        except _pulsar.Timeout:
+            pass
+        future = asyncio.get_running_loop().create_future()
+        self._core.receive_async(functools.partial(_resolve, future))
+        return await future
 
-    def _deliver(self, message: pulsar.Message) -> Delivery:
-        return PulsarDelivery(self.topic, self._consumer, message)
+    def _deliver(self, message: _pulsar.Message) -> Delivery:
+        return PulsarDelivery(self.topic, self._core, message)
 
     async def _close(self) -> None:
         with contextlib.suppress(Exception):
             await self._consumer.close()
+
+
+def _resolve(future: asyncio.Future, result: _pulsar.Result, value) -> None:
+    """The core's callback (on its network thread, or at once on the caller's): settle ``future`` on its loop."""
+    future.get_loop().call_soon_threadsafe(_settle, future, result, value)
+
+
+def _settle(future: asyncio.Future, result: _pulsar.Result, value) -> None:
+    if future.done():  # the awaiting call was cancelled
+        return
+    if result == _pulsar.Result.Ok:
+        future.set_result(value)
+    else:
+        future.set_exception(pulsar_async.PulsarException(result))
 
 
 class _SharedClient:
@@ -179,11 +214,15 @@ class PulsarBus(Bus):
 
     async def _publish(self, topic: str, body: bytes, headers: dict[str, str], key: str | None) -> None:
         producer = await self._producer(topic)
-        kwargs = {"properties": headers}
+        builder = _pulsar.MessageBuilder()
+        builder.content(body)
+        builder.properties(headers)
         if key is not None:
-            kwargs["partition_key"] = key
+            builder.partition_key(key)
+        future = asyncio.get_running_loop().create_future()
+        producer._producer.send_async(builder.build(), functools.partial(_resolve, future))
         try:
-            await producer.send(body, **kwargs)
+            await future  # the broker's receipt
         except pulsar_async.PulsarException as exc:
             raise BusError(f"pulsar publish to {topic!r} failed: {exc}") from exc
 
