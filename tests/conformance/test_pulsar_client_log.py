@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 # Counts, by level, what reaches the Python logger over 20 publish/receive/ack round trips.
 SCRIPT = """
-import asyncio, collections, json, logging, sys
+import asyncio, collections, json, logging, os, sys
 from config.settings import load_settings
 from processors.bus import connect
 from processors.bus import pulsar_log as backend
@@ -44,7 +44,11 @@ async def main():
             await delivery.ack()
 
 asyncio.run(main())
-print(json.dumps(calls))
+print(json.dumps(calls), flush=True)
+# As `ragbus` itself ends (processors/cli/main.py, run): with a Python logger in the core, the
+# interpreter's own shutdown can abort ("terminate called without an active exception",
+# pulsar-client-python #256) after all the work above is done.
+os._exit(0)
 """
 
 
