@@ -26,7 +26,7 @@ READY_TIMEOUT_S = 20.0
 # `ragbus brokers` use these, production defaults stay those of a real Kafka or Pulsar.
 # - Tansu does not wake a fetch spanning several partitions when data arrives (real Kafka
 #   does), so a group member over its 4 auto-created partitions would wait out the whole
-#   fetch_max_wait_ms (500 ms) on every message: poll every 5 ms instead (costs CPU).
+#   fetch_max_wait_ms (1000 ms) on every message: poll every 5 ms instead (costs CPU).
 # - Pulsar Lite 0.2 refuses a consumer id another process already holds in a subscription:
 #   spread each process's consumer ids (config/bus.py PulsarOptions.consumer_id_spread).
 TEST_BROKER_ENV = {
