@@ -219,6 +219,7 @@ async def run(args) -> int:
         m_share = results["model first piece ms"] / results["model whole ms"]
         print(f"llama.cpp model: first answer piece {results['model first piece ms']:.0f} ms of "
               f"{results['model whole ms']:.0f} ms ({m_share:.0%}; target < 30%: {verdict(m_share < 0.30)})")
+    if "model reading ms" in results:
         print(f"  the model alone, from llama.cpp's timings of the same requests (p50): reading the prompt "
               f"{results['model reading ms']:.0f} ms, writing the answer {results['model writing ms']:.0f} ms; "
               f"reading is {results['model reading share']:.0%} of the model's time")
@@ -270,10 +271,13 @@ async def model_run(url: str, data: Path, work: Path, groups: str) -> dict[str, 
             await workers.stop()
     finally:
         server.stop()
-    timings = model_timings(server.log_path)[timed_before:]
-    return {"model first piece ms": first * 1000, "model whole ms": whole * 1000,
-            "model reading ms": p50([r for r, _ in timings]), "model writing ms": p50([w for _, w in timings]),
-            "model reading share": p50([r / (r + w) for r, w in timings])}
+    measured = {"model first piece ms": first * 1000, "model whole ms": whole * 1000}
+    timings = [(r, w) for r, w in model_timings(server.log_path)[timed_before:] if r + w > 0]
+    if timings:  # a llama.cpp that logs no perf lines leaves the model's own figures out
+        measured.update({"model reading ms": p50([r for r, _ in timings]),
+                         "model writing ms": p50([w for _, w in timings]),
+                         "model reading share": p50([r / (r + w) for r, w in timings])})
+    return measured
 
 
 def model_timings(log: Path) -> list[tuple[float, float]]:
