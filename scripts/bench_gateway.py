@@ -135,7 +135,11 @@ def verdict(ok: bool) -> str:
 
 
 async def run(args) -> int:
-    work = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
+    with tempfile.TemporaryDirectory(prefix="bench-gateway-") as tmp:  # stores, broker data and logs: gone after the run
+        return await run_in(args, Path(tmp))
+
+
+async def run_in(args, work: Path) -> int:
     data = work / "data"
     print(f"writing {TOPICS} topics and the sample graph into {data}", file=sys.stderr)
     await build_stores(data, "default", builtin_corpus("default")[:TOPICS])

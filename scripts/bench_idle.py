@@ -123,7 +123,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1, help="run the variants in turn this many times")
     args = parser.parse_args()
     variants = [parse_variant(v) for v in (args.variant or DEFAULT_VARIANTS)]
-    workdir = Path(tempfile.mkdtemp(prefix="ragbus-bench-idle-"))
+    with tempfile.TemporaryDirectory(prefix="ragbus-bench-idle-") as tmp:  # the brokers' data and logs
+        return measure(args, variants, Path(tmp))
+
+
+def measure(args, variants, workdir: Path) -> int:
     print(f"idle CPU, % of one core, sampled over {args.seconds:g}s after {args.settle:g}s of settling")
     print(f"{'backend':<8} {'variant':<16} {'worker':>7} {'broker':>7} {'conns':>6}")
     for backend in args.backends:

@@ -23,7 +23,6 @@ import asyncio
 import logging
 import random
 import sys
-import tempfile
 import uuid
 from pathlib import Path
 
@@ -110,15 +109,15 @@ async def main() -> int:
         parser.error("--restart-broker needs --backend pulsar: the Tansu test broker keeps topics in memory")
     logging.basicConfig(level=logging.ERROR)
 
-    workdir = Path(tempfile.mkdtemp(prefix="ragbus-chaos-"))
-    broker = (brokers.tansu if args.backend == "kafka" else brokers.pulsar_lite)(workdir).start()
-    workers: list[WorkerProcess] = []
-    try:
-        report, kills = await run(args, broker, workdir, workers)
-    finally:  # whatever failed, no broker or worker outlives the run
-        for w in workers:
-            await w.stop()
-        broker.stop()
+    with brokers.temporary_workdir() as workdir:  # the broker's data, the stores and logs: gone after the run
+        broker = (brokers.tansu if args.backend == "kafka" else brokers.pulsar_lite)(workdir).start()
+        workers: list[WorkerProcess] = []
+        try:
+            report, kills = await run(args, broker, workdir, workers)
+        finally:  # whatever failed, no broker or worker outlives the run
+            for w in workers:
+                await w.stop()
+            broker.stop()
     print(f"{args.backend}: {args.queries} queries at concurrency {args.concurrency}, {kills} worker kill(s)"
           f"{', broker restarted' if args.restart_broker else ''}")
     print(report.line())
