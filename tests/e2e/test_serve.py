@@ -3,6 +3,7 @@ client and by httpx, on the memory bus and against a real Kafka broker."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -47,8 +48,6 @@ def check_chat(client: openai.OpenAI, **extra) -> None:
 
 def stores(tmp_path_factory):
     """A data dir holding DOCS and the sample graph: the default collection is not empty, so no first use."""
-    import asyncio
-
     directory = tmp_path_factory.mktemp("serve-data")
     asyncio.run(build_stores(directory, "default", DOCS))
     return directory
@@ -74,6 +73,22 @@ def test_openai_client_chats_with_ragbus_on_the_memory_bus(gateway):
         client.chat.completions.create(model="gpt-4", messages=[{"role": "user", "content": QUESTION}])
     with pytest.raises(openai.BadRequestError, match="no message has role 'user'"):
         client.chat.completions.create(model="ragbus", messages=[{"role": "system", "content": QUESTION}])
+
+
+async def test_the_async_openai_client_on_its_aiohttp_transport(gateway):
+    """The README's advice for callers with many questions in flight: answers, whole and streamed, side by side."""
+    messages = [{"role": "user", "content": QUESTION}]
+    async with openai.AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key="unused",
+                                  http_client=openai.DefaultAioHttpClient()) as client:
+
+        async def streamed() -> list[str]:
+            stream = await client.chat.completions.create(model="ragbus-hybrid", messages=messages, stream=True)
+            return [c.choices[0].delta.content async for c in stream if c.choices[0].delta.content]
+
+        whole = [client.chat.completions.create(model="ragbus-hybrid", messages=messages) for _ in range(4)]
+        *answers, pieces = await asyncio.gather(*whole, streamed())
+    assert {a.choices[0].message.content for a in answers} == {"".join(pieces)}
+    assert len(pieces) > 1 and f"[{answers[0].ragbus['cited'][0]}]" in "".join(pieces)
 
 
 def test_ask_whole_and_as_server_sent_events(gateway):
