@@ -288,10 +288,11 @@ def run(questions: Sequence[evalset.Question], found: Candidates, rag: DocumentR
 
 
 def table(questions: Sequence[evalset.Question], relevant: Mapping[str, Sequence[str]],
-          ranked: Mapping[str, Mapping[str, Sequence[str]]], cost: Mapping[str, Sequence[float]]) -> list[str]:
+          ranked: Mapping[str, Mapping[str, Sequence[str]]], cost: Mapping[str, Sequence[float]],
+          cost_header: str = "rerank ms p50") -> list[str]:
     kinds = {q.id: q.kind for q in questions}
     lines = ["| system | " + " | ".join(f"{k} ({sum(1 for q in questions if k in ('all', q.kind))}) nDCG@10 / R@5"
-                                        for k in KINDS) + " | rerank ms p50 |",
+                                        for k in KINDS) + f" | {cost_header} |",
              "|---|" + "---|" * (len(KINDS) + 1)]
     for system, run_ in ranked.items():
         values = er.per_question(relevant, run_)
