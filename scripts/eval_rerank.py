@@ -71,7 +71,7 @@ for p in (ROOT, ROOT / "scripts", ROOT / "scripts" / "eval"):
 import eval_retrieval as er  # noqa: E402  (scripts/eval_retrieval.py)
 import evalset  # noqa: E402
 
-from config.settings import processor_settings  # noqa: E402
+from config.settings import Settings, processor_settings  # noqa: E402
 from processors.bus import connect  # noqa: E402
 from processors.bus.memory import drop_memory_broker  # noqa: E402
 from processors.document_rag.fusion import fuse  # noqa: E402
@@ -288,10 +288,11 @@ def run(questions: Sequence[evalset.Question], found: Candidates, rag: DocumentR
 
 
 def table(questions: Sequence[evalset.Question], relevant: Mapping[str, Sequence[str]],
-          ranked: Mapping[str, Mapping[str, Sequence[str]]], cost: Mapping[str, Sequence[float]]) -> list[str]:
+          ranked: Mapping[str, Mapping[str, Sequence[str]]], cost: Mapping[str, Sequence[float]],
+          cost_header: str = "rerank ms p50") -> list[str]:
     kinds = {q.id: q.kind for q in questions}
     lines = ["| system | " + " | ".join(f"{k} ({sum(1 for q in questions if k in ('all', q.kind))}) nDCG@10 / R@5"
-                                        for k in KINDS) + " | rerank ms p50 |",
+                                        for k in KINDS) + f" | {cost_header} |",
              "|---|" + "---|" * (len(KINDS) + 1)]
     for system, run_ in ranked.items():
         values = er.per_question(relevant, run_)
@@ -304,13 +305,20 @@ def table(questions: Sequence[evalset.Question], relevant: Mapping[str, Sequence
     return lines
 
 
-async def main_async(args) -> list[str]:
-    questions = evalset.of_split(evalset.load_questions(), args.split)
-    settings = er.eval_settings(args.data_dir, {})
-    await er.ingest_corpus(settings, args.data_dir)
+async def prepared(split: str, data_dir: Path) -> tuple[list[evalset.Question], Settings, dict[str, str],
+                                                      dict[str, list[str]]]:
+    """The questions of ``split``, the packaged settings on the stores in ``data_dir`` (the corpus ingested
+    there first if missing), the chunker's chunks (id -> text) and each question's relevant chunk ids."""
+    questions = evalset.of_split(evalset.load_questions(), split)
+    settings = er.eval_settings(data_dir, {})
+    await er.ingest_corpus(settings, data_dir)
     chunker = er.chunker_of(settings)
     expected = evalset.corpus_chunks(chunker.chunk_size, chunker.chunk_overlap)
-    relevant = evalset.resolve(questions, expected, split=[])
+    return questions, settings, expected, evalset.resolve(questions, expected, split=[])
+
+
+async def main_async(args) -> list[str]:
+    questions, settings, expected, relevant = await prepared(args.split, args.data_dir)
     depths = [int(d) for d in args.depths.split(",")]
     print(f"candidates of {len(questions)} {args.split} questions, depth {max(depths)}", file=sys.stderr)
     found = await candidates(settings, questions, max(max(depths), K), expected)
@@ -327,14 +335,20 @@ async def main_async(args) -> list[str]:
     return table(questions, relevant, ranked, cost)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parser_of(doc: str) -> argparse.ArgumentParser:
+    """The options this script shares with ``eval_multivector.py``: --split, --data-dir, --json."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--split", choices=("dev", "test"), default="dev")
     parser.add_argument("--data-dir", type=Path, required=True, help="the stores (eval_retrieval.py's --data-dir)")
+    parser.add_argument("--json", type=Path, help="write every system's ranking and per-question cost")
+    return parser
+
+
+def main() -> None:
+    parser = parser_of(__doc__)
     parser.add_argument("--depths", default="10,20,30", help="candidates per side, fused, then reranked")
     parser.add_argument("--blends", default="0.3,0.5,0.7,1", help="weights a of the reranker's score")
     parser.add_argument("--methods", default="ctx,ctx-stored,qctx-static,static")
-    parser.add_argument("--json", type=Path, help="write every system's ranking and per-question cost")
     args = parser.parse_args()
     print("\n".join(asyncio.run(main_async(args))))
 
