@@ -20,7 +20,6 @@ import asyncio
 import os
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -81,12 +80,13 @@ async def main() -> None:
     parser.add_argument("--queries", type=int, default=40)
     parser.add_argument("--backends", default="memory,kafka,pulsar")
     args = parser.parse_args()
-    data_dir = tempfile.mkdtemp(prefix="bench-hops-")
-    await build_stores(data_dir, COLLECTION, DOCUMENTS)
     order = ["embed", "vector_query", "keyword_query", "kg", "fetch", "prompt", "total"]
     print("| bus | caller p50 | outer hop | " + " | ".join(order) + " |")
     print("|---|---|---|" + "---|" * len(order))
-    with brokers.temporary_workdir() as workdir:
+    with brokers.temporary_workdir() as workdir:  # the stores, the brokers' data and the processors' own dirs
+        data_dir = str(workdir / "stores")
+        os.environ.setdefault("RAGBUS_DATA_DIR", str(workdir / "processors"))
+        await build_stores(data_dir, COLLECTION, DOCUMENTS)
         for backend in args.backends.split(","):
             broker = None
             if backend == "kafka":
@@ -104,5 +104,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("RAGBUS_DATA_DIR", tempfile.mkdtemp(prefix="bench-hops-data-"))
     asyncio.run(main())

@@ -189,8 +189,13 @@ async def main() -> None:
                         help="before each backend's load, measure its idle CPU this long (0: skip)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
+    with tempfile.TemporaryDirectory(prefix="bench-rag-") as tmp:  # the stores and the brokers' data: gone after
+        await run(args, Path(tmp))
+
+
+async def run(args, work: Path) -> None:
     wanted = args.backends.split(",")
-    data_dir = Path(tempfile.mkdtemp(prefix="bench-rag-"))
+    data_dir = work / "data"
     os.environ["RAGBUS_DATA_DIR"] = str(data_dir)
     settings = load_settings(environ={})
     print(f"ingesting the corpus and the sample graph into {data_dir}", file=sys.stderr)
@@ -202,14 +207,15 @@ async def main() -> None:
     pingpong: dict[str, float] = {}  # the raw client library's round trip on the same broker, p50 ms
     started: list[brokers.BrokerProcess] = []
     try:
-        for spec in wanted:
+        for n, spec in enumerate(wanted):
             # A backend with settings of its own: kafka+RAGBUS_BUS__KAFKA__LINGER_MS=1 (a row of its own).
             kind, *overrides = spec.split("+")
             backend = spec if overrides else kind
             broker = None
             if kind in ("kafka", "pulsar"):
                 factory = brokers.tansu if kind == "kafka" else brokers.pulsar_lite
-                broker = factory(Path(tempfile.mkdtemp(prefix=f"bench-{kind}-"))).start()
+                (work / f"broker-{n}").mkdir()
+                broker = factory(work / f"broker-{n}").start()
                 started.append(broker)
             own = dict(o.split("=", 1) for o in overrides)
             run_settings = load_settings(environ={**brokers.TEST_BROKER_ENV, **own})
