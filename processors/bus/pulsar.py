@@ -39,10 +39,12 @@ from config.bus import BusSettings
 
 from . import pulsar_log, pulsar_stats
 from .base import Bus, BusError, BusUnavailable, Delivery, GroupStatus, Retained, Subscription
+from .pulsar_inbox import Inbox
 from .url import BusAddress
 
 log = logging.getLogger(__name__)
 
+_BYTES = pulsar.schema.BytesSchema()
 _CONSUMER_TYPES = {
     "KeyShared": pulsar.ConsumerType.KeyShared,
     "Shared": pulsar.ConsumerType.Shared,
@@ -79,24 +81,22 @@ class PulsarDelivery(Delivery):
 class PulsarSubscription(Subscription):
     backend = "pulsar"
 
-    def __init__(self, bus: PulsarBus, topic: str, group: str, consumer: pulsar_async.Consumer) -> None:
+    def __init__(self, bus: PulsarBus, topic: str, group: str, consumer: pulsar_async.Consumer, inbox: Inbox) -> None:
         super().__init__(bus, topic, group)
         self._consumer = consumer
         self._core: _pulsar.Consumer = consumer._consumer
+        self._inbox = inbox
 
     async def _receive(self) -> _pulsar.Message:
-        # One call, whether or not a message is prefetched: the core hands a queued one to the callback
-        # at once, on this thread, where _resolve settles the future inline (no wake-up). Asking
-        # first with receive(0) cost ~0.1 ms of the loop's time whenever the queue was empty (the
-        # core's timed wait and the Timeout raised through pybind), on every receive at concurrency 1.
-        future = asyncio.get_running_loop().create_future()
-        self._core.receive_async(functools.partial(_resolve, future, threading.get_ident()))
-        return await future
+        # Pushed by the core's listener (pulsar_inbox.py): no call into the core here, whose
+        # receive first tries its queue with a timed wait that holds the loop when it is empty.
+        return await self._inbox.get()
 
     def _deliver(self, message: _pulsar.Message) -> Delivery:
         return PulsarDelivery(self.topic, self._core, message)
 
     async def _close(self) -> None:
+        self._inbox.close()
         with contextlib.suppress(Exception):
             await self._consumer.close()
 
@@ -111,6 +111,14 @@ def _resolve(future: asyncio.Future, loop_thread: int, result: _pulsar.Result, v
         _settle(future, result, value)
     else:
         future.get_loop().call_soon_threadsafe(_settle, future, result, value)
+
+
+def _subscribed(future: asyncio.Future, loop_thread: int, value) -> None:
+    """The core's answer to ``subscribe_async_v2``: a consumer, or an ``_pulsar.Error``."""
+    if isinstance(value, _pulsar.Error):
+        _resolve(future, loop_thread, value.error, None)
+    else:
+        _resolve(future, loop_thread, _pulsar.Result.Ok, value)
 
 
 def _settle(future: asyncio.Future, result: _pulsar.Result, value) -> None:
@@ -245,18 +253,25 @@ class PulsarBus(Bus):
             raise BusError(
                 f"unknown pulsar subscription_type {opts.subscription_type!r}; use one of {sorted(_CONSUMER_TYPES)}"
             ) from None
+        loop = asyncio.get_running_loop()
+        inbox = Inbox(loop, opts.receiver_queue_size)
+        conf = _pulsar.ConsumerConfiguration()  # what pulsar.asyncio's subscribe builds, plus the listener
+        conf.consumer_type(consumer_type)
+        conf.receiver_queue_size(opts.receiver_queue_size)
+        conf.negative_ack_redelivery_delay_ms(opts.negative_ack_redelivery_delay_ms)
+        conf.subscription_initial_position(pulsar.InitialPosition.Earliest)
+        conf.schema(_BYTES.schema_info())
+        conf.message_listener(inbox.listener)
+        future = loop.create_future()
+        self._client._client.subscribe_async_v2(
+            self._full_name(topic), group, conf, functools.partial(_subscribed, future, threading.get_ident())
+        )
         try:
-            consumer = await self._client.subscribe(
-                self._full_name(topic),
-                subscription_name=group,
-                consumer_type=consumer_type,
-                initial_position=pulsar.InitialPosition.Earliest,
-                negative_ack_redelivery_delay_ms=opts.negative_ack_redelivery_delay_ms,
-                receiver_queue_size=opts.receiver_queue_size,
-            )
+            core = await future
         except pulsar_async.PulsarException as exc:
+            inbox.close()
             raise BusError(f"pulsar subscribe to {topic!r} as {group!r} failed: {exc}") from exc
-        return PulsarSubscription(self, topic, group, consumer)
+        return PulsarSubscription(self, topic, group, pulsar_async.Consumer(core, _BYTES), inbox)
 
     async def has_consumers(self, topic: str) -> bool | None:
         """Cannot tell: the binary protocol a client speaks has no call that lists a topic's

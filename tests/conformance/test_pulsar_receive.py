@@ -1,9 +1,11 @@
-"""How the Pulsar backend waits for a message: one call into the client's core per receive.
+"""How the Pulsar backend waits for a message: the client's listener pushes it, receive never pulls.
 
-Asking the core first with ``receive(0)`` (a timed wait that raises ``Timeout`` through pybind)
-held the event loop ~0.1 ms whenever nothing was prefetched, which is every receive at
-concurrency 1, twice per hop (the processor's next request, the caller's next reply). A message
-the consumer holds already is still handed over at once, without a wake-up of the loop.
+Pulling (``receive(0)``, then ``receive_async``) held the event loop ~0.1 ms each time the
+consumer's queue was empty, which at concurrency 1 is every receive, twice per hop on the
+critical path (the processor's next request, the caller's next reply): the core tries its
+queue with a timed wait on the calling thread. The listener (``pulsar_inbox.py``) keeps the
+semantics: back-pressure at ``receiver_queue_size``, nothing acknowledged that was not handled,
+and what a closed consumer held goes to another member.
 """
 
 from __future__ import annotations
@@ -16,63 +18,132 @@ import pytest
 
 from processors.bus import connect
 from processors.bus import pulsar as pulsar_backend
+from processors.bus.base import SubscriptionClosed
+from processors.bus.pulsar_inbox import Inbox, InboxClosed
 from tests.conftest import settings_for_tests
 
 
 class _Core:
-    """The real consumer core, minus its timed ``receive``: a test fails if the backend calls it."""
+    """The real consumer core, counting the calls that pull a message from it."""
 
     def __init__(self, core) -> None:
         self._core = core
-        self.timed_receives = 0
+        self.pulls = 0
 
     def receive(self, *args):
-        self.timed_receives += 1
+        self.pulls += 1
         return self._core.receive(*args)
+
+    def receive_async(self, *args):
+        self.pulls += 1
+        return self._core.receive_async(*args)
 
     def __getattr__(self, name):
         return getattr(self._core, name)
 
 
-async def test_receive_never_asks_the_core_with_a_timed_wait(pulsar_broker, topic):
+async def test_receive_never_pulls_from_the_core(pulsar_broker, topic):
     async with await connect(pulsar_broker.url, settings_for_tests()) as bus:
         sub = await bus.subscribe(topic, "g")
         sub._core = core = _Core(sub._core)
         waiting = asyncio.ensure_future(sub.receive())  # nothing there yet: it waits for the broker
         await bus.publish(topic, b"first")
-        assert (await asyncio.wait_for(waiting, 30)).body == b"first"
+        first = await asyncio.wait_for(waiting, 30)
+        await first.ack()
         for body in (b"second", b"third"):
             await bus.publish(topic, body)
-        assert [(await sub.receive()).body for _ in range(2)] == [b"second", b"third"]
-        assert core.timed_receives == 0
+        rest = [await asyncio.wait_for(sub.receive(), 30) for _ in range(2)]
+        assert [d.body for d in (first, *rest)] == [b"first", b"second", b"third"]
+        for d in rest:
+            await d.ack()
+        assert core.pulls == 0
 
 
-async def test_prefetched_messages_are_taken_without_waking_the_loop(pulsar_broker, topic):
+async def test_what_a_closed_consumer_held_unacknowledged_goes_to_another_member(pulsar_broker, topic):
+    async with await connect(pulsar_broker.url, settings_for_tests()) as bus:
+        first = await bus.subscribe(topic, "g")
+        bodies = [str(i).encode() for i in range(5)]
+        for body in bodies:
+            await bus.publish(topic, body)
+        taken = await asyncio.wait_for(first.receive(), 30)  # the others wait in its inbox or the core
+        assert taken.body == b"0"
+        second = await bus.subscribe(topic, "g")
+        await first.close()  # nothing acknowledged
+        got = set()
+        while got != set(bodies):
+            d = await asyncio.wait_for(second.receive(), 30)
+            got.add(d.body)
+            await d.ack()
+
+
+async def test_close_ends_a_waiting_receive(pulsar_broker, topic):
     async with await connect(pulsar_broker.url, settings_for_tests()) as bus:
         sub = await bus.subscribe(topic, "g")
-        bodies = [str(i).encode() for i in range(10)]
-        for body in bodies:
-            await bus.publish(topic, body)  # each confirmed by the broker before the first receive
-        got = [(await asyncio.wait_for(sub.receive(), 30)).body]
-        loop = asyncio.get_running_loop()
-        wakeups = 0
-        original = loop.call_soon_threadsafe
+        waiting = asyncio.ensure_future(sub.receive())
+        await asyncio.sleep(0)  # let it start waiting
+        await sub.close()
+        with pytest.raises(SubscriptionClosed):
+            await asyncio.wait_for(waiting, 30)
 
-        def counting(*args, **kwargs):
-            nonlocal wakeups
-            wakeups += 1
-            return original(*args, **kwargs)
 
-        loop.call_soon_threadsafe = counting
-        try:
-            for _ in bodies[1:]:
-                got.append((await asyncio.wait_for(sub.receive(), 30)).body)
-        finally:
-            del loop.call_soon_threadsafe
-        assert got == bodies
-        # The consumer prefetches what the broker holds: those the core hands over at once, on the
-        # loop's own thread, settle there (no wake-up); only one still on its way costs one.
-        assert wakeups < len(bodies) - 1
+class _FakeConsumer:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def pause_message_listener(self) -> None:
+        self.calls.append("pause")
+
+    def resume_message_listener(self) -> None:
+        self.calls.append("resume")
+
+
+def _push(inbox: Inbox, consumer: _FakeConsumer, messages) -> None:
+    """Deliver as the core does: from a thread of its own."""
+    worker = threading.Thread(target=lambda: [inbox.listener(consumer, m) for m in messages])
+    worker.start()
+    worker.join()
+
+
+async def test_inbox_pauses_the_listener_at_its_limit_and_resumes_at_half():
+    inbox, consumer = Inbox(asyncio.get_running_loop(), limit=4), _FakeConsumer()
+    _push(inbox, consumer, ["m0", "m1", "m2", "m3"])
+    for _ in range(10):
+        if inbox.waiting == 4:
+            break
+        await asyncio.sleep(0)
+    assert inbox.waiting == 4
+    assert consumer.calls == ["pause"]  # the core keeps the rest; the broker stops at its queue size
+    assert await inbox.get() == "m0"
+    assert consumer.calls == ["pause"]  # 3 waiting: still above half
+    assert await inbox.get() == "m1"
+    assert consumer.calls == ["pause", "resume"]
+    assert [await inbox.get(), await inbox.get()] == ["m2", "m3"]
+
+
+async def test_inbox_hands_a_message_to_a_waiting_get_and_skips_a_cancelled_one():
+    inbox, consumer = Inbox(asyncio.get_running_loop(), limit=10), _FakeConsumer()
+    cancelled = asyncio.ensure_future(inbox.get())
+    await asyncio.sleep(0)
+    cancelled.cancel()
+    waiting = asyncio.ensure_future(inbox.get())
+    await asyncio.sleep(0)
+    _push(inbox, consumer, ["m"])
+    assert await asyncio.wait_for(waiting, 30) == "m"
+    assert inbox.waiting == 0
+
+
+async def test_closing_the_inbox_fails_waiting_and_later_gets():
+    inbox = Inbox(asyncio.get_running_loop(), limit=10)
+    waiting = asyncio.ensure_future(inbox.get())
+    await asyncio.sleep(0)
+    inbox.close()
+    with pytest.raises(InboxClosed):
+        await waiting
+    with pytest.raises(InboxClosed):
+        await inbox.get()
+    _push(inbox, _FakeConsumer(), ["late"])  # after close: dropped, never handed out
+    await asyncio.sleep(0)
+    assert inbox.waiting == 0
 
 
 def test_resolve_settles_inline_only_on_the_loops_own_thread():

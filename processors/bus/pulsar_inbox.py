@@ -1,0 +1,91 @@
+"""Where a Pulsar consumer's messages wait for ``receive``: pushed by the client's listener thread.
+
+Pulling a message (``receive_async``) held the event loop ~0.1 ms whenever the
+consumer's queue was empty: the client's core first tries its queue with a
+timed wait, on the calling thread. At concurrency 1 the queue is always empty
+when the next receive is asked for, and that ask comes right after a message
+is taken: before the handler of a request starts, before the caller of a reply
+resumes, twice per hop on the critical path. A message listener instead is
+called by the core, on its listener thread, once per message as it arrives;
+the message is handed to the loop (one wake-up, as a pending receive cost
+too) and waits here, or goes straight to a waiting ``get``.
+
+Back-pressure stays: once ``limit`` messages wait here unasked for, the
+listener is paused, so the core stops taking more from its prefetch queue
+(``receiver_queue_size``), and the broker stops sending; it resumes when half
+have been taken. Nothing here is acknowledged: a message still waiting when the
+consumer closes goes to another member, as one in the core's queue does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+
+import _pulsar
+
+from .base import BusError
+
+
+class InboxClosed(BusError):
+    """``get`` on (or waiting in) a closed inbox; the subscription reads it as the end of its stream."""
+
+
+class Inbox:
+    """Messages one consumer's listener delivered, oldest first; ``get`` waits for the next."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, limit: int) -> None:
+        self._loop = loop
+        self._limit = max(1, limit)
+        self._messages: collections.deque[_pulsar.Message] = collections.deque()
+        self._waiters: collections.deque[asyncio.Future[_pulsar.Message]] = collections.deque()
+        self._paused: _pulsar.Consumer | None = None  # the consumer whose listener is paused
+        self._closed = False
+
+    def listener(self, consumer: _pulsar.Consumer, message: _pulsar.Message) -> None:
+        """The core's message listener: runs on its listener thread, hands the message to the loop."""
+        try:
+            self._loop.call_soon_threadsafe(self._arrived, consumer, message)
+        except RuntimeError:  # the loop is closed: unacknowledged, the message goes to another member
+            pass
+
+    def _arrived(self, consumer: _pulsar.Consumer, message: _pulsar.Message) -> None:
+        if self._closed:
+            return  # not acknowledged: the broker redelivers it once the consumer is closed
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():  # else its receive was cancelled
+                waiter.set_result(message)
+                return
+        self._messages.append(message)
+        if len(self._messages) >= self._limit and self._paused is None:
+            self._paused = consumer
+            consumer.pause_message_listener()
+
+    async def get(self) -> _pulsar.Message:
+        """The oldest message waiting, or the next to arrive; ``InboxClosed`` once closed."""
+        if self._messages:
+            message = self._messages.popleft()
+            if self._paused is not None and len(self._messages) <= self._limit // 2:
+                paused, self._paused = self._paused, None
+                paused.resume_message_listener()
+            return message
+        if self._closed:
+            raise InboxClosed("the consumer is closed")
+        waiter = self._loop.create_future()
+        self._waiters.append(waiter)
+        return await waiter
+
+    @property
+    def waiting(self) -> int:
+        """How many messages wait here to be taken."""
+        return len(self._messages)
+
+    def close(self) -> None:
+        """Take no more: waiting ``get`` calls fail with ``InboxClosed``; messages held are dropped."""
+        self._closed = True
+        self._messages.clear()
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_exception(InboxClosed("the consumer is closed"))
