@@ -13,12 +13,14 @@ for every call makes a future that the core resolves through
 ``call_soon_threadsafe``: a wake-up of the event loop and, from the core's
 network thread, a hand-off of the GIL. An ack is taken at once by the core's
 ack tracker (grouped and sent within ``ackGroupingTime``, confirmed by the
-broker in neither API), so it needs no future. A receive is one
-``receive_async``: the core hands a message it has prefetched to the
-callback at once, on the loop's own thread, which settles the future there
-(no wake-up); never ``receive(0)`` first, whose timed wait and ``Timeout``
-held the loop ~0.1 ms on every empty queue. A publish still awaits the
-broker's receipt, but without making a message id the bus does not use.
+broker in neither API), so it needs no future. Nothing is pulled: each
+consumer's messages are pushed by the core's listener thread into an inbox
+on the loop (``pulsar_inbox.py``), because the core's pull (``receive(0)``,
+``receive_async``) tries its queue with a timed wait that held the loop
+~0.1 ms whenever the queue was empty: every receive at concurrency 1, right
+before a handler starts and a caller resumes. A publish still awaits the
+broker's receipt, but without making a message id the bus does not use; a
+callback the core makes at once, on the loop's own thread, settles inline.
 """
 
 from __future__ import annotations
@@ -254,10 +256,12 @@ class PulsarBus(Bus):
                 f"unknown pulsar subscription_type {opts.subscription_type!r}; use one of {sorted(_CONSUMER_TYPES)}"
             ) from None
         loop = asyncio.get_running_loop()
-        inbox = Inbox(loop, opts.receiver_queue_size)
+        # What the consumer holds beyond its running handlers stays receiver_queue_size: half waits
+        # in the core's queue (prefetched), half on the loop before the listener is paused.
+        inbox = Inbox(loop, max(1, opts.receiver_queue_size // 2))
         conf = _pulsar.ConsumerConfiguration()  # what pulsar.asyncio's subscribe builds, plus the listener
         conf.consumer_type(consumer_type)
-        conf.receiver_queue_size(opts.receiver_queue_size)
+        conf.receiver_queue_size(max(1, opts.receiver_queue_size - opts.receiver_queue_size // 2))
         conf.negative_ack_redelivery_delay_ms(opts.negative_ack_redelivery_delay_ms)
         conf.subscription_initial_position(pulsar.InitialPosition.Earliest)
         conf.schema(_BYTES.schema_info())

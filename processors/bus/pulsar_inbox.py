@@ -11,10 +11,12 @@ the message is handed to the loop (one wake-up, as a pending receive cost
 too) and waits here, or goes straight to a waiting ``get``.
 
 Back-pressure stays: once ``limit`` messages wait here unasked for, the
-listener is paused, so the core stops taking more from its prefetch queue
-(``receiver_queue_size``), and the broker stops sending; it resumes when half
-have been taken. Nothing here is acknowledged: a message still waiting when the
-consumer closes goes to another member, as one in the core's queue does.
+listener is paused, so the core stops taking more from its prefetch queue,
+which fills, and the broker stops sending; it resumes when half have been
+taken. The backend splits ``receiver_queue_size`` between the two, so a
+consumer holds no more than it did when the core's queue alone held them.
+Nothing here is acknowledged: a message still waiting when the consumer
+closes goes to another member, as one in the core's queue does.
 """
 
 from __future__ import annotations
@@ -39,36 +41,51 @@ class Inbox:
         self._limit = max(1, limit)
         self._messages: collections.deque[_pulsar.Message] = collections.deque()
         self._waiters: collections.deque[asyncio.Future[_pulsar.Message]] = collections.deque()
-        self._paused: _pulsar.Consumer | None = None  # the consumer whose listener is paused
+        # Each counter has one writer: the listener thread counts what it delivered, the loop what it
+        # handed out; the difference is what is held here or on its way to the loop.
+        self._delivered = 0
+        self._handed_out = 0
+        self._paused: _pulsar.Consumer | None = None
         self._closed = False
 
     def listener(self, consumer: _pulsar.Consumer, message: _pulsar.Message) -> None:
-        """The core's message listener: runs on its listener thread, hands the message to the loop."""
+        """The core's message listener: runs on its listener thread, hands the message to the loop.
+
+        It pauses itself here, on its own thread, once ``limit`` are held: paused from the loop
+        instead, it would deliver (and the broker send) more meanwhile.
+        """
+        self._delivered += 1
+        if self._delivered - self._handed_out >= self._limit and self._paused is None:
+            self._paused = consumer
+            consumer.pause_message_listener()
         try:
-            self._loop.call_soon_threadsafe(self._arrived, consumer, message)
+            self._loop.call_soon_threadsafe(self._arrived, message)
         except RuntimeError:  # the loop is closed: unacknowledged, the message goes to another member
             pass
 
-    def _arrived(self, consumer: _pulsar.Consumer, message: _pulsar.Message) -> None:
+    def _arrived(self, message: _pulsar.Message) -> None:
         if self._closed:
             return  # not acknowledged: the broker redelivers it once the consumer is closed
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():  # else its receive was cancelled
                 waiter.set_result(message)
+                self._handed()
                 return
         self._messages.append(message)
-        if len(self._messages) >= self._limit and self._paused is None:
-            self._paused = consumer
-            consumer.pause_message_listener()
+
+    def _handed(self) -> None:
+        self._handed_out += 1
+        paused = self._paused
+        if paused is not None and self._delivered - self._handed_out <= self._limit // 2:
+            self._paused = None
+            paused.resume_message_listener()
 
     async def get(self) -> _pulsar.Message:
         """The oldest message waiting, or the next to arrive; ``InboxClosed`` once closed."""
         if self._messages:
             message = self._messages.popleft()
-            if self._paused is not None and len(self._messages) <= self._limit // 2:
-                paused, self._paused = self._paused, None
-                paused.resume_message_listener()
+            self._handed()
             return message
         if self._closed:
             raise InboxClosed("the consumer is closed")

@@ -16,6 +16,7 @@ import threading
 import _pulsar
 import pytest
 
+from config.bus import PulsarOptions
 from processors.bus import connect
 from processors.bus import pulsar as pulsar_backend
 from processors.bus.base import SubscriptionClosed
@@ -74,6 +75,29 @@ async def test_what_a_closed_consumer_held_unacknowledged_goes_to_another_member
             d = await asyncio.wait_for(second.receive(), 30)
             got.add(d.body)
             await d.ack()
+
+
+async def test_a_busy_consumer_holds_no_more_than_its_receiver_queue_size(pulsar_broker, topic):
+    # README: a small receiver_queue_size bounds what a cut-off worker holds. The listener's inbox
+    # and the core's queue share it: one taken message, plus at most 4 held, leave 15 of 20 to others.
+    async with await connect(pulsar_broker.url, settings_for_tests()) as bus:
+        settings = settings_for_tests(pulsar=PulsarOptions(receiver_queue_size=4, consumer_id_spread=8))
+        async with await connect(pulsar_broker.url, settings) as small:
+            busy = await small.subscribe(topic, "g")
+            for i in range(20):
+                await bus.publish(topic, str(i).encode())
+            taken = await asyncio.wait_for(busy.receive(), 30)  # its handler never finishes
+            for _ in range(1000):  # until its inbox is full and the listener paused
+                if busy._inbox.waiting >= max(1, 4 // 2):
+                    break
+                await asyncio.sleep(0.01)
+            other = await bus.subscribe(topic, "g")
+            got = set()
+            while len(got) < 15:
+                d = await asyncio.wait_for(other.receive(), 30)
+                got.add(d.body)
+                await d.ack()
+            assert taken.body not in got
 
 
 async def test_close_ends_a_waiting_receive(pulsar_broker, topic):
