@@ -7,8 +7,9 @@ Runs bench_hops.py's pipeline (the query processors and the caller in this
 process, on the test brokers' settings) and stamps every request document-rag
 makes, and the caller's own, at each step the runtime passes: the publish
 called and returned (the broker's receipt), the request received by the
-processor's subscription, its handler started and ended, the reply published,
-the reply received by the caller's inbox, and the call resumed. Prints per
+processor's subscription, its handler started and ended, the reply's publish
+returned (its receipt), the reply received by the caller's inbox, and the call
+resumed. Prints per
 topic the median and p90 of each step, in ms since the call started; a step
 that takes longer than on the memory bus, or than a raw ping-pong leg
 (scripts/bench_bus.py), is where to look. The stamps wrap the runtime's own
