@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import threading
 
 import _pulsar
 
@@ -41,12 +42,19 @@ class Inbox:
         self._limit = max(1, limit)
         self._messages: collections.deque[_pulsar.Message] = collections.deque()
         self._waiters: collections.deque[asyncio.Future[_pulsar.Message]] = collections.deque()
-        # Each counter has one writer: the listener thread counts what it delivered, the loop what it
-        # handed out; the difference is what is held here or on its way to the loop.
+        # The listener thread counts what it delivered, the loop what it handed out; the difference is
+        # what is held here or on its way to the loop. Pausing (on the listener thread) and resuming
+        # (on the loop) decide under one lock: else a resume could slip in between the decision to
+        # pause and the pause itself, and the listener would stay paused with nobody to resume it.
+        self._lock = threading.Lock()
         self._delivered = 0
         self._handed_out = 0
         self._paused: _pulsar.Consumer | None = None
         self._closed = False
+        # Handed over by the listener, not yet taken in by the loop; one wake-up of the loop takes
+        # in every message that came meanwhile, so a burst costs one, not one per message.
+        self._incoming: collections.deque[_pulsar.Message] = collections.deque()
+        self._woken = False
 
     def listener(self, consumer: _pulsar.Consumer, message: _pulsar.Message) -> None:
         """The core's message listener: runs on its listener thread, hands the message to the loop.
@@ -54,14 +62,26 @@ class Inbox:
         It pauses itself here, on its own thread, once ``limit`` are held: paused from the loop
         instead, it would deliver (and the broker send) more meanwhile.
         """
-        self._delivered += 1
-        if self._delivered - self._handed_out >= self._limit and self._paused is None:
-            self._paused = consumer
-            consumer.pause_message_listener()
+        with self._lock:
+            self._delivered += 1
+            if self._delivered - self._handed_out >= self._limit and self._paused is None:
+                self._paused = consumer
+                consumer.pause_message_listener()
+        self._incoming.append(message)
+        if self._woken:
+            return  # a wake-up is on its way and will take this one in too
+        self._woken = True
         try:
-            self._loop.call_soon_threadsafe(self._arrived, message)
-        except RuntimeError:  # the loop is closed: unacknowledged, the message goes to another member
+            self._loop.call_soon_threadsafe(self._take_in)
+        except RuntimeError:  # the loop is closed: unacknowledged, the messages go to another member
             pass
+
+    def _take_in(self) -> None:
+        # Cleared before draining: a message the listener adds after this line either is drained
+        # below or finds the flag down and wakes the loop again.
+        self._woken = False
+        while self._incoming:
+            self._arrived(self._incoming.popleft())
 
     def _arrived(self, message: _pulsar.Message) -> None:
         if self._closed:
@@ -75,11 +95,12 @@ class Inbox:
         self._messages.append(message)
 
     def _handed(self) -> None:
-        self._handed_out += 1
-        paused = self._paused
-        if paused is not None and self._delivered - self._handed_out <= self._limit // 2:
-            self._paused = None
-            paused.resume_message_listener()
+        with self._lock:
+            self._handed_out += 1
+            paused = self._paused
+            if paused is not None and self._delivered - self._handed_out <= self._limit // 2:
+                self._paused = None
+                paused.resume_message_listener()
 
     async def get(self) -> _pulsar.Message:
         """The oldest message waiting, or the next to arrive; ``InboxClosed`` once closed."""
@@ -102,6 +123,7 @@ class Inbox:
         """Take no more: waiting ``get`` calls fail with ``InboxClosed``; messages held are dropped."""
         self._closed = True
         self._messages.clear()
+        self._incoming.clear()
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():

@@ -144,6 +144,30 @@ async def test_inbox_pauses_the_listener_at_its_limit_and_resumes_at_half():
     assert [await inbox.get(), await inbox.get()] == ["m2", "m3"]
 
 
+async def test_a_burst_from_the_listener_wakes_the_loop_once():
+    loop = asyncio.get_running_loop()
+    inbox, consumer = Inbox(loop, limit=100), _FakeConsumer()
+    wakeups = 0
+    original = loop.call_soon_threadsafe
+
+    def counting(*args, **kwargs):
+        nonlocal wakeups
+        wakeups += 1
+        return original(*args, **kwargs)
+
+    loop.call_soon_threadsafe = counting
+    try:
+        _push(inbox, consumer, [f"m{i}" for i in range(10)])  # the loop does not run meanwhile
+    finally:
+        del loop.call_soon_threadsafe
+    assert wakeups == 1
+    await asyncio.sleep(0)
+    assert inbox.waiting == 10
+    assert [await inbox.get() for _ in range(10)] == [f"m{i}" for i in range(10)]
+    _push(inbox, consumer, ["again"])  # taken in: the next message wakes the loop again
+    assert await asyncio.wait_for(inbox.get(), 30) == "again"
+
+
 async def test_inbox_hands_a_message_to_a_waiting_get_and_skips_a_cancelled_one():
     inbox, consumer = Inbox(asyncio.get_running_loop(), limit=10), _FakeConsumer()
     cancelled = asyncio.ensure_future(inbox.get())
