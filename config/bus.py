@@ -87,6 +87,8 @@ class PulsarOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # Shared (round robin) or KeyShared (per-key ordering across members; Pulsar
     # Lite 0.2 refuses KeyShared consumers with equal ids from two clients).
     subscription_type: str = "Shared"
+    # Messages a consumer holds beyond those its handlers run: half prefetched by the client, half
+    # handed to the event loop, waiting for a free handler slot (processors/bus/pulsar_inbox.py).
     receiver_queue_size: PositiveInt = 100
     # Pulsar Lite 0.2 refuses a second consumer in one subscription whose
     # client-assigned consumer id (a per-client counter from 0) is already

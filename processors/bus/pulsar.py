@@ -13,9 +13,14 @@ for every call makes a future that the core resolves through
 ``call_soon_threadsafe``: a wake-up of the event loop and, from the core's
 network thread, a hand-off of the GIL. An ack is taken at once by the core's
 ack tracker (grouped and sent within ``ackGroupingTime``, confirmed by the
-broker in neither API), and a message the consumer has prefetched can be
-taken at once, so neither needs a future; a publish still awaits the
-broker's receipt, but without making a message id the bus does not use.
+broker in neither API), so it needs no future. Nothing is pulled: each
+consumer's messages are pushed by the core's listener thread into an inbox
+on the loop (``pulsar_inbox.py``), because the core's pull (``receive(0)``,
+``receive_async``) tries its queue with a timed wait that held the loop
+~0.1 ms whenever the queue was empty: every receive at concurrency 1, right
+before a handler starts and a caller resumes. A publish still awaits the
+broker's receipt, but without making a message id the bus does not use; a
+callback the core makes at once, on the loop's own thread, settles inline.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import contextlib
 import functools
 import logging
 import os
+import threading
 import uuid
 
 import _pulsar
@@ -35,10 +41,12 @@ from config.bus import BusSettings
 
 from . import pulsar_log, pulsar_stats
 from .base import Bus, BusError, BusUnavailable, Delivery, GroupStatus, Retained, Subscription
+from .pulsar_inbox import Inbox
 from .url import BusAddress
 
 log = logging.getLogger(__name__)
 
+_BYTES = pulsar.schema.BytesSchema()
 _CONSUMER_TYPES = {
     "KeyShared": pulsar.ConsumerType.KeyShared,
     "Shared": pulsar.ConsumerType.Shared,
@@ -75,31 +83,44 @@ class PulsarDelivery(Delivery):
 class PulsarSubscription(Subscription):
     backend = "pulsar"
 
-    def __init__(self, bus: PulsarBus, topic: str, group: str, consumer: pulsar_async.Consumer) -> None:
+    def __init__(self, bus: PulsarBus, topic: str, group: str, consumer: pulsar_async.Consumer, inbox: Inbox) -> None:
         super().__init__(bus, topic, group)
         self._consumer = consumer
         self._core: _pulsar.Consumer = consumer._consumer
+        self._inbox = inbox
 
     async def _receive(self) -> _pulsar.Message:
-        try:
-            return self._core.receive(0)  # one the consumer has prefetched already: no future, no wake-up
-        except _pulsar.Timeout:
-            pass
-        future = asyncio.get_running_loop().create_future()
-        self._core.receive_async(functools.partial(_resolve, future))
-        return await future
+        # Pushed by the core's listener (pulsar_inbox.py): no call into the core here, whose
+        # receive first tries its queue with a timed wait that holds the loop when it is empty.
+        return await self._inbox.get()
 
     def _deliver(self, message: _pulsar.Message) -> Delivery:
         return PulsarDelivery(self.topic, self._core, message)
 
     async def _close(self) -> None:
+        self._inbox.close()
         with contextlib.suppress(Exception):
             await self._consumer.close()
 
 
-def _resolve(future: asyncio.Future, result: _pulsar.Result, value) -> None:
-    """The core's callback (on its network thread, or at once on the caller's): settle ``future`` on its loop."""
-    future.get_loop().call_soon_threadsafe(_settle, future, result, value)
+def _resolve(future: asyncio.Future, loop_thread: int, result: _pulsar.Result, value) -> None:
+    """The core's callback (on its own thread, or at once on the caller's): settle ``future`` on its loop.
+
+    Called on ``loop_thread``, the loop's own (a receive that found a message waiting), it settles at once:
+    ``call_soon_threadsafe`` would cost a wake-up of the loop for nothing.
+    """
+    if threading.get_ident() == loop_thread:
+        _settle(future, result, value)
+    else:
+        future.get_loop().call_soon_threadsafe(_settle, future, result, value)
+
+
+def _subscribed(future: asyncio.Future, loop_thread: int, value) -> None:
+    """The core's answer to ``subscribe_async_v2``: a consumer, or an ``_pulsar.Error``."""
+    if isinstance(value, _pulsar.Error):
+        _resolve(future, loop_thread, value.error, None)
+    else:
+        _resolve(future, loop_thread, _pulsar.Result.Ok, value)
 
 
 def _settle(future: asyncio.Future, result: _pulsar.Result, value) -> None:
@@ -220,7 +241,7 @@ class PulsarBus(Bus):
         if key is not None:
             builder.partition_key(key)
         future = asyncio.get_running_loop().create_future()
-        producer._producer.send_async(builder.build(), functools.partial(_resolve, future))
+        producer._producer.send_async(builder.build(), functools.partial(_resolve, future, threading.get_ident()))
         try:
             await future  # the broker's receipt
         except pulsar_async.PulsarException as exc:
@@ -234,18 +255,27 @@ class PulsarBus(Bus):
             raise BusError(
                 f"unknown pulsar subscription_type {opts.subscription_type!r}; use one of {sorted(_CONSUMER_TYPES)}"
             ) from None
+        loop = asyncio.get_running_loop()
+        # What the consumer holds beyond its running handlers stays receiver_queue_size: half waits
+        # in the core's queue (prefetched), half on the loop before the listener is paused.
+        inbox = Inbox(loop, max(1, opts.receiver_queue_size // 2))
+        conf = _pulsar.ConsumerConfiguration()  # what pulsar.asyncio's subscribe builds, plus the listener
+        conf.consumer_type(consumer_type)
+        conf.receiver_queue_size(max(1, opts.receiver_queue_size - opts.receiver_queue_size // 2))
+        conf.negative_ack_redelivery_delay_ms(opts.negative_ack_redelivery_delay_ms)
+        conf.subscription_initial_position(pulsar.InitialPosition.Earliest)
+        conf.schema(_BYTES.schema_info())
+        conf.message_listener(inbox.listener)
+        future = loop.create_future()
+        self._client._client.subscribe_async_v2(
+            self._full_name(topic), group, conf, functools.partial(_subscribed, future, threading.get_ident())
+        )
         try:
-            consumer = await self._client.subscribe(
-                self._full_name(topic),
-                subscription_name=group,
-                consumer_type=consumer_type,
-                initial_position=pulsar.InitialPosition.Earliest,
-                negative_ack_redelivery_delay_ms=opts.negative_ack_redelivery_delay_ms,
-                receiver_queue_size=opts.receiver_queue_size,
-            )
+            core = await future
         except pulsar_async.PulsarException as exc:
+            inbox.close()
             raise BusError(f"pulsar subscribe to {topic!r} as {group!r} failed: {exc}") from exc
-        return PulsarSubscription(self, topic, group, consumer)
+        return PulsarSubscription(self, topic, group, pulsar_async.Consumer(core, _BYTES), inbox)
 
     async def has_consumers(self, topic: str) -> bool | None:
         """Cannot tell: the binary protocol a client speaks has no call that lists a topic's

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Where one hop's time goes: timestamps per message along hybrid queries, on one bus.
+
+    python scripts/trace_hops.py [--queries 60] [--backend pulsar]
+
+Runs bench_hops.py's pipeline (the query processors and the caller in this
+process, on the test brokers' settings) and stamps every request document-rag
+makes, and the caller's own, at each step the runtime passes: the publish
+called and returned (the broker's receipt), the request received by the
+processor's subscription, its handler started and ended, the reply's publish
+returned (its receipt), the reply received by the caller's inbox, and the call
+resumed. Prints per
+topic the median and p90 of each step, in ms since the call started; a step
+that takes longer than on the memory bus, or than a raw ping-pong leg
+(scripts/bench_bus.py), is where to look. The stamps wrap the runtime's own
+methods, so each costs a few microseconds; compare rows of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import bench_hops  # noqa: E402  (its pipeline, collection and questions)
+
+from processors.bus.base import Bus, Subscription  # noqa: E402
+from processors.runtime import client, processor, replies  # noqa: E402
+from processors.runtime.envelope import REQUEST_ID  # noqa: E402
+from schema.topics import REPLY_PREFIX  # noqa: E402
+
+STEPS = ["publish called", "publish returned", "received", "handler started", "handler ended",
+         "reply receipt", "reply received", "call resumed"]
+_stamps: dict[str, dict[str, float]] = defaultdict(dict)  # request id -> step -> perf_counter
+_topics: dict[str, str] = {}  # request id -> topic of the call
+
+
+def _stamp(request_id: str, step: str) -> None:
+    _stamps[request_id].setdefault(step, time.perf_counter())
+
+
+def _wrap() -> None:
+    publish, receive = Bus.publish, Subscription.receive
+    run_handler, route, round_trip = processor.Processor._run_handler, replies.ReplyRouter._route, \
+        client.RequestClient._round_trip
+
+    async def stamped_publish(self, topic, body, headers=None, key=None):
+        request_id = (headers or {}).get(REQUEST_ID, "")
+        reply = topic.startswith(REPLY_PREFIX)
+        if not reply:
+            _stamp(request_id, "publish called")
+        await publish(self, topic, body, headers, key)
+        _stamp(request_id, "reply receipt" if reply else "publish returned")
+
+    async def stamped_receive(self):
+        d = await receive(self)
+        if not self.topic.startswith(REPLY_PREFIX):
+            _stamp(d.headers.get(REQUEST_ID, ""), "received")
+        return d
+
+    async def stamped_handler(self, request, context):
+        _stamp(context.request_id, "handler started")
+        try:
+            return await run_handler(self, request, context)
+        finally:
+            _stamp(context.request_id, "handler ended")
+
+    def stamped_route(self, d):
+        _stamp(d.headers.get(REQUEST_ID, ""), "reply received")
+        route(self, d)
+
+    async def stamped_round_trip(self, topic, body, timeout, traceparent, request_id="", span=None):
+        request_id = request_id or client.new_request_id()
+        _topics[request_id] = topic
+        _stamp(request_id, "call")
+        try:
+            return await round_trip(self, topic, body, timeout, traceparent, request_id, span)
+        finally:
+            _stamp(request_id, "call resumed")
+
+    Bus.publish, Subscription.receive = stamped_publish, stamped_receive
+    processor.Processor._run_handler, replies.ReplyRouter._route = stamped_handler, stamped_route
+    client.RequestClient._round_trip = stamped_round_trip
+
+
+def report(since: float) -> None:
+    by_topic: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for request_id, steps in _stamps.items():
+        start = steps.get("call")
+        if start is None or start < since or request_id not in _topics:
+            continue
+        for step, at in steps.items():
+            by_topic[_topics[request_id]][step].append((at - start) * 1000)
+    for topic, steps in by_topic.items():
+        print(f"{topic} (n={len(steps['call'])}): ms since the call, p50 / p90")
+        for step in STEPS:
+            values = steps.get(step)
+            if values:
+                p90 = statistics.quantiles(values, n=10)[8] if len(values) > 2 else max(values)
+                print(f"  {step:<18}{statistics.median(values):8.2f}{p90:8.2f}")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--queries", type=int, default=60)
+    parser.add_argument("--backend", default="pulsar", choices=["memory", "kafka", "pulsar"])
+    args = parser.parse_args()
+    _wrap()
+    data_dir = tempfile.mkdtemp(prefix="trace-hops-")
+    await bench_hops.build_stores(data_dir, bench_hops.COLLECTION, bench_hops.DOCUMENTS)
+    settings = bench_hops.load_settings(environ=bench_hops.brokers.TEST_BROKER_ENV)
+    bench_hops.put_stores_in(settings, data_dir)
+    with bench_hops.brokers.temporary_workdir() as workdir:
+        broker = None
+        if args.backend == "kafka":
+            broker = bench_hops.brokers.tansu(workdir).start()
+        elif args.backend == "pulsar":
+            broker = bench_hops.brokers.pulsar_lite(workdir).start()
+        try:
+            url = broker.url if broker else f"memory://trace-{uuid.uuid4().hex[:6]}"
+            async with bench_hops.processors_running(settings, list(bench_hops.pipelines.QUERY), url):
+                async with await bench_hops.connect(url, settings.bus) as bus, \
+                        client.RequestClient(bus, name="trace") as caller:
+                    rag = bench_hops.DocumentRagClient(caller, timeout=60)
+                    since = 0.0
+                    for i in range(args.queries + 5):
+                        if i == 5:  # after the warm-up: first loads and connections
+                            since = time.perf_counter()
+                        question = bench_hops.QUESTIONS[i % len(bench_hops.QUESTIONS)]
+                        await rag.ask(question, mode="hybrid", collection=bench_hops.COLLECTION)
+        finally:
+            if broker is not None:
+                broker.stop()
+    report(since)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("RAGBUS_DATA_DIR", tempfile.mkdtemp(prefix="trace-hops-data-"))
+    asyncio.run(main())
