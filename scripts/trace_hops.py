@@ -23,7 +23,6 @@ import asyncio
 import os
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from collections import defaultdict
@@ -114,11 +113,12 @@ async def main() -> None:
     parser.add_argument("--backend", default="pulsar", choices=["memory", "kafka", "pulsar"])
     args = parser.parse_args()
     _wrap()
-    data_dir = tempfile.mkdtemp(prefix="trace-hops-")
-    await bench_hops.build_stores(data_dir, bench_hops.COLLECTION, bench_hops.DOCUMENTS)
-    settings = bench_hops.load_settings(environ=bench_hops.brokers.TEST_BROKER_ENV)
-    bench_hops.put_stores_in(settings, data_dir)
-    with bench_hops.brokers.temporary_workdir() as workdir:
+    with bench_hops.brokers.temporary_workdir() as workdir:  # the stores, the broker's data, the processors' dirs
+        data_dir = str(workdir / "stores")
+        os.environ.setdefault("RAGBUS_DATA_DIR", str(workdir / "processors"))
+        await bench_hops.build_stores(data_dir, bench_hops.COLLECTION, bench_hops.DOCUMENTS)
+        settings = bench_hops.load_settings(environ=bench_hops.brokers.TEST_BROKER_ENV)
+        bench_hops.put_stores_in(settings, data_dir)
         broker = None
         if args.backend == "kafka":
             broker = bench_hops.brokers.tansu(workdir).start()
@@ -143,5 +143,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("RAGBUS_DATA_DIR", tempfile.mkdtemp(prefix="trace-hops-data-"))
     asyncio.run(main())
