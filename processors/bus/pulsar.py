@@ -104,9 +104,10 @@ class PulsarSubscription(Subscription):
 
 
 def _resolve(future: asyncio.Future, loop_thread: int, result: _pulsar.Result, value) -> None:
-    """The core's callback (on its own thread, or at once on the caller's): settle ``future`` on its loop.
+    """The core's callback for a publish or a subscribe: settle ``future`` on its loop.
 
-    Called on ``loop_thread``, the loop's own (a receive that found a message waiting), it settles at once:
+    The core calls it on its own thread, or at once on the caller's (a send it fails before it is
+    queued, for instance); called on ``loop_thread``, the loop's own, it settles at once, where
     ``call_soon_threadsafe`` would cost a wake-up of the loop for nothing.
     """
     if threading.get_ident() == loop_thread:
