@@ -92,6 +92,7 @@ from ..runtime.test_processor import serving
 MAX_MESSAGE_BYTES = 64 * 1024
 RETENTION = 16  # the memory bus keeps this many messages per topic
 HOSTILE = "x-hostile"  # the id of a hostile message; headers survive dead-lettering
+NUDGE = "x-nudge"  # the recorder's own no-op message (Recorder.nudge); its readers drop it
 
 CONTEXT_MANAGER_QUESTION = "How does a context manager wrap a block of code?"
 ELSE_QUESTION = "What does the else clause of a for loop do?"
@@ -501,10 +502,13 @@ class Recorder:
         self.victim: list = []
         self._tasks: list[asyncio.Task] = []
         self._subs: list = []
+        self._followed: list[tuple[object, str]] = []
+        self.nudges = 0
 
     async def follow(self, bus, topic: str, into: list) -> None:
         sub = await bus.listen(topic)
         self._subs.append(sub)
+        self._followed.append((bus, topic))
 
         async def read():
             while True:
@@ -513,9 +517,26 @@ class Recorder:
                 except SubscriptionClosed:
                     return
                 await d.ack()
-                into.append(d)
+                if NUDGE not in d.headers:
+                    into.append(d)
 
         self._tasks.append(asyncio.ensure_future(read()))
+
+    async def nudge(self) -> None:
+        """Publish a no-op message to every topic followed; the readers drop it.
+
+        A test-broker quirk, not ragbus's: Pulsar Lite 0.2.0 now and then leaves the last message
+        published to a topic undispatched to the topic's waiting exclusive consumer until another
+        message is published there. Seen in about 1 run of this wave in 10 to 40, before and after
+        the Pulsar bus took its messages from the client's listener; always a dead letter, the last
+        one of its topic. Looked at when stalled: a second subscription reads it from the topic, so
+        the broker stored it; resuming the consumer's listener (which re-posts whatever its client
+        holds) brings nothing, so the client never got it; one more publish to the topic releases it
+        at once. A nudge can only release what the broker holds: a message ragbus lost stays lost.
+        """
+        self.nudges += 1
+        for bus, topic in self._followed:
+            await bus.publish(topic, b"", {NUDGE: "1"})
 
     def forget(self) -> None:
         self.dead.clear()
@@ -627,10 +648,12 @@ def expired_counts() -> dict[str, float]:
     return {n: metrics.expired.labels(n)._value.get() for n in pipelines.QUERY}
 
 
-async def until(condition, timeout: float, describe, *, progress=None, stall: float | None = None) -> None:
+async def until(condition, timeout: float, describe, *, progress=None, stall: float | None = None,
+                on_stall=None) -> None:
     """Wait for ``condition()`` (a state of the bus, not an event anyone signals), at most ``timeout``.
 
-    With ``progress``, give up early once its value has not changed for ``stall`` seconds.
+    With ``progress``, give up early once its value has not changed for ``stall`` seconds; with
+    ``on_stall`` as well, first await it once and wait another ``stall`` seconds.
     """
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
@@ -642,7 +665,10 @@ async def until(condition, timeout: float, describe, *, progress=None, stall: fl
             if value != last:
                 last, changed = value, now
             elif now - changed > stall:
-                raise AssertionError(f"stalled for {stall:g}s: {describe()}")
+                if on_stall is None:
+                    raise AssertionError(f"stalled for {stall:g}s: {describe()}")
+                await on_stall()
+                on_stall, changed = None, loop.time()
         if now > end:
             raise AssertionError(f"not settled within {timeout:g}s: {describe()}")
         await asyncio.sleep(0.02)
@@ -658,6 +684,7 @@ class Harness:
     recorder: Recorder
     real: RealTraffic
     factory: HostileFactory
+    nudge_when_stalled: bool = False  # on Pulsar Lite: see Recorder.nudge
     last_wave_bytes: int = 0  # bodies and headers of the last wave sent
     sent: collections.Counter = field(default_factory=collections.Counter)  # by (kind, variant)
 
@@ -699,7 +726,8 @@ async def run_wave(h: Harness, count: int, *, chunk: int, settle_timeout: float)
     await until(settled, settle_timeout,
                 lambda: f"{accounting.ended()}/{accounting.ending_count} ended, expired {expired_now()}; "
                         f"not ended: {accounting.unended()[:5]}",
-                progress=lambda: (accounting.ended(), sum(expired_now().values())), stall=10)
+                progress=lambda: (accounting.ended(), sum(expired_now().values())), stall=10,
+                on_stall=h.recorder.nudge if h.nudge_when_stalled else None)
     # The workers still serve every topic, after all of it.
     for name in pipelines.QUERY:
         await h.real.check(name)
@@ -733,7 +761,8 @@ async def harness(url: str, *, rename_topics: bool, oversize: tuple[int, int], s
             real = await RealTraffic(client, topics).start()
             factory = HostileFactory(topics, run=run, reply_to=reply_to, victim=victim,
                                      oversize=oversize, seed=seed)
-            yield Harness(hostile_bus, topics, recorder, real, factory)
+            yield Harness(hostile_bus, topics, recorder, real, factory,
+                          nudge_when_stalled=url.startswith("pulsar://"))
         finally:
             await recorder.close()
 
@@ -810,6 +839,8 @@ async def test_hostile_messages_against_a_real_broker(which, request, corpus, mo
         summary = await run_wave(h, 210, chunk=15, settle_timeout=60)
         assert set(h.sent) == h.factory.all_variants()
     report(which, summary, h.real)
+    if h.recorder.nudges:
+        print(f"  nudged the recorded topics {h.recorder.nudges} time(s) (Pulsar Lite, see Recorder.nudge)")
     assert sum(summary.values()) == 210
     assert {kind for kind, _ in summary} == set(KINDS)
     assert {ending for _, ending in summary} == {DLQ, ERROR, EXPIRED, SERVED}
