@@ -100,6 +100,9 @@ class Result(NamedTuple):
     p99_ms: float
     rate: float
     samples: int
+    # CPU ms per round trip over the throughput phase: this process, plus what ``run``'s
+    # ``extra_cpu`` counts (a broker's CPU seconds); client and server both run in this process.
+    cpu_ms: float = 0.0
 
 
 async def no_ack() -> None: ...
@@ -146,7 +149,7 @@ async def pipelined(call: Call, total: int) -> float:
     return time.perf_counter() - start
 
 
-async def measure(call: Call, plan: Plan) -> Result:
+async def measure(call: Call, plan: Plan, extra_cpu: Callable[[], float] = lambda: 0.0) -> Result:
     for _ in range(plan.warm_calls):
         await call()
     await pipelined(call, CONCURRENCY * 8)
@@ -157,14 +160,19 @@ async def measure(call: Call, plan: Plan) -> Result:
         await call()
         samples.append(time.perf_counter() - start)
     cuts = statistics.quantiles(samples, n=100, method="inclusive")
+    cpu0 = time.process_time() + extra_cpu()
     rate = plan.total / await pipelined(call, plan.total)
-    return Result(cuts[49] * 1000, cuts[98] * 1000, rate, len(samples))
+    cpu_ms = (time.process_time() + extra_cpu() - cpu0) / plan.total * 1000
+    return Result(cuts[49] * 1000, cuts[98] * 1000, rate, len(samples), cpu_ms)
 
 
-async def run(setup: Setup, plan: Plan) -> Result:
-    """Measure one setup on fresh topics, its helpers running beside the measurement."""
+async def run(setup: Setup, plan: Plan, extra_cpu: Callable[[], float] = lambda: 0.0) -> Result:
+    """Measure one setup on fresh topics, its helpers running beside the measurement.
+
+    ``extra_cpu`` reads CPU seconds spent outside this process (a broker's) to count in ``cpu_ms``.
+    """
     async with setup(uuid.uuid4().hex[:10]) as (call, helpers):
-        tasks = [asyncio.create_task(measure(call, plan)), *map(asyncio.create_task, helpers)]
+        tasks = [asyncio.create_task(measure(call, plan, extra_cpu)), *map(asyncio.create_task, helpers)]
         try:
             done, _ = await asyncio.wait(tasks, timeout=plan.budget_s, return_when=asyncio.FIRST_COMPLETED)
             if tasks[0] in done:
