@@ -24,7 +24,9 @@ code of ours can go with that client and broker.
 Printed per backend and concurrency: p50/p99 latency,
 queries/s, CPU-seconds per query (this process plus, for (c)/(d), the
 broker process), and the machine's limit for that cost, cores / CPU-s per
-query, with queries/s as a share of it. Before each bus backend's load it
+query, with queries/s as a share of it; with each row's progress line, its CPU
+per query by thread (the event loop, each processor's thread, the native ones:
+onnxruntime's pool and the bus clients') and the broker's. Before each bus backend's load it
 measures the pipeline's idle CPU (this process plus the broker, --idle-seconds)
 and prints CPU per query also net of it: with the test brokers' 5 ms Kafka
 polling an idle pipeline burns CPU a real Kafka's long poll would not, so the
@@ -39,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import functools
 import logging
@@ -46,6 +49,7 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -145,6 +149,26 @@ def cpu_of(pid: int | None) -> float:
     return sum(int(x) for x in fields[11:15]) / ticks
 
 
+def thread_cpu() -> collections.Counter:
+    """CPU seconds (user + system) of this process's live threads so far, from /proc, by thread name.
+
+    Python threads go by their own name without the pool's index (a processor's thread
+    ``embed-onnx_0`` is ``embed-onnx``); the others, onnxruntime's intra-op pool and the bus
+    clients' I/O and listener threads, together as ``native``.
+    """
+    names = {t.native_id: t.name.rsplit("_", 1)[0] if t.name[-1:].isdigit() else t.name
+             for t in threading.enumerate()}
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu: collections.Counter = collections.Counter()
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        cpu[names.get(int(task.name), "native")] += (int(fields[11]) + int(fields[12])) / ticks
+    return cpu
+
+
 async def idle_rate(seconds: float, broker_pid: int | None) -> tuple[float, float]:
     """CPU seconds per second this process and the broker burn with the pipeline up and no question asked.
 
@@ -172,10 +196,13 @@ async def measure(ask, concurrency: int, total: int, broker_pid: int | None, idl
             await ask(q)
             latencies.append(time.perf_counter() - t0)
 
+    threads0 = thread_cpu()
     cpu0, broker0, wall0 = time.process_time(), cpu_of(broker_pid), time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     wall = time.perf_counter() - wall0
     broker = cpu_of(broker_pid) - broker0
+    by_thread = thread_cpu()
+    by_thread.subtract(threads0)
     cpu = time.process_time() - cpu0 + broker
     q = statistics.quantiles(latencies, n=100, method="inclusive")
     cpu_per_query = cpu / total
@@ -184,7 +211,8 @@ async def measure(ask, concurrency: int, total: int, broker_pid: int | None, idl
     net_ms = max(cpu - idle[0] * wall, 0.0) / total * 1e3
     return {"p50": q[49] * 1e3, "p99": q[98] * 1e3, "qps": total / wall, "cpu_ms": cpu_per_query * 1e3,
             "broker_ms": broker / total * 1e3, "net_ms": net_ms, "idle": idle[0], "idle_broker": idle[1],
-            "limit": limit, "share": total / wall / limit}
+            "limit": limit, "share": total / wall / limit,
+            "threads": {name: s / total * 1e3 for name, s in by_thread.most_common() if s > 0}}
 
 
 async def main() -> None:
@@ -245,6 +273,8 @@ async def run(args, work: Path) -> None:
                     print(f"  concurrency {concurrency}: p50 {r['p50']:.1f} ms, {r['qps']:.1f} q/s, "
                           f"{r['cpu_ms']:.1f} CPU ms/query (broker {r['broker_ms']:.1f}); load average "
                           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", file=sys.stderr)
+                    print(f"    CPU ms/query by thread: {', '.join(f'{k} {v:.2f}' for k, v in r['threads'].items())}"
+                          + (f", broker {r['broker_ms']:.2f}" if pid else ""), file=sys.stderr)
             # After the pipeline, not before: pulsar-client keeps the logger of the first client a process
             # makes, so the pipeline's bus must make it, as it does in a worker (the raw client's own logger
             # would otherwise be the pipeline's too, and cost it a GIL hand-off per C++ DEBUG line).
