@@ -19,8 +19,8 @@ latency bound a hybrid query should meet: direct p50 + 4 hops x ping-pong p50
 (the critical path is ask, embed, faiss query, prompt), and the CPU floor at
 concurrency 32: direct CPU per query + 6 exchanges (the ask and document-rag's
 five requests) x the raw round trip's CPU (this process and the broker, 64 in
-flight). What a query costs beyond the floor is ragbus's own; below it, no
-code of ours can go with that client and broker.
+flight). What a query costs beyond the floor is, to a first approximation,
+ragbus's own; the floor itself is the client's and the broker's.
 Printed per backend and concurrency: p50/p99 latency,
 queries/s, CPU-seconds per query (this process plus, for (c)/(d), the
 broker process), and the machine's limit for that cost, cores / CPU-s per
