@@ -137,16 +137,21 @@ async def bus_rag(settings, url):
             yield lambda q: rag.ask(q, mode="hybrid")
 
 
+def _stat_cpu(stat: Path, *, reaped: bool = False) -> float | None:
+    """CPU seconds (user + system; with ``reaped``, its reaped children's too) of a /proc stat file,
+    or None once the process or thread is gone."""
+    try:
+        fields = stat.read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return sum(int(x) for x in fields[11:15 if reaped else 13]) / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_of(pid: int | None) -> float:
     """CPU seconds (user + system) of a process and its reaped children, from /proc."""
     if pid is None:
         return 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    ticks = os.sysconf("SC_CLK_TCK")
-    return sum(int(x) for x in fields[11:15]) / ticks
+    return _stat_cpu(Path(f"/proc/{pid}/stat"), reaped=True) or 0.0
 
 
 def thread_cpu() -> collections.Counter:
@@ -158,14 +163,11 @@ def thread_cpu() -> collections.Counter:
     """
     names = {t.native_id: t.name.rsplit("_", 1)[0] if t.name[-1:].isdigit() else t.name
              for t in threading.enumerate()}
-    ticks = os.sysconf("SC_CLK_TCK")
     cpu: collections.Counter = collections.Counter()
     for task in Path("/proc/self/task").iterdir():
-        try:
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # ended meanwhile
-        cpu[names.get(int(task.name), "native")] += (int(fields[11]) + int(fields[12])) / ticks
+        seconds = _stat_cpu(task / "stat")
+        if seconds is not None:  # else it ended meanwhile
+            cpu[names.get(int(task.name), "native")] += seconds
     return cpu
 
 
