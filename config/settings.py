@@ -35,6 +35,12 @@ class ProcessorSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     group: str = ""  # default: the section name
     # How many requests one replica handles at once.
     concurrency: PositiveInt = 16
+    # A second request topic, for bulk work (ingestion's), served by the same handler through a consumer
+    # of its own (group: bulk_group(group)) with bulk_concurrency: bulk requests waiting on the bus never
+    # queue in front of interactive ones, and the handler learns which lane a request came on
+    # (RequestContext.bulk). "" = no bulk lane. Set in config/defaults.toml where a processor has one.
+    bulk_topic: str = ""
+    bulk_concurrency: PositiveInt = 4
     # A handler running longer than this (or past the request's deadline) gets an error response.
     handler_timeout_s: PositiveSeconds = 30.0
     # Failures (transport, not business errors) before a request is dead-lettered.
@@ -46,6 +52,20 @@ class ProcessorSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     max_message_bytes: PositiveInt | None = None
     # SIGTERM: how long requests in flight may take to finish before they are nacked.
     drain_timeout_s: NonNegativeSeconds = 10.0
+
+
+def bulk_group(group: str) -> str:
+    """The consumer group of a processor's bulk lane (``ProcessorSettings.bulk_topic``)."""
+    return f"{group}-bulk"
+
+
+def lanes(name: str, section: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(topic, group) of each lane a ``[processors.NAME]`` section serves: its topic, then its bulk topic."""
+    group = section.get("group") or name
+    found = [(section.get("topic") or name, group)]
+    if section.get("bulk_topic"):
+        found.append((section["bulk_topic"], bulk_group(group)))
+    return found
 
 
 class ClientSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -15,7 +15,7 @@ import argparse
 import asyncio
 import json
 
-from config.settings import Settings, load_settings
+from config.settings import Settings, lanes, load_settings
 from processors.bus import Bus, GroupStatus, connect
 from processors.bus.dead_letters import pending
 
@@ -33,7 +33,7 @@ def wiring(settings: Settings, names: list[str] | None) -> list[tuple[str, str, 
     unknown = sorted(set(names or ()) - set(sections))
     if unknown:
         raise ValueError(f"no processor named {', '.join(unknown)} in the wiring (known: {', '.join(sections)})")
-    return [(n, sections[n].get("topic") or n, sections[n].get("group") or n) for n in names or sections]
+    return [(n, topic, group) for n in names or sections for topic, group in lanes(n, sections[n])]
 
 
 def age(seconds: float | None) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from config.settings import Settings, load_settings
+from config.settings import Settings, lanes, load_settings
 from processors.bus import Bus, TopicInfo, connect
 
 from .common import add_bus_options
@@ -29,9 +29,9 @@ def wiring_topics(bus: Bus, settings: Settings, names: list[str] | None = None) 
         raise ValueError(f"no processor named {', '.join(unknown)} in the wiring (known: {', '.join(sections)})")
     topics: dict[str, None] = {}
     for name in names or sections:
-        section = sections[name]
-        for topic in bus.consumer_topics(section.get("topic") or name, section.get("group") or name):
-            topics[topic] = None
+        for lane, group in lanes(name, sections[name]):
+            for topic in bus.consumer_topics(lane, group):
+                topics[topic] = None
     return list(topics)
 
 

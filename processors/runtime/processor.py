@@ -35,6 +35,7 @@ to know about its request arrives in ``RequestContext``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import time
@@ -44,7 +45,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import msgspec
 
-from config.settings import ProcessorSettings
+from config.settings import ProcessorSettings, bulk_group
 from schema import REPLY_PREFIX, BadRequest, DecodeError, Error, decode, encode
 
 from ..bus import Bus, Delivery, Undecodable, consume
@@ -65,6 +66,7 @@ class RequestContext:
     envelope: Envelope
     topic: str
     delivery_attempt: int  # how often the bus has delivered this message (1 = first)
+    bulk: bool = False  # it came on the processor's bulk lane (ProcessorSettings.bulk_topic)
 
     @property
     def request_id(self) -> str:
@@ -146,49 +148,58 @@ class Processor(Generic[Req, Resp]):
         return asyncio.get_running_loop().time() + self.handler_limit_s(context)
 
     async def run(self, bus: Bus, stop: asyncio.Event, ready: asyncio.Event | None = None) -> ConsumeStats:
-        """Serve the request topic until ``stop`` is set, then drain and leave the group.
+        """Serve the request topic (and the bulk lane's, if any) until ``stop`` is set, then drain and leave.
 
-        ``ready`` is set once this replica has joined its group.
+        ``ready`` is set once this replica has joined its group on every lane. Each lane is a
+        consumer of its own with its own concurrency: bulk requests waiting on the bus never
+        hold up interactive ones.
         """
         s = self.settings
         # A processor that calls others (the chunker, the orchestrator) makes its clients in start().
         self.bus = bus
         await self.start()
+        subscriptions = []
         try:
-            subscription = await bus.subscribe(s.topic, s.group)
-            if ready is not None:
-                ready.set()
-            handler = functools.partial(self._on_delivery, bus)
-            if tracing.ENABLED:  # decided once per run: untraced deliveries pay nothing
-                handler = tracing.traced_handler(self.name, s.group, bus.url, handler)
-            try:
-                return await consume(
+            lanes = [(s.topic, s.group, s.concurrency, False)]
+            if s.bulk_topic:
+                lanes.append((s.bulk_topic, bulk_group(s.group), s.bulk_concurrency, True))
+            loops = []
+            for topic, group, concurrency, bulk in lanes:
+                subscription = await bus.subscribe(topic, group)
+                subscriptions.append(subscription)
+                handler = functools.partial(self._on_delivery, bus, bulk=bulk)
+                if tracing.ENABLED:  # decided once per run: untraced deliveries pay nothing
+                    handler = tracing.traced_handler(self.name, group, bus.url, handler)
+                loops.append(consume(
                     bus,
                     subscription,
                     handler,
-                    concurrency=s.concurrency,
+                    concurrency=concurrency,
                     max_attempts=s.max_attempts,
                     max_message_bytes=s.max_message_bytes,
                     handler_checks_size=True,  # _on_delivery: it can tell whether the sender can be answered
                     stop=stop,
                     drain_timeout=s.drain_timeout_s,
                     on_dead_letter=lambda d, error: metrics.dead_lettered.labels(self.name, error).inc(),
-                )
-            finally:
-                await subscription.close()
+                ))
+            if ready is not None:
+                ready.set()
+            return _sum(await _all_or_none(loops))
         finally:
+            for subscription in subscriptions:
+                await subscription.close()
             await self.close()
             if tracing.ENABLED:
                 await tracing.flush()
 
-    async def _on_delivery(self, bus: Bus, d: Delivery) -> None:
+    async def _on_delivery(self, bus: Bus, d: Delivery, *, bulk: bool = False) -> None:
         self._in_progress.inc()
         try:
-            await self._deliver(bus, d)
+            await self._deliver(bus, d, bulk)
         finally:
             self._in_progress.dec()
 
-    async def _deliver(self, bus: Bus, d: Delivery) -> None:
+    async def _deliver(self, bus: Bus, d: Delivery, bulk: bool = False) -> None:
         started = time.perf_counter()
         self._requests.inc()
         limit = size_limit(bus, self.settings.max_message_bytes)
@@ -218,7 +229,7 @@ class Processor(Generic[Req, Resp]):
                 raise Undecodable(str(exc)) from None
             await self._reply(bus, envelope, self._bad_request("ValidationError", str(exc), envelope.request_id))
             return
-        context = RequestContext(envelope=envelope, topic=d.topic, delivery_attempt=d.attempt)
+        context = RequestContext(envelope=envelope, topic=d.topic, delivery_attempt=d.attempt, bulk=bulk)
         if envelope.stream and self.piece_type is not None and envelope.reply_to is not None:
             await self._run_stream(bus, request, context)
             self._latency.observe(time.perf_counter() - started)
@@ -356,3 +367,22 @@ class Processor(Generic[Req, Resp]):
             body = encode(error)
         await bus.publish(envelope.reply_to, body, response_headers(envelope, seq=seq if streamed else None, final=final))
         return final
+
+
+async def _all_or_none(loops: list) -> list[ConsumeStats]:
+    """Run every lane's consume loop; when one fails, stop the others and raise its error."""
+    tasks = [asyncio.ensure_future(loop) for loop in loops]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _sum(stats: list[ConsumeStats]) -> ConsumeStats:
+    total = ConsumeStats()
+    for one in stats:
+        for field in dataclasses.fields(ConsumeStats):
+            setattr(total, field.name, getattr(total, field.name) + getattr(one, field.name))
+    return total

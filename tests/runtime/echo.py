@@ -22,6 +22,7 @@ class EchoResponse(msgspec.Struct, kw_only=True):
     text: str = ""
     request_id: str = ""
     pid: int = 0
+    bulk: bool = False  # it came on the processor's bulk lane
     error: Error | None = None
 
 
@@ -39,7 +40,8 @@ class EchoProcessor(Processor[EchoRequest, EchoResponse]):
             await asyncio.sleep(request.delay_s)
         if request.fail is not None:
             raise RuntimeError(request.fail)
-        return EchoResponse(text=self.settings.prefix + request.text, request_id=context.request_id, pid=os.getpid())
+        return EchoResponse(text=self.settings.prefix + request.text, request_id=context.request_id, pid=os.getpid(),
+                            bulk=context.bulk)
 
 
 class EchoPiece(msgspec.Struct, kw_only=True):

@@ -59,6 +59,22 @@ async def test_request_gets_its_response_with_the_same_request_id(open_bus, topi
     assert client.stats.answered == 1
 
 
+async def test_a_bulk_lane_is_served_beside_the_topic_and_never_holds_it_up(open_bus, topic):
+    """Every slot of the bulk lane busy and more bulk requests waiting on the bus: a request to the
+    processor's own topic is still answered at once, by the same handler, which knows the lane."""
+    bus = await open_bus()
+    lane = f"{topic}-bulk"
+    async with serving(bus, echo(topic, bulk_topic=lane, bulk_concurrency=1)), client_on(bus) as client:
+        held = [asyncio.ensure_future(client.request(lane, EchoRequest(text=f"b{i}", delay_s=3), EchoResponse,
+                                                     timeout=60)) for i in range(2)]
+        quick = await client.request(topic, EchoRequest(text="q"), EchoResponse, timeout=30)
+        waiting = sum(not h.done() for h in held)
+        bulk = await asyncio.gather(*held)
+    assert quick.text == "q" and not quick.bulk
+    assert waiting == 2, "the request to the topic waited for the bulk lane"
+    assert sorted(r.text for r in bulk) == ["b0", "b1"] and all(r.bulk for r in bulk)
+
+
 async def test_handler_exception_becomes_an_error_response_and_is_not_retried(open_bus, topic):
     bus = await open_bus()
     processor = echo(topic)
