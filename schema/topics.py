@@ -26,7 +26,8 @@ from .retrieval import (
     KeywordQueryResponse,
 )
 
-EMBED = "embed"
+EMBED = "embed"  # the questions' vectors: the interactive lane
+EMBED_BULK = "embed-bulk"  # ingestion's vectors: the same processor's bulk lane ([processors.embed] bulk_topic)
 DOC_EMBEDDINGS_QUERY = "doc-embeddings-query"
 FETCH_CHUNK = "fetch-chunk"
 KEYWORD_QUERY = "keyword-query"
@@ -55,6 +56,7 @@ class TopicSchema(NamedTuple):
 
 SCHEMAS: dict[str, TopicSchema] = {
     EMBED: TopicSchema(EmbedRequest, EmbedResponse),
+    EMBED_BULK: TopicSchema(EmbedRequest, EmbedResponse),
     DOC_EMBEDDINGS_QUERY: TopicSchema(DocEmbeddingsRequest, DocEmbeddingsResponse),
     FETCH_CHUNK: TopicSchema(FetchChunkRequest, FetchChunkResponse),
     KEYWORD_QUERY: TopicSchema(KeywordQueryRequest, KeywordQueryResponse),

@@ -24,7 +24,8 @@ class ChunkerSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=Tru
     # A document of any size is accepted: the sender splits it into parts that fit the bus
     # (schema/ingest.py). Each sub-request (embed, store, delete) waits at most this long.
     call_timeout_s: PositiveSeconds = 120.0
-    embed_topic: str = t.EMBED
+    # The embedder's bulk lane: a question's vectors (on t.EMBED) never wait behind a document's.
+    embed_topic: str = t.EMBED_BULK
     store_topics: list[str] = msgspec.field(default_factory=lambda: [t.DOC_EMBEDDINGS_STORE, t.KEYWORD_STORE])
     delete_topics: list[str] = msgspec.field(default_factory=lambda: [t.DOC_EMBEDDINGS_DELETE, t.KEYWORD_DELETE])
     # document-delete also has the graph retract the deleted document's facts (a recorded event of the

@@ -28,10 +28,15 @@ version, and later starts load it instead: the same graph, so the same
 vectors, bit for bit, at about two thirds of the peak. A cache that cannot be
 written or read is skipped with a warning; the export itself always works.
 
-Inference runs on one worker thread of this backend's own: the event loop
-is never blocked, concurrent requests queue for the cores instead of
-splitting them between several onnxruntime calls, and the default executor
-stays free for the other processors of the process.
+Inference runs on a worker thread of this backend's own: the event loop is
+never blocked, concurrent requests queue for the cores instead of splitting
+them between several onnxruntime calls, and the default executor stays free
+for the other processors of the process. Bulk requests (ingestion's, on the
+bulk lane) have a second thread: a question's call (a few milliseconds) runs
+beside a bulk call on the same session, whose ``run`` onnxruntime makes safe
+to call from several threads at once, instead of queueing behind a load's
+batches (seconds of work each); a second session would cost its weights
+again, about 100 MB.
 """
 
 from __future__ import annotations
@@ -161,25 +166,28 @@ class OnnxBackend:
         self.settings = settings
         self.model = settings.model_name
         self.dimension = 0
-        self._thread: OneThread | None = None  # from start to close
+        self._thread: OneThread | None = None  # from start to close: questions' requests
+        self._bulk_thread: OneThread | None = None  # bulk requests (ingestion's), beside them
         self._session = None
         self._tokenizer = None
         self.loaded_from: Path | None = None  # the file the session was built from: the export, or its cache
 
     async def start(self) -> None:
-        self._thread = OneThread("embed-onnx")
+        self._thread, self._bulk_thread = OneThread("embed-onnx"), OneThread("embed-onnx-bulk")
         await self._thread.run(self.load)
 
     async def close(self) -> None:
-        if self._thread is not None:
-            thread, self._thread = self._thread, None
+        threads = [t for t in (self._thread, self._bulk_thread) if t is not None]
+        self._thread = self._bulk_thread = None
+        for thread in threads:
             await thread.close(cancel_pending=True)
 
-    async def embed(self, texts: list[str], deadline: float | None = None) -> list[list[float]]:
+    async def embed(self, texts: list[str], deadline: float | None = None, *, bulk: bool = False) -> list[list[float]]:
         # No deadline to keep: one local call, cut off by the handler's time limit like any other.
-        if self._thread is None:
+        thread = self._bulk_thread if bulk else self._thread
+        if thread is None:
             raise RuntimeError("the onnx backend is not started")
-        return await self._thread.run(self._embed_lists, texts)
+        return await thread.run(self._embed_lists, texts)
 
     def _embed_lists(self, texts: list[str]) -> list[list[float]]:
         return self.embed_sync(texts).tolist()  # off the event loop too: 384 floats a text

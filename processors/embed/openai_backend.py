@@ -45,7 +45,8 @@ class OpenAIBackend:
     async def close(self) -> None:
         await self.endpoint.close()
 
-    async def embed(self, texts: list[str], deadline: float | None = None) -> list[list[float]]:
+    async def embed(self, texts: list[str], deadline: float | None = None, *, bulk: bool = False) -> list[list[float]]:
+        # ``bulk`` changes nothing here: the endpoint schedules its own work.
         body = {"model": self.model, "input": texts, "encoding_format": "float"}
         content = await self.endpoint.post_json(body, deadline)
         try:

@@ -1,4 +1,10 @@
-"""The embed processor: texts to vectors, with the backend its settings name."""
+"""The embed processor: texts to vectors, with the backend its settings name.
+
+It serves two lanes (``schema/topics.py``): ``embed``, the questions' vectors, and
+``embed-bulk``, ingestion's, each with a consumer and a concurrency of its own, so a
+question never queues on the bus behind a document's chunks; within the process the
+backend lets a question's call go before the next bulk one.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +21,11 @@ class Backend(Protocol):
 
     async def start(self) -> None: ...
 
-    async def embed(self, texts: list[str], deadline: float | None = None) -> list[list[float]]:
-        """One unit vector per text, in input order; ``deadline`` (the event loop's clock) bounds retries."""
+    async def embed(self, texts: list[str], deadline: float | None = None, *, bulk: bool = False) -> list[list[float]]:
+        """One unit vector per text, in input order; ``deadline`` (the event loop's clock) bounds retries.
+
+        ``bulk``: the request came on the bulk lane (ingestion); a backend that schedules its own
+        work lets interactive requests go first."""
         ...
 
     async def close(self) -> None: ...
@@ -65,7 +74,7 @@ class EmbedProcessor(Processor[EmbedRequest, EmbedResponse]):
             raise RuntimeError(f"{self.name} is not started")
         texts = request.texts
         check_texts(texts, self.settings)
-        vectors = await self.backend.embed(texts, self.handler_deadline(context)) if texts else []
+        vectors = await self.backend.embed(texts, self.handler_deadline(context), bulk=context.bulk) if texts else []
         return EmbedResponse(vectors=vectors, model=self.backend.model)
 
 

@@ -50,8 +50,9 @@ def ragbus_status(url: str, env: dict[str, str]) -> dict:
         capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO), **env), cwd=REPO, timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    [row] = json.loads(done.stdout)["topics"]
-    return row
+    rows = {(r["topic"], r["group"]): r for r in json.loads(done.stdout)["topics"]}
+    assert set(rows) == {(t.EMBED, t.EMBED), (t.EMBED_BULK, "embed-bulk")}  # the processor's two lanes
+    return rows[t.EMBED, t.EMBED]
 
 
 async def until(ask, accept, what: str) -> dict:

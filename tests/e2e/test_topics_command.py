@@ -59,10 +59,13 @@ def test_create_makes_every_wiring_topic_with_its_class_layout_and_describe_agre
     # An operator's own topic with another layout: left as it is, and flagged.
     asyncio.run(broker_view(url, [NewTopic("embed", 1, 1)]))
 
-    wiring = 3 * len(load_settings(environ={}).processors)  # each processor's topic, its retry and its .dlq
+    sections = load_settings(environ={}).processors
+    lanes = sum(1 + bool(s.get("bulk_topic")) for s in sections.values())  # a processor's topic, and its bulk lane's
+    wiring = 3 * lanes  # each lane's topic, its retry and its .dlq
     before = ragbus("topics", "describe", "--bus", url, "--config", str(config), cwd=tmp_path)
     assert before.returncode == 1, before.stderr
     assert f"missing {wiring - 1} topic(s)" in before.stdout and "document-rag.retry.document-rag" in before.stdout
+    assert "embed-bulk.retry.embed-bulk" in before.stdout
 
     created = ragbus("topics", "create", "--bus", url, "--config", str(config), "--json", cwd=tmp_path)
     assert created.returncode == 0, created.stderr

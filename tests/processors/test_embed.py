@@ -147,6 +147,23 @@ async def test_the_event_loop_keeps_running_while_the_model_works(embed):
     assert max(lags) < 0.2, f"the loop stalled {max(lags):.3f}s while embedding for {took:.2f}s"
 
 
+async def test_a_question_is_embedded_while_a_bulk_load_is_still_being_embedded():
+    """The bulk lane (ingestion's) runs beside the questions' lane: a question sent after a long bulk
+    request is answered before it, which it is not when both queue on one thread."""
+    settings = EmbedSettings(topic="embed-q", group="embed-q", bulk_topic="embed-q-bulk")
+    async with serve(EmbedProcessor("embed", settings)) as questions:
+        bulk = EmbedClient(questions.client, topic="embed-q-bulk", timeout=120)
+        load = asyncio.ensure_future(bulk.embed([f"chunk {i}: " + "a long passage of a document " * 40
+                                                 for i in range(128)]))
+        await questions.embed(["warm"])  # both lanes' consumers are up, the bulk request is being embedded
+        asked = [await questions.embed([QUESTION]) for _ in range(3)]
+        answered_first = not load.done()
+        vectors = await load
+    assert answered_first, "the questions waited for the bulk request"
+    assert len(vectors) == 128 and all(len(v) == 384 for v in vectors)
+    assert all(np.allclose(a, asked[0]) for a in asked)
+
+
 async def test_defaults_wire_the_onnx_processor_and_env_picks_the_openai_backend():
     processor = build_processor(load_settings(environ={}), "embed")
     assert isinstance(processor, EmbedProcessor)

@@ -103,14 +103,14 @@ async def test_ingest_then_query_on_the_memory_bus(tmp_path, monkeypatch):
         # changed one replaces its chunks rather than adding to them.
         again = await ingest(client, DOCS, timeout=120)  # the deleted one is stored again, the others held
         assert (again.unchanged, again.documents) == (2, 1)
-        embeds = metrics.client_requests.labels(topic=t.EMBED)._value.get()
+        embeds = metrics.client_requests.labels(topic=t.EMBED_BULK)._value.get()
         again = await ingest(client, DOCS, timeout=120)
         assert (again.unchanged, again.documents, again.chunks) == (3, 0, 0)
-        assert metrics.client_requests.labels(topic=t.EMBED)._value.get() == embeds  # nothing embedded
+        assert metrics.client_requests.labels(topic=t.EMBED_BULK)._value.get() == embeds  # nothing embedded
         changed = msgspec.structs.replace(DOCS[0], text=DOCS[0].text + " It also saves memory.")
         again = await ingest(client, [changed], timeout=120)
         assert (again.unchanged, again.documents) == (0, 1)
-        assert metrics.client_requests.labels(topic=t.EMBED)._value.get() > embeds
+        assert metrics.client_requests.labels(topic=t.EMBED_BULK)._value.get() > embeds
         keyword = KeywordClient(client, timeout=30)
         assert len([m for m in await keyword.query(query="__slots__ declaration", limit=50) if m.document_id == "slots"]) \
             == len([m for m in await keyword.query(query="__slots__", limit=50) if m.document_id == "slots"])
