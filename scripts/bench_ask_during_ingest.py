@@ -31,17 +31,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from config import pipelines  # noqa: E402
-from config.settings import load_settings  # noqa: E402
-from processors.bus import connect  # noqa: E402
-from processors.cli.documents import DocumentSource  # noqa: E402
-from processors.cli.ingest import send_document  # noqa: E402
-from processors.cli.seed import first_use  # noqa: E402
-from processors.runtime.client import RequestClient  # noqa: E402
-from processors.runtime.clients import DocumentRagClient  # noqa: E402
-from processors.runtime.worker import processors_running  # noqa: E402
-from processors.testing import brokers  # noqa: E402
-from schema import Document  # noqa: E402
+from config import pipelines
+from config.settings import load_settings
+from processors.bus import connect
+from processors.cli.documents import DocumentSource
+from processors.cli.ingest import send_document
+from processors.cli.seed import first_use
+from processors.runtime.client import RequestClient
+from processors.runtime.clients import DocumentRagClient
+from processors.runtime.worker import processors_running
+from processors.testing import brokers
+from schema import Document
 
 QUESTIONS = [
     "What does the with statement do?", "How are default argument values evaluated?",
@@ -66,46 +66,46 @@ def pct(values: list[float], q: float) -> float:
 
 
 async def measure(settings, url: str, idle_asks: int, documents: int, interval: float) -> dict:
-    async with processors_running(settings, list(pipelines.EVERYTHING), url, ready_timeout=300):
-        async with await connect(url, settings.bus) as bus, \
-                RequestClient(bus, name="bench-ask") as asker, RequestClient(bus, name="bench-load") as loader:
-            await first_use(loader, settings, "default")
-            rag = DocumentRagClient(asker, timeout=300)
+    async with processors_running(settings, list(pipelines.EVERYTHING), url, ready_timeout=300), \
+            await connect(url, settings.bus) as bus, \
+            RequestClient(bus, name="bench-ask") as asker, RequestClient(bus, name="bench-load") as loader:
+        await first_use(loader, settings, "default")
+        rag = DocumentRagClient(asker, timeout=300)
 
-            async def ask(i: int) -> float:
-                started = time.perf_counter()
-                answer = await rag.ask(QUESTIONS[i % len(QUESTIONS)], mode="hybrid")
-                if answer.error is not None:
-                    raise RuntimeError(f"ask failed: {answer.error}")
-                return time.perf_counter() - started
+        async def ask(i: int) -> float:
+            started = time.perf_counter()
+            answer = await rag.ask(QUESTIONS[i % len(QUESTIONS)], mode="hybrid")
+            if answer.error is not None:
+                raise RuntimeError(f"ask failed: {answer.error}")
+            return time.perf_counter() - started
 
-            await ask(0)  # warm: every processor has answered once
+        await ask(0)  # warm: every processor has answered once
 
-            async def asked_every(interval: float, until) -> list[float]:
-                """Questions at a steady rate (open loop), so every moment of the phase is sampled alike."""
-                asks, i = [], 0
-                while not until(i):
-                    asks.append(asyncio.ensure_future(ask(i)))
-                    i += 1
-                    await asyncio.sleep(interval)
-                return list(await asyncio.gather(*asks))
+        async def asked_every(interval: float, until) -> list[float]:
+            """Questions at a steady rate (open loop), so every moment of the phase is sampled alike."""
+            asks, i = [], 0
+            while not until(i):
+                asks.append(asyncio.ensure_future(ask(i)))
+                i += 1
+                await asyncio.sleep(interval)
+            return list(await asyncio.gather(*asks))
 
-            idle = await asked_every(interval, lambda i: i >= idle_asks)
-            load_done = asyncio.Event()
+        idle = await asked_every(interval, lambda i: i >= idle_asks)
+        load_done = asyncio.Event()
 
-            async def load() -> float:
-                started = time.perf_counter()
-                try:
-                    for n in range(documents):
-                        doc = Document(document_id=f"bulk-{n}", text=bulk_text(n), title=f"bulk {n}")
-                        await send_document(loader, DocumentSource.of(doc), timeout=600)
-                finally:
-                    load_done.set()
-                return time.perf_counter() - started
+        async def load() -> float:
+            started = time.perf_counter()
+            try:
+                for n in range(documents):
+                    doc = Document(document_id=f"bulk-{n}", text=bulk_text(n), title=f"bulk {n}")
+                    await send_document(loader, DocumentSource.of(doc), timeout=600)
+            finally:
+                load_done.set()
+            return time.perf_counter() - started
 
-            loading = asyncio.ensure_future(load())
-            busy = await asked_every(interval, lambda i: load_done.is_set())
-            load_s = await loading
+        loading = asyncio.ensure_future(load())
+        busy = await asked_every(interval, lambda i: load_done.is_set())
+        load_s = await loading
     return {"idle": idle, "busy": busy, "load_s": load_s}
 
 
@@ -137,7 +137,6 @@ async def main() -> None:
                 if broker is not None:
                     broker.stop()
             rows.append((backend, r, os.getloadavg()[0]))
-            print("busy:", " ".join(f"{x:.3f}" for x in r["busy"]), file=sys.stderr)
     print("| backend | idle asks | idle p50 s | idle p99 s | asks during load | busy p50 s | busy p99 s "
           "| busy p50 / idle p50 | bulk load s | load average |")
     print("|---|---|---|---|---|---|---|---|---|---|")
