@@ -81,6 +81,7 @@ async def serve(args: argparse.Namespace) -> int:
         import uvicorn
 
         from processors.gateway import GatewayState, build_app
+        from processors.gateway.http_limits import HeadLimits, protocol_with
     except ImportError as exc:
         print(f"ragbus: error: ragbus serve needs the serve extra: pip install 'ragbus[serve]' ({exc})", file=sys.stderr)
         return 2
@@ -92,9 +93,13 @@ async def serve(args: argparse.Namespace) -> int:
     state = GatewayState()
     app = build_app(state, g, api_keys=api_keys(g))
     # No access log, no Server and Date headers: per-request work nobody here reads (a proxy adds its own).
+    limits = HeadLimits(max_head_bytes=g.max_head_bytes, head_timeout_s=g.head_timeout_s,
+                        idle_timeout_s=g.idle_timeout_s)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off",
                                            access_log=False, server_header=False, date_header=False,
-                                           timeout_graceful_shutdown=5))
+                                           timeout_graceful_shutdown=5, http=protocol_with(limits),
+                                           # typed int by uvicorn; its timer takes any number of seconds
+                                           timeout_keep_alive=g.idle_timeout_s))  # type: ignore[arg-type]
     stop = asyncio.Event()
     pipeline = asyncio.ensure_future(run_pipeline(state, settings, url, stop))
     http = asyncio.ensure_future(server.serve())
