@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import msgspec
 from starlette.applications import Starlette
-from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -69,7 +68,8 @@ async def _first(pieces: AsyncIterator, fields) -> tuple[object, AsyncIterator]:
     return first, pieces
 
 
-def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[str] | None = None) -> Guard:
+def build_app(state: GatewayState, settings: GatewaySettings, *,
+              api_keys: list[str] | None = None) -> Guard | CORSMiddleware:
     keys = list(api_keys if api_keys is not None else settings.api_keys)
     schema_doc = msgspec.json.encode(openapi.document(auth=bool(keys)))
 
@@ -197,10 +197,6 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
 
     from starlette.exceptions import HTTPException
 
-    middleware = []
-    if settings.cors_origins:
-        middleware.append(Middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"],
-                                     allow_headers=["*"]))
     app = Starlette(
         routes=[
             Route("/health", health, methods=["GET"]),
@@ -213,11 +209,16 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
             Route("/v1/documents/{document_id:path}", delete_document, methods=["DELETE"]),
             Route("/v1/kg/query", kg_query, methods=["GET"]),
         ],
-        middleware=middleware,
         exception_handlers={HTTPError: on_http_error, HTTPException: on_starlette_error, Exception: on_anything},
     )
-    return Guard(app, api_keys=keys, max_body_bytes=settings.max_body_bytes, max_in_flight=settings.max_in_flight,
-                 retry_after_s=settings.retry_after_s)
+    guarded = Guard(app, api_keys=keys, max_body_bytes=settings.max_body_bytes, max_in_flight=settings.max_in_flight,
+                    retry_after_s=settings.retry_after_s)
+    if not settings.cors_origins:
+        return guarded
+    # Outside the guard: a browser's preflight carries no key, and the guard's refusals (401, 413, 503) must
+    # carry the allow headers for the page to read them.
+    return CORSMiddleware(guarded, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"],
+                          expose_headers=["Retry-After", "WWW-Authenticate"])
 
 
 def _body(exc: HTTPError) -> ErrorBody:

@@ -207,12 +207,17 @@ def test_openai_client_chats_with_gateway_replicas_on_kafka(kafka_broker, tmp_pa
     asyncio.run(main())
 
 
+ALLOWED_ORIGIN = "https://chat.example.com"
+
+
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory):
     # A data dir of its own: a gateway on memory:// runs the writers, one process per data dir.
+    config = tmp_path_factory.mktemp("guarded-config") / "ragbus.toml"
+    config.write_text(f'[gateway]\ncors_origins = ["{ALLOWED_ORIGIN}"]\n')
     env = {"RAGBUS_DATA_DIR": str(stores(tmp_path_factory)), "RAGBUS_API_KEYS": "sk-one, sk-two",
            "RAGBUS_GATEWAY__MAX_BODY_BYTES": "2000", "RAGBUS_GATEWAY__MAX_IN_FLIGHT": "1",
-           "RAGBUS_GATEWAY__RETRY_AFTER_S": "3"}
+           "RAGBUS_GATEWAY__RETRY_AFTER_S": "3", "RAGBUS_CONFIG": str(config)}
     with GatewayProcess(env=env, log_path=tmp_path_factory.mktemp("guarded") / "serve.log") as g:
         yield g
 
@@ -271,6 +276,33 @@ def test_past_the_in_flight_bound_a_request_gets_503_with_retry_after(guarded):
         if ok.status_code == 200:
             break
     assert ok is not None and ok.status_code == 200
+
+
+def test_with_keys_a_preflight_of_an_allowed_origin_is_answered_and_the_key_checked_after(guarded):
+    """A browser's preflight carries no key: CORS answers it; the request after it still needs one, and its
+    refusals carry the allow headers, so the page can read them."""
+    preflight = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization, content-type"}
+    allowed = httpx.options(f"{guarded.url}/v1/ask", headers={"Origin": ALLOWED_ORIGIN, **preflight})
+    assert allowed.status_code == 200, allowed.text
+    assert allowed.headers["access-control-allow-origin"] == ALLOWED_ORIGIN
+    assert "POST" in allowed.headers["access-control-allow-methods"]
+    assert "authorization" in allowed.headers["access-control-allow-headers"].lower()
+    other = httpx.options(f"{guarded.url}/v1/ask", headers={"Origin": "https://elsewhere.example", **preflight})
+    assert "access-control-allow-origin" not in other.headers
+
+    origin = {"Origin": ALLOWED_ORIGIN}
+    refused = httpx.post(f"{guarded.url}/v1/ask", json={"question": QUESTION}, headers=origin)
+    assert refused.status_code == 401 and refused.headers["access-control-allow-origin"] == ALLOWED_ORIGIN
+    assert "www-authenticate" in refused.headers["access-control-expose-headers"].lower()
+    too_big = httpx.post(f"{guarded.url}/v1/ask", json={"question": "x" * 3000},
+                         headers={**origin, "Authorization": "Bearer sk-one"})
+    assert too_big.status_code == 413 and too_big.headers["access-control-allow-origin"] == ALLOWED_ORIGIN
+    asked = httpx.post(f"{guarded.url}/v1/ask", json={"question": QUESTION},
+                       headers={**origin, "Authorization": "Bearer sk-one"}, timeout=60)
+    assert asked.status_code == 200 and asked.headers["access-control-allow-origin"] == ALLOWED_ORIGIN
+    elsewhere = httpx.post(f"{guarded.url}/v1/ask", json={"question": QUESTION},
+                           headers={"Origin": "https://elsewhere.example", "Authorization": "Bearer sk-one"}, timeout=60)
+    assert elsewhere.status_code == 200 and "access-control-allow-origin" not in elsewhere.headers
 
 
 def test_cors_is_off_by_default(gateway):
