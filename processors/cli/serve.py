@@ -69,6 +69,7 @@ async def run_pipeline(state, settings: Settings, url: str, stop: asyncio.Event,
                     client, timeout_s=c.request_timeout_s, store_timeout_s=c.store_timeout_s,
                     store_document=_store_with(store_client, c.store_timeout_s),
                     ready_check_s=settings.gateway.ready_check_s,
+                    collection_check_s=settings.gateway.collection_check_s,
                 )
                 try:
                     await stop.wait()

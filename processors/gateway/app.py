@@ -95,10 +95,13 @@ def build_app(state: GatewayState, settings: GatewaySettings, *,
                                       doc_limit=body.doc_limit, collection=_collection(body.collection))
         if not body.stream:
             try:
-                return json_response(await pipeline.ask(question))
+                answer = await pipeline.ask(question)
             except Exception as exc:
                 raise from_pipeline(exc, ASK_FIELDS) from None
+            await _found(pipeline, question.collection, answer)
+            return json_response(answer)
         first, rest = await _first(pipeline.ask_stream(question), ASK_FIELDS)
+        await _found(pipeline, question.collection, first, rest)
 
         async def events():
             piece = first
@@ -120,10 +123,13 @@ def build_app(state: GatewayState, settings: GatewaySettings, *,
         pipeline = state.need()
         if not body.stream:
             try:
-                return json_response(chat.completion(body, await pipeline.ask(question)))
+                answer = await pipeline.ask(question)
             except Exception as exc:
                 raise from_pipeline(exc, CHAT_FIELDS) from None
+            await _found(pipeline, question.collection, answer)
+            return json_response(chat.completion(body, answer))
         first, rest = await _first(pipeline.ask_stream(question), CHAT_FIELDS)
+        await _found(pipeline, question.collection, first, rest)
         maker = chat.ChunkMaker(body)
 
         async def chunks():
@@ -219,6 +225,22 @@ def build_app(state: GatewayState, settings: GatewaySettings, *,
     # carry the allow headers for the page to read them.
     return CORSMiddleware(guarded, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"],
                           expose_headers=["Retry-After", "WWW-Authenticate"])
+
+
+async def _found(pipeline: BusPipeline, collection: str, drawn_from, rest: AsyncIterator | None = None) -> None:
+    """404 for an answer drawn from nothing because its collection holds nothing, as ``ragbus ask`` says.
+
+    ``drawn_from`` is the whole response or a stream's ``sources`` piece; only one with no chunks and no
+    facts makes the gateway ask (``BusPipeline.holds``). A stream refused here is closed unread."""
+    if drawn_from.chunks or drawn_from.facts or getattr(drawn_from, "kind", "sources") != "sources":
+        return
+    if await pipeline.holds(collection) is not False:
+        return
+    if rest is not None and hasattr(rest, "aclose"):
+        await rest.aclose()
+    raise HTTPError(404, "EmptyCollection", f"collection {collection!r} has no documents: ingest some with "
+                    f"POST /v1/documents or `ragbus ingest PATH... --collection {collection}` (or load a graph "
+                    f"with `ragbus kg load FILE --collection {collection}`)", "$.collection")
 
 
 def _body(exc: HTTPError) -> ErrorBody:

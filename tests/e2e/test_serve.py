@@ -130,6 +130,26 @@ def test_bad_input_is_a_4xx_json_error_naming_the_field(gateway, body, param):
     assert error["param"] == param, error
 
 
+def test_a_question_to_a_collection_that_holds_nothing_is_404_as_the_command_line_says(gateway):
+    empty = {"question": QUESTION, "collection": "nothing-here"}
+    whole = httpx.post(f"{gateway.url}/v1/ask", json=empty, timeout=60)
+    streamed = httpx.post(f"{gateway.url}/v1/ask", json={**empty, "stream": True}, timeout=60)
+    for answer in (whole, streamed):
+        assert answer.status_code == 404, answer.text
+        error = answer.json()["error"]
+        assert error["type"] == "EmptyCollection" and error["param"] == "$.collection"
+        assert "collection 'nothing-here' has no documents: ingest some with" in error["message"]
+    client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="unused")
+    messages = [{"role": "user", "content": QUESTION}]
+    for stream in (False, True):
+        with pytest.raises(openai.NotFoundError, match="has no documents"):
+            client.chat.completions.create(model="ragbus", messages=messages, stream=stream,
+                                           extra_body={"collection": "nothing-here"})
+    # A collection that holds documents but nothing for this question: answered, as before.
+    unmatched = httpx.post(f"{gateway.url}/v1/ask", json={"question": "zyxwvut", "mode": "keyword"}, timeout=60)
+    assert unmatched.status_code == 200 and not unmatched.json()["chunks"], unmatched.text
+
+
 def test_documents_go_in_and_out_through_the_pipeline(gateway):
     url = gateway.url
     stored = httpx.post(f"{url}/v1/documents", json={
