@@ -20,9 +20,9 @@ from processors.runtime.clients import DocumentRagClient, RemoteError
 from schema import (
     DeleteDocument,
     Document,
+    DocumentList,
     DocumentRagPiece,
     DocumentRagRequest,
-    DocumentList,
     DocumentRagResponse,
     IngestResult,
     KgQueryRequest,
