@@ -333,6 +333,22 @@ def test_cors_is_off_by_default(gateway):
     assert "access-control-allow-origin" not in asked.headers
 
 
+def test_serve_says_the_bus_cannot_be_reached_and_never_that_it_serves(tmp_path):
+    """A Kafka URL on a loopback port nobody listens on: a clear error and exit 2, no "serving" line before it."""
+    import subprocess
+    import sys
+
+    from processors.testing.brokers import free_port
+
+    url = f"kafka://127.0.0.1:{free_port()}"
+    env = {**os.environ, "RAGBUS_DATA_DIR": str(tmp_path), "RAGBUS_BUS__CONNECT_TIMEOUT_S": "2"}
+    done = subprocess.run([sys.executable, "-m", "processors.cli", "serve", "--port", str(free_port()), "--bus", url],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert f"ragbus: error: the bus at {url} cannot be reached: " in done.stderr
+    assert "serving" not in done.stderr + done.stdout
+
+
 @pytest.mark.brokers
 def test_ready_is_503_while_no_pipeline_answers(pulsar_broker, tmp_path):
     """/health answers from the start; /ready only once document-rag does (here: never, no worker runs)."""
