@@ -13,11 +13,13 @@ import asyncio
 import contextlib
 import os
 import re
+import socket
 import sys
 
 from config import pipelines
 from config.settings import GatewaySettings, Settings, load_settings
 from processors.bus import connect
+from processors.bus.base import BusError
 from processors.runtime.client import RequestClient
 from processors.runtime.clients import RemoteError
 from schema import DEFAULT_COLLECTION, Document, Error
@@ -48,32 +50,45 @@ def _store_with(client: RequestClient, timeout: float):
     return store
 
 
-async def run_pipeline(state, settings: Settings, url: str, stop: asyncio.Event, out=sys.stderr) -> None:
-    """Start what the gateway calls (all of it on memory://), set ``state.pipeline``, hold it until ``stop``."""
+async def run_pipeline(state, settings: Settings, url: str, stop: asyncio.Event, out=sys.stderr, *,
+                       reached: asyncio.Event | None = None) -> None:
+    """Start what the gateway calls (all of it on memory://), set ``state.pipeline``, hold it until ``stop``.
+
+    ``reached`` is set once the bus is: at once on memory://, where the processors starting meanwhile are
+    what ``/ready`` waits for."""
     from processors.gateway import BusPipeline
 
+    reached = reached or asyncio.Event()
     seeding = first_use_plan(settings, DEFAULT_COLLECTION) if url.startswith("memory") else None
+    if url.startswith("memory"):
+        reached.set()
     names = pipelines.EVERYTHING  # on memory://: uploads and deletes go through the pipeline too
     c = settings.client
-    async with embedded_processors(settings, names, url):
-        async with await connect(url, settings.bus) as bus:
-            if seeding is not None:
-                state.problem = "first use: ingesting the default corpus"
-                async with RequestClient(bus, name="ingest") as loader:
-                    await seeding.run(loader, out)
-            # A command's client: a question to a topic no worker consumes ends at once (NotServed, 503).
-            async with command_client(bus, settings, "serve", timeout_s=c.request_timeout_s,
-                                      resend_after_s=c.resend_after_s or None) as client, \
-                    RequestClient(bus, name="serve-store") as store_client:  # no resending: loads are slow
-                state.pipeline = BusPipeline(
-                    client, timeout_s=c.request_timeout_s, store_timeout_s=c.store_timeout_s,
-                    store_document=_store_with(store_client, c.store_timeout_s),
-                    ready_check_s=settings.gateway.ready_check_s,
-                )
-                try:
-                    await stop.wait()
-                finally:
-                    state.pipeline, state.problem = None, "stopping"
+    async with embedded_processors(settings, names, url), await connect(url, settings.bus) as bus:
+        reached.set()
+        if seeding is not None:
+            state.problem = "first use: ingesting the default corpus"
+            async with RequestClient(bus, name="ingest") as loader:
+                await seeding.run(loader, out)
+        # A command's client: a question to a topic no worker consumes ends at once (NotServed, 503).
+        async with command_client(bus, settings, "serve", timeout_s=c.request_timeout_s,
+                                  resend_after_s=c.resend_after_s or None) as client, \
+                RequestClient(bus, name="serve-store") as store_client:  # no resending: loads are slow
+            state.pipeline = BusPipeline(
+                client, timeout_s=c.request_timeout_s, store_timeout_s=c.store_timeout_s,
+                store_document=_store_with(store_client, c.store_timeout_s),
+                ready_check_s=settings.gateway.ready_check_s,
+                collection_check_s=settings.gateway.collection_check_s,
+            )
+            try:
+                await stop.wait()
+            finally:
+                state.pipeline, state.problem = None, "stopping"
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The HTTP socket, bound and listening before anything says it serves (port 0: any free one)."""
+    return socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
 
 
 async def serve(args: argparse.Namespace) -> int:
@@ -81,6 +96,7 @@ async def serve(args: argparse.Namespace) -> int:
         import uvicorn
 
         from processors.gateway import GatewayState, build_app
+        from processors.gateway.http_limits import HeadLimits, protocol_with
     except ImportError as exc:
         print(f"ragbus: error: ragbus serve needs the serve extra: pip install 'ragbus[serve]' ({exc})", file=sys.stderr)
         return 2
@@ -92,14 +108,32 @@ async def serve(args: argparse.Namespace) -> int:
     state = GatewayState()
     app = build_app(state, g, api_keys=api_keys(g))
     # No access log, no Server and Date headers: per-request work nobody here reads (a proxy adds its own).
+    limits = HeadLimits(max_head_bytes=g.max_head_bytes, head_timeout_s=g.head_timeout_s,
+                        idle_timeout_s=g.idle_timeout_s)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off",
                                            access_log=False, server_header=False, date_header=False,
-                                           timeout_graceful_shutdown=5))
-    stop = asyncio.Event()
-    pipeline = asyncio.ensure_future(run_pipeline(state, settings, url, stop))
-    http = asyncio.ensure_future(server.serve())
-    print(f"serving http://{host}:{port} over {url}", file=sys.stderr, flush=True)
+                                           timeout_graceful_shutdown=5, http=protocol_with(limits),
+                                           # typed int by uvicorn; its timer takes any number of seconds
+                                           timeout_keep_alive=g.idle_timeout_s))  # type: ignore[arg-type]
     try:
+        sock = listen(host, port)
+    except OSError as exc:
+        print(f"ragbus: error: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
+        return 2
+    stop, reached = asyncio.Event(), asyncio.Event()
+    pipeline = asyncio.ensure_future(run_pipeline(state, settings, url, stop, reached=reached))
+    try:
+        reaching = asyncio.ensure_future(reached.wait())
+        await asyncio.wait([pipeline, reaching], return_when=asyncio.FIRST_COMPLETED)
+        if not reached.is_set():  # the pipeline ended before the bus was there: it could not be reached
+            reaching.cancel()
+            problem = pipeline.exception()
+            if problem is not None and not isinstance(problem, (BusError, OSError)):
+                raise problem
+            print(f"ragbus: error: the bus at {url} cannot be reached: {problem}", file=sys.stderr)
+            return 2
+        http = asyncio.ensure_future(server.serve(sockets=[sock]))
+        print(f"serving http://{host}:{sock.getsockname()[1]} over {url}", file=sys.stderr, flush=True)
         done, _ = await asyncio.wait([pipeline, http], return_when=asyncio.FIRST_COMPLETED)
         if pipeline in done:  # it failed to start or stopped: no gateway without a pipeline
             server.should_exit = True
@@ -111,6 +145,7 @@ async def serve(args: argparse.Namespace) -> int:
         stop.set()
         with contextlib.suppress(Exception):
             await pipeline
+        sock.close()
 
 
 def port(text: str) -> int:

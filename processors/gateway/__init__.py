@@ -2,7 +2,8 @@
 
 A bus client like ``ragbus ask``: it publishes and waits, so replicas scale behind a load
 balancer. ``app.build_app`` makes the ASGI app (Starlette), ``pipeline.BusPipeline`` is
-what it calls, ``guard`` holds the safety limits, ``openapi`` the document built from
+what it calls, ``guard`` holds the safety limits, ``http_limits`` those of HTTP itself (the
+head's size and time, silent connections), ``openapi`` the document built from
 ``schema/``.
 """
 

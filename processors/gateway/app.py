@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import msgspec
 from starlette.applications import Starlette
-from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -69,7 +68,8 @@ async def _first(pieces: AsyncIterator, fields) -> tuple[object, AsyncIterator]:
     return first, pieces
 
 
-def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[str] | None = None) -> Guard:
+def build_app(state: GatewayState, settings: GatewaySettings, *,
+              api_keys: list[str] | None = None) -> Guard | CORSMiddleware:
     keys = list(api_keys if api_keys is not None else settings.api_keys)
     schema_doc = msgspec.json.encode(openapi.document(auth=bool(keys)))
 
@@ -95,10 +95,13 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
                                       doc_limit=body.doc_limit, collection=_collection(body.collection))
         if not body.stream:
             try:
-                return json_response(await pipeline.ask(question))
+                answer = await pipeline.ask(question)
             except Exception as exc:
                 raise from_pipeline(exc, ASK_FIELDS) from None
+            await _found(pipeline, question.collection, answer)
+            return json_response(answer)
         first, rest = await _first(pipeline.ask_stream(question), ASK_FIELDS)
+        await _found(pipeline, question.collection, first, rest)
 
         async def events():
             piece = first
@@ -120,10 +123,13 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
         pipeline = state.need()
         if not body.stream:
             try:
-                return json_response(chat.completion(body, await pipeline.ask(question)))
+                answer = await pipeline.ask(question)
             except Exception as exc:
                 raise from_pipeline(exc, CHAT_FIELDS) from None
+            await _found(pipeline, question.collection, answer)
+            return json_response(chat.completion(body, answer))
         first, rest = await _first(pipeline.ask_stream(question), CHAT_FIELDS)
+        await _found(pipeline, question.collection, first, rest)
         maker = chat.ChunkMaker(body)
 
         async def chunks():
@@ -197,10 +203,6 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
 
     from starlette.exceptions import HTTPException
 
-    middleware = []
-    if settings.cors_origins:
-        middleware.append(Middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"],
-                                     allow_headers=["*"]))
     app = Starlette(
         routes=[
             Route("/health", health, methods=["GET"]),
@@ -213,11 +215,32 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
             Route("/v1/documents/{document_id:path}", delete_document, methods=["DELETE"]),
             Route("/v1/kg/query", kg_query, methods=["GET"]),
         ],
-        middleware=middleware,
         exception_handlers={HTTPError: on_http_error, HTTPException: on_starlette_error, Exception: on_anything},
     )
-    return Guard(app, api_keys=keys, max_body_bytes=settings.max_body_bytes, max_in_flight=settings.max_in_flight,
-                 retry_after_s=settings.retry_after_s)
+    guarded = Guard(app, api_keys=keys, max_body_bytes=settings.max_body_bytes, max_in_flight=settings.max_in_flight,
+                    retry_after_s=settings.retry_after_s)
+    if not settings.cors_origins:
+        return guarded
+    # Outside the guard: a browser's preflight carries no key, and the guard's refusals (401, 413, 503) must
+    # carry the allow headers for the page to read them.
+    return CORSMiddleware(guarded, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"],
+                          expose_headers=["Retry-After", "WWW-Authenticate"])
+
+
+async def _found(pipeline: BusPipeline, collection: str, drawn_from, rest: AsyncIterator | None = None) -> None:
+    """404 for an answer drawn from nothing because its collection holds nothing, as ``ragbus ask`` says.
+
+    ``drawn_from`` is the whole response or a stream's ``sources`` piece; only one with no chunks and no
+    facts makes the gateway ask (``BusPipeline.holds``). A stream refused here is closed unread."""
+    if drawn_from.chunks or drawn_from.facts or getattr(drawn_from, "kind", "sources") != "sources":
+        return
+    if await pipeline.holds(collection) is not False:
+        return
+    if rest is not None and hasattr(rest, "aclose"):
+        await rest.aclose()
+    raise HTTPError(404, "EmptyCollection", f"collection {collection!r} has no documents: ingest some with "
+                    f"POST /v1/documents or `ragbus ingest PATH... --collection {collection}` (or load a graph "
+                    f"with `ragbus kg load FILE --collection {collection}`)", "$.collection")
 
 
 def _body(exc: HTTPError) -> ErrorBody:

@@ -53,7 +53,7 @@ def _query(name: str, schema: dict, required: bool = False) -> dict:
 
 def document(title: str = "ragbus", version: str = "0.1.0", *, auth: bool = False) -> dict[str, Any]:
     _, components = msgspec.json.schema_components(TYPES, ref_template=_REF)
-    failures = _errors(400, 401, 413, 422, 502, 503, 504)
+    failures = _errors(400, 401, 408, 413, 422, 431, 502, 503, 504)
     text = {"type": "string"}
     paths: dict[str, Any] = {
         "/health": {"get": {"summary": "alive", "responses": {"200": _json(Health, "the process answers")}}},
@@ -62,7 +62,8 @@ def document(title: str = "ragbus", version: str = "0.1.0", *, auth: bool = Fals
         "/v1/ask": {"post": {
             "summary": "a cited answer; with stream=true, Server-Sent Events: sources, answer deltas, final",
             "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(AskRequest)}}},
-            "responses": {"200": _streamed(DocumentRagResponse, "the answer (or its events)"), **failures},
+            "responses": {"200": _streamed(DocumentRagResponse, "the answer (or its events)"), **failures,
+                          **_errors(404)},
         }},
         "/v1/chat/completions": {"post": {
             "summary": "OpenAI-compatible chat: the last user message is the question",

@@ -2,26 +2,37 @@
 
 Storing a document is injected (``store_document``): a large upload goes in parts, which
 the ingestion code of the command line knows how to cut, and a lower layer must not import.
+
+Whether a collection holds anything is documents-query's to say, as for ``ragbus collections``;
+the gateway asks only when an answer was drawn from nothing, and a yes counts for
+``collection_check_s``, so a question answered from a collection costs no extra round trip.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from processors.runtime.client import RequestClient
+from processors.bus.base import BusError
+from processors.runtime.client import RequestClient, RequestTimeout
 from processors.runtime.clients import DocumentRagClient, RemoteError
 from schema import (
     DeleteDocument,
     Document,
+    DocumentList,
     DocumentRagPiece,
     DocumentRagRequest,
     DocumentRagResponse,
     IngestResult,
     KgQueryRequest,
     KgQueryResponse,
+    ListDocuments,
 )
 from schema import topics as t
+
+log = logging.getLogger(__name__)
+PROBE_TIMEOUT_S = 10.0  # at most, for the questions the gateway asks for itself (readiness, collections)
 
 
 class BusPipeline:
@@ -33,6 +44,7 @@ class BusPipeline:
         store_timeout_s: float,
         store_document: Callable[[Document], Awaitable[int]],
         ready_check_s: float = 5.0,
+        collection_check_s: float = 5.0,
     ) -> None:
         self.client = client
         self.timeout_s = timeout_s
@@ -41,6 +53,8 @@ class BusPipeline:
         self.rag = DocumentRagClient(client, timeout=timeout_s)
         self.ready_check_s = ready_check_s
         self._ready_until = 0.0
+        self.collection_check_s = collection_check_s
+        self._holding_until: dict[str, float] = {}  # collection -> until when its yes counts
 
     async def ask(self, r: DocumentRagRequest) -> DocumentRagResponse:
         return await self.rag.ask(r.query, mode=r.mode, at_time=r.at_time, doc_limit=r.doc_limit,
@@ -76,7 +90,29 @@ class BusPipeline:
         if time.monotonic() < self._ready_until:
             return
         r = await self.client.request(t.DOCUMENT_RAG, DocumentRagRequest(query=""), DocumentRagResponse,
-                                      timeout=min(self.timeout_s, 10.0))
+                                      timeout=min(self.timeout_s, PROBE_TIMEOUT_S))
         if r.error is None or r.error.type != "BadRequest":  # any other answer: not the orchestrator we know
             raise RuntimeError(f"document-rag answered the readiness probe unexpectedly: {r.error}")
         self._ready_until = time.monotonic() + self.ready_check_s
+
+    async def holds(self, collection: str) -> bool | None:
+        """Whether ``collection`` holds documents or a graph, as documents-query lists the collections;
+        None when it cannot say (not served, failed): then the pipeline's answer stands as it is.
+
+        Only a yes is remembered: a collection filled a moment ago is found at once."""
+        if time.monotonic() < self._holding_until.get(collection, 0.0):
+            return True
+        request = ListDocuments(collection=collection, collections=True)
+        try:
+            found = await self.client.request(t.DOCUMENTS_QUERY, request, DocumentList,
+                                              timeout=min(self.timeout_s, PROBE_TIMEOUT_S))
+        except (RequestTimeout, BusError) as exc:
+            log.warning("gateway: documents-query cannot say which collections hold anything: %s", exc)
+            return None
+        if found.error is not None:
+            log.warning("gateway: documents-query failed to list the collections: %s", found.error)
+            return None
+        if collection not in found.collections:
+            return False
+        self._holding_until[collection] = time.monotonic() + self.collection_check_s
+        return True

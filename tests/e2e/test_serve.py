@@ -130,6 +130,26 @@ def test_bad_input_is_a_4xx_json_error_naming_the_field(gateway, body, param):
     assert error["param"] == param, error
 
 
+def test_a_question_to_a_collection_that_holds_nothing_is_404_as_the_command_line_says(gateway):
+    empty = {"question": QUESTION, "collection": "nothing-here"}
+    whole = httpx.post(f"{gateway.url}/v1/ask", json=empty, timeout=60)
+    streamed = httpx.post(f"{gateway.url}/v1/ask", json={**empty, "stream": True}, timeout=60)
+    for answer in (whole, streamed):
+        assert answer.status_code == 404, answer.text
+        error = answer.json()["error"]
+        assert error["type"] == "EmptyCollection" and error["param"] == "$.collection"
+        assert "collection 'nothing-here' has no documents: ingest some with" in error["message"]
+    client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="unused")
+    messages = [{"role": "user", "content": QUESTION}]
+    for stream in (False, True):
+        with pytest.raises(openai.NotFoundError, match="has no documents"):
+            client.chat.completions.create(model="ragbus", messages=messages, stream=stream,
+                                           extra_body={"collection": "nothing-here"})
+    # A collection that holds documents but nothing for this question: answered, as before.
+    unmatched = httpx.post(f"{gateway.url}/v1/ask", json={"question": "zyxwvut", "mode": "keyword"}, timeout=60)
+    assert unmatched.status_code == 200 and not unmatched.json()["chunks"], unmatched.text
+
+
 def test_documents_go_in_and_out_through_the_pipeline(gateway):
     url = gateway.url
     stored = httpx.post(f"{url}/v1/documents", json={
@@ -207,12 +227,17 @@ def test_openai_client_chats_with_gateway_replicas_on_kafka(kafka_broker, tmp_pa
     asyncio.run(main())
 
 
+ALLOWED_ORIGIN = "https://chat.example.com"
+
+
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory):
     # A data dir of its own: a gateway on memory:// runs the writers, one process per data dir.
+    config = tmp_path_factory.mktemp("guarded-config") / "ragbus.toml"
+    config.write_text(f'[gateway]\ncors_origins = ["{ALLOWED_ORIGIN}"]\n')
     env = {"RAGBUS_DATA_DIR": str(stores(tmp_path_factory)), "RAGBUS_API_KEYS": "sk-one, sk-two",
            "RAGBUS_GATEWAY__MAX_BODY_BYTES": "2000", "RAGBUS_GATEWAY__MAX_IN_FLIGHT": "1",
-           "RAGBUS_GATEWAY__RETRY_AFTER_S": "3"}
+           "RAGBUS_GATEWAY__RETRY_AFTER_S": "3", "RAGBUS_CONFIG": str(config)}
     with GatewayProcess(env=env, log_path=tmp_path_factory.mktemp("guarded") / "serve.log") as g:
         yield g
 
@@ -273,12 +298,55 @@ def test_past_the_in_flight_bound_a_request_gets_503_with_retry_after(guarded):
     assert ok is not None and ok.status_code == 200
 
 
+def test_with_keys_a_preflight_of_an_allowed_origin_is_answered_and_the_key_checked_after(guarded):
+    """A browser's preflight carries no key: CORS answers it; the request after it still needs one, and its
+    refusals carry the allow headers, so the page can read them."""
+    preflight = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization, content-type"}
+    allowed = httpx.options(f"{guarded.url}/v1/ask", headers={"Origin": ALLOWED_ORIGIN, **preflight})
+    assert allowed.status_code == 200, allowed.text
+    assert allowed.headers["access-control-allow-origin"] == ALLOWED_ORIGIN
+    assert "POST" in allowed.headers["access-control-allow-methods"]
+    assert "authorization" in allowed.headers["access-control-allow-headers"].lower()
+    other = httpx.options(f"{guarded.url}/v1/ask", headers={"Origin": "https://elsewhere.example", **preflight})
+    assert "access-control-allow-origin" not in other.headers
+
+    origin = {"Origin": ALLOWED_ORIGIN}
+    refused = httpx.post(f"{guarded.url}/v1/ask", json={"question": QUESTION}, headers=origin)
+    assert refused.status_code == 401 and refused.headers["access-control-allow-origin"] == ALLOWED_ORIGIN
+    assert "www-authenticate" in refused.headers["access-control-expose-headers"].lower()
+    too_big = httpx.post(f"{guarded.url}/v1/ask", json={"question": "x" * 3000},
+                         headers={**origin, "Authorization": "Bearer sk-one"})
+    assert too_big.status_code == 413 and too_big.headers["access-control-allow-origin"] == ALLOWED_ORIGIN
+    asked = httpx.post(f"{guarded.url}/v1/ask", json={"question": QUESTION},
+                       headers={**origin, "Authorization": "Bearer sk-one"}, timeout=60)
+    assert asked.status_code == 200 and asked.headers["access-control-allow-origin"] == ALLOWED_ORIGIN
+    elsewhere = httpx.post(f"{guarded.url}/v1/ask", json={"question": QUESTION},
+                           headers={"Origin": "https://elsewhere.example", "Authorization": "Bearer sk-one"}, timeout=60)
+    assert elsewhere.status_code == 200 and "access-control-allow-origin" not in elsewhere.headers
+
+
 def test_cors_is_off_by_default(gateway):
     answer = httpx.options(f"{gateway.url}/v1/ask", headers={
         "Origin": "https://elsewhere.example", "Access-Control-Request-Method": "POST"})
     assert "access-control-allow-origin" not in answer.headers
     asked = httpx.post(f"{gateway.url}/v1/ask", json={"question": QUESTION}, headers={"Origin": "https://elsewhere.example"})
     assert "access-control-allow-origin" not in asked.headers
+
+
+def test_serve_says_the_bus_cannot_be_reached_and_never_that_it_serves(tmp_path):
+    """A Kafka URL on a loopback port nobody listens on: a clear error and exit 2, no "serving" line before it."""
+    import subprocess
+    import sys
+
+    from processors.testing.brokers import free_port
+
+    url = f"kafka://127.0.0.1:{free_port()}"
+    env = {**os.environ, "RAGBUS_DATA_DIR": str(tmp_path), "RAGBUS_BUS__CONNECT_TIMEOUT_S": "2"}
+    done = subprocess.run([sys.executable, "-m", "processors.cli", "serve", "--port", str(free_port()), "--bus", url],
+                          env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert f"ragbus: error: the bus at {url} cannot be reached: " in done.stderr
+    assert "serving" not in done.stderr + done.stdout
 
 
 @pytest.mark.brokers

@@ -1,0 +1,180 @@
+"""The limits of HTTP/1.1 itself that uvicorn's httptools protocol lacks: a bound on a request's head, and time
+limits on a head and on a silent connection.
+
+httptools (llhttp) takes a head of any size, keeping a header's value whole until it ends, and uvicorn arms
+no timer before a connection's first response is sent (its keep-alive timer), so a client that never ends
+its head holds a connection, and as much memory as it sends, for ever. uvicorn offers neither for httptools
+(its ``h11_max_incomplete_event_size`` is h11's, answers 400, and has no time limit), nor does Starlette, which
+only sees a request once its head is whole. Hence a subclass of uvicorn's protocol, ``HeadLimitedProtocol``:
+
+- a head (request line and headers) is counted as it is given to the parser, which gets at most what the
+  limit leaves while a head is read, so a body that shares a read with its head is not counted. Past
+  ``max_head_bytes``: 431 and the connection closed. A request pipelined behind another, starting in the
+  read that ends the one before, is counted from the next read: its head may pass the limit by at most
+  one more limit's worth before it is refused;
+- ``head_timeout_s`` from a head's first byte to its end: 408 and the connection closed;
+- ``idle_timeout_s`` of silence closes a connection: before its first request (uvicorn's keep-alive timer,
+  armed at once rather than after the first response), between requests (the keep-alive timer itself),
+  and in the middle of a body (while the body is awaited and reading is not paused by the server).
+
+A refusal due while an earlier request's answer is still being written waits for that answer and those
+pipelined before it. Everything else is HttpToolsProtocol's own: pipelining, keep-alive, flow control.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import msgspec
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from schema.http import ErrorBody, ErrorDetail
+
+
+@dataclass(frozen=True)
+class HeadLimits:
+    max_head_bytes: int
+    head_timeout_s: float
+    idle_timeout_s: float
+
+
+def refusal(status: int, type_: str, message: str, default_headers=()) -> bytes:
+    """A whole HTTP answer that closes its connection, with the gateway's JSON error body."""
+    body = msgspec.json.encode(ErrorBody(error=ErrorDetail(type=type_, message=message)))
+    head = [STATUS_LINE[status]]
+    head += [name + b": " + value + b"\r\n" for name, value in default_headers]
+    head += [b"content-type: application/json\r\n", b"content-length: %d\r\n" % len(body), b"connection: close\r\n"]
+    return b"".join(head) + b"\r\n" + body
+
+
+class HeadLimitedProtocol(HttpToolsProtocol):
+    limits: HeadLimits  # set by ``protocol_with``: uvicorn makes each connection's protocol from the class alone
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.head_used: int | None = 0  # bytes of the head being read; None while a body is
+        self.head_timer: asyncio.TimerHandle | None = None
+        self.body_timer: asyncio.TimerHandle | None = None
+        self.close_timer: asyncio.TimerHandle | None = None  # after a refusal
+        self.last_read = 0.0
+        self.refusal: bytes | None = None  # due once the answers before it are written
+
+    # -- the connection
+
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_timers()
+        if self.close_timer is not None:
+            self.close_timer.cancel()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self.refusal is not None:
+            return  # the connection ends with the refusal: what follows is not read
+        self.last_read = self.loop.time()
+        view = memoryview(data)
+        limit = self.limits.max_head_bytes
+        while view:
+            if self.head_used is not None:
+                piece, view = view[:limit - self.head_used], view[limit - self.head_used:]
+                self.head_used += len(piece)  # before the parser runs: the head may end inside the piece
+            else:
+                piece, view = view[:limit], view[limit:]
+            super().data_received(piece)  # type: ignore[arg-type]  # httptools reads any buffer
+            if self.transport.is_closing() or self.transport.get_protocol() is not self:
+                return  # a parse error answered, or an upgrade
+            if self.head_used is not None and self.head_used >= limit:
+                self._refuse(431, "HeadTooLarge", f"the request line and headers are over max_head_bytes={limit} "
+                                                  "([gateway] max_head_bytes)")
+                return
+
+    # -- the parser's callbacks
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        if self.head_timer is None:
+            self.head_timer = self.loop.call_later(self.limits.head_timeout_s, self._head_timed_out)
+
+    def on_headers_complete(self) -> None:
+        self.head_used = None
+        if self.head_timer is not None:
+            self.head_timer.cancel()
+            self.head_timer = None
+        super().on_headers_complete()
+        if self.body_timer is None:
+            self.body_timer = self.loop.call_later(self.limits.idle_timeout_s, self._body_idle)
+
+    def on_message_complete(self) -> None:
+        self.head_used = 0
+        if self.body_timer is not None:
+            self.body_timer.cancel()
+            self.body_timer = None
+        super().on_message_complete()
+
+    def on_response_complete(self) -> None:
+        if self.refusal is not None and not self.pipeline:
+            self.server_state.total_requests += 1
+            self._send_refusal()
+            return
+        super().on_response_complete()
+
+    # -- the limits
+
+    def _head_timed_out(self) -> None:
+        self.head_timer = None
+        self._refuse(408, "HeadTimeout", f"the request line and headers took over head_timeout_s="
+                                         f"{self.limits.head_timeout_s:g} ([gateway] head_timeout_s)")
+
+    def _body_idle(self) -> None:
+        self.body_timer = None
+        idle = self.limits.idle_timeout_s
+        silent = self.loop.time() - self.last_read
+        if silent < idle:  # a byte came meanwhile: wait for the rest of the interval
+            self.body_timer = self.loop.call_later(idle - silent, self._body_idle)
+            return
+        if self.flow.read_paused:  # the server stopped reading, not the client sending
+            self.body_timer = self.loop.call_later(idle, self._body_idle)
+            return
+        if self.transport.is_closing():
+            return
+        if self.cycle is not None and not self.cycle.response_started:
+            self.transport.write(refusal(408, "BodyTimeout", f"no byte of the request body for idle_timeout_s="
+                                         f"{self.limits.idle_timeout_s:g} ([gateway] idle_timeout_s)",
+                                         self.server_state.default_headers))
+        self.transport.close()
+
+    def _refuse(self, status: int, type_: str, message: str) -> None:
+        self.refusal = refusal(status, type_, message, self.server_state.default_headers)
+        self.flow.pause_reading()
+        if self.cycle is None or self.cycle.response_complete:
+            self._send_refusal()
+        # else: on_response_complete sends it, after the answers already owed
+
+    def _send_refusal(self) -> None:
+        self._cancel_timers()
+        if self.transport.is_closing():
+            return
+        self.transport.write(self.refusal or b"")
+        if not self.transport.can_write_eof():
+            self.transport.close()
+            return
+        # Half-closed, and still read (and dropped) for a while: a socket closed with bytes unread sends a
+        # reset, which can destroy the answer before the client has read it.
+        self.transport.write_eof()
+        self.flow.resume_reading()
+        self.close_timer = self.loop.call_later(self.limits.idle_timeout_s, self.transport.close)
+
+    def _cancel_timers(self) -> None:
+        for timer in (self.head_timer, self.body_timer, self.timeout_keep_alive_task):
+            if timer is not None:
+                timer.cancel()
+        self.head_timer = self.body_timer = self.timeout_keep_alive_task = None
+
+
+def protocol_with(limits: HeadLimits) -> type[HeadLimitedProtocol]:
+    """What ``uvicorn.Config(http=...)`` takes: the protocol class, with these limits bound."""
+    return type("HeadLimitedProtocol", (HeadLimitedProtocol,), {"limits": limits})
