@@ -20,6 +20,8 @@ import math
 import os
 from collections.abc import Callable, Iterable
 
+import msgspec
+
 from config.settings import ClientSettings, Settings
 from processors.bus import Bus
 from processors.runtime.client import NotServed, RequestClient, RequestTimeout
@@ -39,10 +41,18 @@ def add_bus_options(parser: argparse.ArgumentParser, *, config: bool = True) -> 
 
 
 def embedded_processors(settings: Settings, names: Iterable[str], url: str):
-    """On ``memory://`` the bus lives in this process, so must the processors a command needs."""
-    if url.startswith("memory"):
-        return processors_running(settings, list(names), url)
-    return contextlib.nullcontext()
+    """On ``memory://`` the bus lives in this process, so must the processors a command needs.
+
+    They stop without draining (``drain_timeout_s`` 0): the bus goes with the command, so an answer
+    finished after it left the block reaches nobody. A command leaves it once it has every answer
+    it waits for, or on Ctrl-C, which then ends at once, not after a handler's last embedding.
+    """
+    if not url.startswith("memory"):
+        return contextlib.nullcontext()
+    names = list(names)
+    sections = {name: {**settings.processors.get(name, {}), "drain_timeout_s": 0} for name in names}
+    undrained = msgspec.structs.replace(settings, processors={**settings.processors, **sections})
+    return processors_running(undrained, names, url)
 
 
 def text(value: str) -> str:

@@ -75,3 +75,11 @@ def test_a_time_out_from_the_setting_names_the_setting(data):
     assert "[client] request_timeout_s = 0.001 (RAGBUS_CLIENT__REQUEST_TIMEOUT_S) was too short" in run.stderr
     assert "is a worker" not in run.stderr
 
+
+def test_an_ingest_whose_store_time_out_was_too_short_says_so_for_the_document(data, tmp_path):
+    (tmp_path / "bus.txt").write_text("The night bus runs every forty minutes.")
+    run = ragbus("ingest", str(tmp_path / "bus.txt"), "--timeout", "0.001", data=data)
+    assert run.returncode == 1, run.stderr
+    assert (f"  failed: {tmp_path / 'bus.txt'}: no response on 'document-load' within 0.001s: --timeout 0.001 "
+            "was too short for the work; on memory:// every processor runs in this process") in run.stderr
+    assert "is a worker" not in run.stderr
