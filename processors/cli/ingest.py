@@ -294,7 +294,7 @@ async def _ingest(args: argparse.Namespace) -> int:
             drop_staged(settings, summary.interrupted)
         ended = summary.documents + summary.unchanged + len(summary.failed) + len(summary.interrupted)
         report(summary.documents, summary.chunks, summary.unchanged, summary.interrupted, len(documents) - ended,
-               undiscarded)
+               undiscarded, on_broker=not url.startswith("memory"))
         raise
     for problem in summary.failed:
         print(f"  failed: {problem}", file=sys.stderr)

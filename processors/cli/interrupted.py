@@ -47,7 +47,7 @@ async def discard_staged(client: RequestClient, documents: Iterable[DocumentSour
                                  discard=parts_generation(doc.content_hash))
         try:
             result = await client.request(t.DOCUMENT_DELETE, request, IngestResult, timeout=timeout)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever failed is reported; the interrupt goes on
             return f"{doc.source or doc.document_id}: {exc}"
         if result.error is not None:
             return f"{doc.source or doc.document_id}: {result.error.type}: {result.error.message}"
@@ -57,7 +57,7 @@ async def discard_staged(client: RequestClient, documents: Iterable[DocumentSour
 
 
 def report(documents: int, chunks: int, unchanged: int, interrupted: list[DocumentSource], not_sent: int,
-           undiscarded: list[str]) -> None:
+           undiscarded: list[str], *, on_broker: bool) -> None:
     """Say on stderr what the interrupt kept and what it discarded."""
     for doc in interrupted:
         print(f"  interrupted: {doc.source or doc.document_id}: not stored; its earlier version, if it had one, "
@@ -69,7 +69,11 @@ def report(documents: int, chunks: int, unchanged: int, interrupted: list[Docume
     if unchanged:
         kept += f", {unchanged} unchanged"
     dropped = f"; {len(interrupted)} interrupted, {not_sent} not sent"
-    if interrupted:
-        dropped += "; their staged parts could not all be discarded" if undiscarded else \
-            "; their staged parts were discarded"
+    if interrupted and undiscarded:
+        dropped += "; their staged parts could not all be discarded"
+    elif interrupted and on_broker:
+        dropped += ("; the workers discarded their staged parts (a part a worker was still storing stays "
+                    "until the next load of the document)")
+    elif interrupted:
+        dropped += "; their staged parts were discarded"
     print(f"interrupted: {kept}{dropped}", file=sys.stderr)
