@@ -196,6 +196,15 @@ def _walk(folder: Path, real: Path, skipped: list[str], seen_files: set[Path], w
                            f"ragbus reads {' '.join(SUFFIXES)}")
 
 
+def _is_text(name: str) -> bool:
+    """Whether UTF-8 can carry ``name`` (a byte of a file name that is not UTF-8 is a lone surrogate here)."""
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def load_documents(
     paths: list[str], collection: str = DEFAULT_COLLECTION
 ) -> tuple[list[DocumentSource], list[str]]:
@@ -205,6 +214,10 @@ def load_documents(
     documents: list[DocumentSource] = []
     skipped: list[str] = []
     for path in find_files([Path(p) for p in paths], skipped):
+        if not _is_text(str(path)):  # a name that is not UTF-8 cannot be the document's id or title
+            skipped.append(f"{os.fsencode(path)!r}: the file's name is not UTF-8, which its document id must be; "
+                           "rename it")
+            continue
         try:
             documents.append(open_document(path, collection))
         except (OSError, ValueError) as exc:

@@ -235,3 +235,18 @@ def test_links_in_a_folder_are_followed_once_and_a_loop_or_a_broken_link_is_skip
     assert "1 document(s), 1 chunk(s)" in run.stderr and "5 skipped" in run.stderr, run.stderr
     listed = ragbus("documents", data_dir=tmp_path / "data")
     assert [line.split("\t")[0] for line in listed.stdout.splitlines()] == [str((outside / "ferry.txt").resolve())]
+
+
+def test_a_file_whose_name_is_not_utf8_is_skipped_naming_it(tmp_path):
+    """Its name became a document id no message could carry: the ingest failed with Python's codec message."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "ferry.txt").write_text("The Osprey ferry leaves Bergen at seven.")
+    name = os.fsencode(docs) + b"/caf\xe9.txt"
+    with open(name, "w") as f:
+        f.write("Crème brûlée is served after seven.")
+    run = ragbus("ingest", str(docs), data_dir=tmp_path / "data")
+    assert run.returncode == 1, run.stderr
+    assert (f"  skipped: {name!r}: the file's name is not UTF-8, which its "
+            "document id must be; rename it") in run.stderr, run.stderr
+    assert "1 document(s), 1 chunk(s)" in run.stderr and "1 skipped" in run.stderr and "codec" not in run.stderr
