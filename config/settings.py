@@ -83,6 +83,9 @@ class ClientSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # When stderr is not a terminal (a log, CI), ingest, kg load and first use write a line of
     # progress at most this often (and the first and last step); 0 = every step.
     progress_interval_s: NonNegativeSeconds = 10.0
+    # Ctrl-C during ragbus ingest on a broker: how long the command waits for the workers to discard
+    # what it had staged of the document it was sending (on memory:// the files go at once).
+    interrupt_timeout_s: PositiveSeconds = 2.0
 
 
 class RetrySettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

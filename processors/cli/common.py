@@ -5,18 +5,26 @@ The argument types refuse a value out of range where it is read, with a message 
 was expected: a mistake costs the user one line (``ragbus: error: ...``, exit status 2), not a
 started pipeline that fails, or waits forever, later. Their bounds are those of the request
 fields the values become (``schema/``), so the command line and the processors agree.
+
+Every argument is text first: Python hands a byte that is not UTF-8 over as a lone surrogate
+(``surrogateescape``), which no message can carry, so ``text`` refuses it, naming the byte;
+the command's parser checks every argument with it (``utf8``), typed or not.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import math
+import os
 from collections.abc import Callable, Iterable
+
+import msgspec
 
 from config.settings import ClientSettings, Settings
 from processors.bus import Bus
-from processors.runtime.client import RequestClient
+from processors.runtime.client import NotServed, RequestClient, RequestTimeout
 from processors.runtime.worker import processors_running
 from schema import check_collection
 from schema.times import TimeError, parse_instant
@@ -33,10 +41,43 @@ def add_bus_options(parser: argparse.ArgumentParser, *, config: bool = True) -> 
 
 
 def embedded_processors(settings: Settings, names: Iterable[str], url: str):
-    """On ``memory://`` the bus lives in this process, so must the processors a command needs."""
-    if url.startswith("memory"):
-        return processors_running(settings, list(names), url)
-    return contextlib.nullcontext()
+    """On ``memory://`` the bus lives in this process, so must the processors a command needs.
+
+    They stop without draining (``drain_timeout_s`` 0): the bus goes with the command, so an answer
+    finished after it left the block reaches nobody. A command leaves it once it has every answer
+    it waits for, or on Ctrl-C, which then ends at once, not after a handler's last embedding.
+    """
+    if not url.startswith("memory"):
+        return contextlib.nullcontext()
+    names = list(names)
+    sections = {name: {**settings.processors.get(name, {}), "drain_timeout_s": 0} for name in names}
+    undrained = msgspec.structs.replace(settings, processors={**settings.processors, **sections})
+    return processors_running(undrained, names, url)
+
+
+def text(value: str) -> str:
+    """``value`` if it is text that UTF-8 can carry, else ``ArgumentTypeError`` naming its first byte that is not."""
+    bad = next((i for i, c in enumerate(value) if "\udc80" <= c <= "\udcff"), None)
+    if bad is None:
+        return value
+    raw = os.fsencode(value)
+    shown = raw if len(raw) <= 60 else raw[:57] + b"..."
+    raise argparse.ArgumentTypeError(
+        f"is not UTF-8 text: byte 0x{ord(value[bad]) - 0xDC00:02x} at character {bad + 1} of {shown!r}"
+    )
+
+
+def utf8(kind: Callable[[str], object]) -> Callable[[str], object]:
+    """``kind`` of an argument that ``text`` has checked first (the name argparse shows stays ``kind``'s)."""
+    if getattr(kind, "checks_text", False):
+        return kind
+
+    @functools.wraps(kind)
+    def convert(value: str):
+        return kind(text(value))
+
+    convert.checks_text = True  # type: ignore[attr-defined]
+    return convert
 
 
 def _bounded(kind: type, least: float, *, strict: bool, what: str) -> Callable[[str], int | float]:
@@ -111,3 +152,24 @@ def command_client(bus: Bus, settings: Settings, name: str, **options) -> Reques
 def call_timeout(args: argparse.Namespace, settings: Settings) -> float:
     """``--timeout`` if given, else the setting its command named in ``add_timeout_option``."""
     return args.timeout or getattr(settings.client, args.timeout_setting)
+
+
+def describe(exc: BaseException, args: argparse.Namespace, url: str) -> str:
+    """What the user reads of ``exc``: a time-out on ``memory://`` says the wait was too short.
+
+    The request client asks whether a worker serves the topic, which is the question on a
+    broker; on the embedded bus every processor runs in this very process, so a time-out means
+    the work needed longer than it was given: the text names the option (or setting) and its value.
+    """
+    if not isinstance(exc, RequestTimeout) or isinstance(exc, NotServed) or not url.startswith("memory"):
+        return str(exc)
+    setting = getattr(args, "timeout_setting", None)
+    if getattr(args, "timeout", None):
+        given = f"--timeout {args.timeout:g}"
+    elif setting:
+        given = f"[client] {setting} = {exc.timeout:g} (RAGBUS_CLIENT__{setting.upper()})"
+    else:
+        given = f"the time-out of {exc.timeout:g}s"
+    more = " (raise --timeout)" if setting else ""
+    return (f"no response on {exc.topic!r} within {exc.timeout:g}s: {given} was too short for the work; "
+            f"on {url} every processor runs in this process, so none is missing{more}")

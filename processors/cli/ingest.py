@@ -3,6 +3,7 @@
 The chunker (document-load) does the work; this side reads the files,
 keeps a few documents in flight and reports each failure with its file,
 going on with the rest; the command exits non-zero at the end if any failed.
+Ctrl-C ends it at once, saying what was kept and discarded (``interrupted.py``).
 
 A document larger than one message goes in parts (the protocol is in
 ``schema/ingest.py``): each part fills what the bus's ``max_message_bytes``
@@ -41,11 +42,13 @@ from .common import (
     add_timeout_option,
     call_timeout,
     command_client,
+    describe,
     embedded_processors,
     positive_int,
 )
 from .documents import DocumentSource, load_documents
 from .documents import document_id as make_document_id
+from .interrupted import discard_staged, drop_staged, report
 from .library import list_documents
 from .progress import progress_bar
 
@@ -62,6 +65,8 @@ class IngestSummary:
     failed: list[str] = field(default_factory=list)
     seconds: float = 0.0
     unchanged: int = 0  # held already with the same content hash: neither chunked nor embedded again
+    # Being sent when the run was cancelled (Ctrl-C): not stored, parts of their new version may be staged.
+    interrupted: list[DocumentSource] = field(default_factory=list)
 
 
 class Sent(NamedTuple):
@@ -205,18 +210,23 @@ async def ingest(
     on_progress: Callable[[int, int, str], None] | None = None,
     failed: list[str] | None = None,
     on_stored: Callable[[DocumentSource], None] | None = None,
+    summary: IngestSummary | None = None,
+    describe: Callable[[BaseException], str] = str,
 ) -> IngestSummary:
     """Send each document to ``document-load`` (in parts when large) and wait for its chunk count.
 
     ``timeout`` bounds each part. ``on_progress(documents done, documents, label)`` is called after
     each document, and after each part of a document of several. ``on_stored`` is told of each
     document once every store holds it, so a caller can resume an interrupted run without sending
-    those again.
+    those again. A caller that passes ``summary`` still has it when the run is cancelled: it lists
+    the documents being sent then in ``interrupted``. ``describe`` words a document's failure.
     """
     sources = [d if isinstance(d, DocumentSource) else DocumentSource.of(d) for d in documents]
     if concurrency < 1:  # a semaphore of 0 would wait forever
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
-    summary = IngestSummary(failed=failed if failed is not None else [])
+    summary = summary if summary is not None else IngestSummary()
+    if failed is not None:
+        summary.failed = failed
     started = time.perf_counter()
     slots = asyncio.Semaphore(concurrency)
     done = 0
@@ -233,9 +243,12 @@ async def ingest(
         async with slots:
             try:
                 sent = await send_document(client, doc, timeout=timeout, on_part=show_part)
+            except asyncio.CancelledError:
+                summary.interrupted.append(doc)
+                raise
             except Exception as exc:  # an error answer, a timeout, a transport failure: report, go on
                 notes = "".join(f"; {note}" for note in getattr(exc, "__notes__", ()))
-                summary.failed.append(f"{doc.source or doc.document_id}: {exc}{notes}")
+                summary.failed.append(f"{doc.source or doc.document_id}: {describe(exc)}{notes}")
             else:
                 if sent.unchanged:
                     summary.unchanged += 1
@@ -260,14 +273,29 @@ async def _ingest(args: argparse.Namespace) -> int:
     url = args.bus or settings.bus.url
     for problem in skipped:  # before anything is sent: the user sees at once what will not be read
         print(f"  skipped: {problem}", file=sys.stderr)
-    async with embedded_processors(settings, pipelines.INGEST, url):
-        print(f"ingesting {len(documents)} document(s) into collection {args.collection!r} over {url}", file=sys.stderr)
-        async with await connect(url, settings.bus) as bus, command_client(bus, settings, "ingest") as client:
-            summary = await ingest(
-                client, documents, concurrency=args.concurrency, timeout=call_timeout(args, settings),
-                on_progress=progress_bar(interval_s=settings.client.progress_interval_s),
-            )
-            vanished = await _vanished(client, args, documents, call_timeout(args, settings))
+    summary, progress, undiscarded = IngestSummary(), progress_bar(interval_s=settings.client.progress_interval_s), []
+    try:
+        async with embedded_processors(settings, pipelines.INGEST, url):
+            print(f"ingesting {len(documents)} document(s) into collection {args.collection!r} over {url}",
+                  file=sys.stderr)
+            async with await connect(url, settings.bus) as bus, command_client(bus, settings, "ingest") as client:
+                try:
+                    await ingest(client, documents, concurrency=args.concurrency, timeout=call_timeout(args, settings),
+                                 on_progress=progress, summary=summary, describe=lambda exc: describe(exc, args, url))
+                except asyncio.CancelledError:  # Ctrl-C: on a broker the workers go on, and can still discard
+                    if summary.interrupted and not url.startswith("memory"):
+                        undiscarded = await discard_staged(client, summary.interrupted,
+                                                           settings.client.interrupt_timeout_s)
+                    raise
+                vanished = await _vanished(client, args, documents, call_timeout(args, settings))
+    except asyncio.CancelledError:  # the embedded processors have stopped: nothing stages any more
+        progress.close()
+        if url.startswith("memory"):
+            drop_staged(settings, summary.interrupted)
+        ended = summary.documents + summary.unchanged + len(summary.failed) + len(summary.interrupted)
+        report(summary.documents, summary.chunks, summary.unchanged, summary.interrupted, len(documents) - ended,
+               undiscarded, on_broker=not url.startswith("memory"))
+        raise
     for problem in summary.failed:
         print(f"  failed: {problem}", file=sys.stderr)
     parts = f" (sent in {summary.parts} parts)" if summary.parts > summary.documents else ""
@@ -352,7 +380,8 @@ async def _delete(args: argparse.Namespace) -> int:
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("ingest", help="chunk, embed and store documents (default: the Python language reference)")
-    p.add_argument("paths", nargs="*", help="files or folders of .pdf .docx .pptx .html .md .txt .rst")
+    p.add_argument("paths", nargs="*", help="files or folders of .pdf .docx .pptx .html .md .txt .rst; links under "
+                   "a folder are followed, also to folders elsewhere (a loop or a broken link is skipped)")
     add_bus_options(p)
     add_collection_option(p)
     p.add_argument("--concurrency", type=positive_int, default=4, help="documents in flight at once")

@@ -13,6 +13,7 @@ from processors.bus import BusError
 from processors.runtime.clients import RemoteError
 
 from . import ask, brokers, check, dlq, ingest, kg, library, records, serve, status, topics, worker
+from .common import describe, text, utf8
 
 # In the order `ragbus --help` lists them.
 COMMANDS = (check, worker, ingest, library, ask, serve, kg, records, status, dlq, topics, brokers)
@@ -24,7 +25,18 @@ class _Parser(argparse.ArgumentParser):
     argparse's own error prints the whole usage first; a user who typed ``--at yesterday``
     needs the line that says what is wrong, and where to read more. Subcommand parsers are
     made by ``add_subparsers`` with the class of their parent, so they all answer this way.
+
+    Every argument goes through ``common.text`` before its own type: one that is not UTF-8
+    is refused naming the argument, whichever subcommand declared it.
     """
+
+    def add_argument(self, *args, **kwargs):
+        if callable(kwargs.get("type")):
+            kwargs["type"] = utf8(kwargs["type"])
+        action = super().add_argument(*args, **kwargs)
+        if action.type is None and action.nargs != 0:  # it takes a value, kept as the text given
+            action.type = text
+        return action
 
     def error(self, message: str):  # type: ignore[override]
         self.exit(2, f"ragbus: error: {message} (see '{self.prog} --help')\n")
@@ -88,11 +100,21 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "sync", False):
             return args.run(args)
         return asyncio.run(args.run(args))
+    except BrokenPipeError:
+        raise  # the reader went away: ``run`` ends quietly
     except (BusError, RemoteError, ValueError, OSError) as exc:  # SettingsError is a ValueError
-        print(f"ragbus: error: {exc}", file=sys.stderr)
+        print(f"ragbus: error: {describe(exc, args, _bus_url(args))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _bus_url(args: argparse.Namespace) -> str:
+    """The bus the command used, for its error text; "" if the settings cannot say (their error is shown)."""
+    try:
+        return getattr(args, "bus", None) or load_settings(getattr(args, "config", None)).bus.url
+    except (ValueError, OSError):
+        return ""
 
 
 def run() -> None:
@@ -102,10 +124,26 @@ def run() -> None:
     output flushed: pulsar-client's C++ threads can abort the interpreter's
     own shutdown ("terminate called without an active exception", seen in
     about one run in ten of a short Pulsar command) after all work is done.
+
+    A reader that closed the pipe (``ragbus ask ... | head``) ends the command quietly, with
+    exit status 1, as Python's documentation recommends for SIGPIPE (its note on SIGPIPE):
+    what is left to print goes to ``/dev/null``, so no flush fails again on the way out.
     """
-    code = main()
+    try:
+        try:
+            code = main()
+        except SystemExit as exc:  # argparse: --help, --version, a refused argument
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for stream in (sys.stdout, sys.stderr):
+            os.dup2(devnull, stream.fileno())
+        code = 1
     logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    try:
+        sys.stderr.flush()
+    except BrokenPipeError:  # stderr went to the closed pipe too (``2>&1 | head``)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
     os._exit(code)
 

