@@ -14,23 +14,32 @@ apart, so "what did we believe on X about Y" has an answer:
 
 An item identical to the one held counts as unchanged, so a reload is a
 no-op that says so. Bad items never abort a batch: no entity id, an id
-declared again with other content or a fact version recorded twice at one
-instant (the first is kept), an empty part, a bad or inverted interval are
-each left out with why. A fact the collection's ontology will reject at
-query time is stored (the ontology may change) and reported as a warning.
+declared again with other content (the first is kept), an empty part, a
+control character in a name, a bad, inverted or empty interval are each
+left out with why (``validation.py``). A fact the collection's ontology will
+reject at query time is stored (the ontology may change) and reported as a
+warning.
 
-Persistence: ``GraphLog`` appends every accepted batch, length-prefixed
-msgpack, to ``<data_dir>/<collection>/graph/log``, fsynced before the writer
-replies. Any number of readers replay it and pick up what was appended since
-(one ``stat`` per query), so the writer and the query replicas never share
-memory, only the file. Applying is deterministic: the writer stamps
-``recorded_at`` before logging, so a replay rebuilds the same store.
+One decision per fact id, whatever the batching: a fact that leaves
+``recorded_at`` to the store, under an id whose version believed now has
+other content, is refused (the first is kept), be that version from an
+earlier line of the same file or from a load a year ago; only an explicit
+later ``recorded_at`` revises. Were the store's own stamp to revise, a file
+holding two contents under one id would flip the fact on every reload. Two
+versions recorded at one instant are refused the same way.
+
+Persistence: ``GraphLog`` appends what each batch changed (the items
+accepted, stamped; never a refused one), length-prefixed msgpack, to
+``<data_dir>/<collection>/graph/log``, fsynced before the writer replies.
+Any number of readers replay it and pick up what was appended since (one
+``stat`` per query), so the writer and the query replicas never share
+memory, only the file. Applying is deterministic: the logged facts carry
+the ``recorded_at`` they were stored with, so a replay rebuilds the same store.
 """
 
 from __future__ import annotations
 
 import bisect
-import hashlib
 import os
 import struct
 from collections.abc import Callable
@@ -42,10 +51,11 @@ import msgspec
 import networkx as nx
 
 from schema import Entity, Fact, LoadTriples, RejectedFact, check_collection
-from schema.times import TimeError, covers, iso, parse_instant, parse_interval
+from schema.times import TimeError, covers, iso, parse_instant
 
 from .linking import EntityLinker
 from .ontology import Ontology
+from .validation import check_text, differences, fact_content, fact_key, interval, normalised
 
 __all__ = ["GraphLog", "GraphStore", "QueryResult", "fact_text", "graph_path"]
 
@@ -90,22 +100,12 @@ class ApplyResult:
     rejected: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # stored facts the ontology rejects at query time
     ontology_changed: bool = False  # the batch brought an ontology other than the one held
+    log: LoadTriples | None = None  # what the batch changed, to append to the log; None: nothing
 
 
 def fact_text(head: str, relation: str, tail: str) -> str:
     """The citable fragment of a fact: ``Angela Merkel head_of_government_of Germany``."""
     return f"{head} {relation} {tail}"
-
-
-def _content_key(f: Fact) -> str:
-    raw = "\x1f".join((f.head, f.relation, f.tail, f.valid_from or "", f.valid_until or "", f.source or "", f.chunk_id or ""))
-    return "sha1:" + hashlib.sha1(raw.encode()).hexdigest()
-
-
-def _same_content(a: Fact, b: Fact) -> bool:
-    return (a.head, a.relation, a.tail, a.valid_from, a.valid_until, a.source, a.chunk_id) == (
-        b.head, b.relation, b.tail, b.valid_from, b.valid_until, b.source, b.chunk_id
-    )
 
 
 class GraphStore:
@@ -131,21 +131,28 @@ class GraphStore:
         """Add a batch's ontology, entities and facts; facts without ``recorded_at`` get ``now``.
 
         ``warn=False`` skips the ontology check of each fact: a replay of the log already warned once.
+        ``result.log`` is what the batch changed, stamped, for the log: replaying it rebuilds the same store.
         """
         result = ApplyResult()
+        stamp = now or datetime.now(UTC)
+        # Read before anything changes: a bad time refuses the whole batch, not its second half.
+        when = parse_instant(batch.recorded_at, what="recorded_at") if batch.recorded_at else stamp
         if batch.ontology is not None and batch.ontology != self._ontology_source:
             self.ontology = Ontology.from_dict(batch.ontology)  # OntologyError: the whole batch is refused
             self._ontology_source = batch.ontology
             result.ontology_changed = True
+        entities: list[Entity] = []
         for i, entity in enumerate(batch.entities):
             try:
                 added = self._declare(entity)
             except (TimeError, ValueError) as exc:
-                result.rejected.append(f"entity {i} ({entity.id!r}): {exc}")
+                result.rejected.append(f"entity {i} ({entity.id[:120]!r}): {exc}")
                 continue
+            if added:
+                entities.append(entity)
             result.count += added
             result.unchanged += not added
-        stamp = now or datetime.now(UTC)
+        facts: list[Fact] = []
         for i, f in enumerate(batch.facts):
             what = f"fact {i} ({fact_text(f.head, f.relation, f.tail)[:120]!r})"
             try:
@@ -153,14 +160,22 @@ class GraphStore:
             except (TimeError, ValueError) as exc:
                 result.rejected.append(f"{what}: {exc}")
                 continue
+            if added:
+                facts.append(fact)
             result.count += added
             result.unchanged += not added
             reasons = self._check(fact) if warn else []
             if reasons:
                 result.warnings.append(f"{what}: stored, but the collection's ontology rejects it: {'; '.join(reasons)}")
         if batch.retract_sources:
-            when = parse_instant(batch.recorded_at, what="recorded_at") if batch.recorded_at else stamp
             result.retracted = self._retract(batch.retract_sources, when)
+        if result.count or result.retracted or result.ontology_changed:
+            result.log = LoadTriples(
+                facts=facts, entities=entities, collection=batch.collection,
+                ontology=batch.ontology if result.ontology_changed else None,
+                retract_sources=list(batch.retract_sources) if result.retracted else [],
+                recorded_at=iso(when) if result.retracted else None,
+            )
         return result
 
     def _retract(self, sources: list[str], when: datetime) -> int:
@@ -179,9 +194,13 @@ class GraphStore:
         entity_id = entity.id.strip()
         if not entity_id:
             raise ValueError("an entity needs a non-empty id")
-        start, end = parse_interval(entity.valid_from, entity.valid_until)
+        start, end = interval(entity.valid_from, entity.valid_until)
         name = entity.name.strip() or entity_id
         aliases = tuple(dict.fromkeys(a.strip() for a in entity.aliases if a and a.strip()))
+        for what, value in (("id", entity_id), ("name", name), ("type", entity.type)):
+            check_text(what, value)
+        for alias in aliases:
+            check_text("alias", alias)
         node = self.nodes.get(entity_id)
         if node is not None and node.declared:
             if (node.name, node.type, node.aliases, node.start, node.end) == (name, entity.type or None, aliases, start, end):
@@ -214,25 +233,28 @@ class GraphStore:
 
     def _add_fact(self, f: Fact, now: datetime) -> tuple[Fact, bool]:
         """The fact as stored, and whether it added a version (False: the store held it already)."""
-        head, relation, tail = f.head.strip(), f.relation.strip(), f.tail.strip()
-        if not head or not relation or not tail:
-            empty = [n for n, v in (("head", head), ("relation", relation), ("tail", tail)) if not v]
-            raise ValueError(f"empty {' and '.join(empty)}")
-        start, end = parse_interval(f.valid_from, f.valid_until)
+        fact = normalised(f)
+        start, end = interval(fact.valid_from, fact.valid_until)
         recorded = parse_instant(f.recorded_at, what="recorded_at") if f.recorded_at else now
-        fact = msgspec.structs.replace(
-            f, head=head, relation=relation, tail=tail, id=f.id or None, recorded_at=iso(recorded), text=None
-        )
-        key = fact.id or _content_key(fact)
+        fact = msgspec.structs.replace(fact, recorded_at=iso(recorded))
+        key = fact_key(fact)
         chain = self._by_key.setdefault(key, [])
         times = [self.versions[s].recorded for s in chain]
         at = bisect.bisect_right(times, recorded)
         before = self.versions[chain[at - 1]] if at else None
         believed = before is not None and not (before.retracted and before.superseded <= recorded)
-        if believed and _same_content(before.fact, fact):
+        if believed and fact_content(before.fact) == fact_content(fact):
             return fact, False  # what the store already believed then (a reload, a redelivery): nothing to revise
+        if believed and not f.recorded_at:
+            # The same key with the same content is the same statement, so only an id gets here.
+            raise ValueError(
+                f"duplicate fact id {fact.id!r} with other content than the version held "
+                f"({differences(before.fact, fact)}; recorded at {before.fact.recorded_at}): the first is kept; "
+                f"to revise it, give a recorded_at after {before.fact.recorded_at}"
+            )
         if before is not None and times[at - 1] == recorded:
-            raise ValueError(f"duplicate fact {key!r} recorded at {iso(recorded)}: the first is kept")
+            raise ValueError(f"duplicate fact {fact.id or fact_text(fact.head, fact.relation, fact.tail)!r}: "
+                             f"another version is recorded at {iso(recorded)}: the first is kept")
         version = _Version(len(self.versions), key, fact, start, end, recorded)
         if at < len(chain):
             version.superseded = self.versions[chain[at]].recorded
@@ -242,9 +264,9 @@ class GraphStore:
         self.versions.append(version)
         if fact.source:
             self._by_source.setdefault(fact.source, []).append(version.seq)
-        self._node(head)
-        self._node(tail)
-        self.graph.add_edge(head, tail, key=version.seq)
+        self._node(fact.head)
+        self._node(fact.tail)
+        self.graph.add_edge(fact.head, fact.tail, key=version.seq)
         return fact, True
 
     # -- reading -------------------------------------------------------------------------------
@@ -411,8 +433,11 @@ class GraphLog:
 
 
 def stamped(batch: LoadTriples, now: datetime) -> LoadTriples:
-    """The batch with ``recorded_at`` set on every fact (and on a retraction), so replaying it rebuilds
-    the same store."""
+    """The batch with ``recorded_at`` set on every fact (and on a retraction), as a producer dates its own.
+
+    An explicit stamp revises what the store holds under a fact's id; ``apply(batch, now=...)`` stamps
+    without revising (module docstring).
+    """
     stamp = iso(now)
     return msgspec.structs.replace(
         batch, facts=[f if f.recorded_at else msgspec.structs.replace(f, recorded_at=stamp) for f in batch.facts],

@@ -93,7 +93,14 @@ def test_aliases_and_names_link_to_the_entity_id(sample):
 def test_a_revision_supersedes_and_the_old_version_stays_queryable():
     store = GraphStore()
     store.apply(LoadTriples(facts=[Fact("ada", "lives_in", "paris", "2020", id="f1")]), now=at("2021"))
-    store.apply(LoadTriples(facts=[Fact("ada", "lives_in", "paris", "2020", "2022", id="f1")]), now=at("2023"))
+    # Other content under the id, left for the store to stamp, is refused: only an explicit later recorded_at revises.
+    refused = store.apply(LoadTriples(facts=[Fact("ada", "lives_in", "paris", "2020", "2022", id="f1")]), now=at("2023"))
+    assert (refused.count, refused.log) == (0, None)
+    assert refused.rejected == [(
+        "fact 0 ('ada lives_in paris'): duplicate fact id 'f1' with other content than the version held "
+        "(valid_until '2022', held None; recorded at 2021-01-01T00:00:00Z): the first is kept; "
+        "to revise it, give a recorded_at after 2021-01-01T00:00:00Z")]
+    store.apply(LoadTriples(facts=[Fact("ada", "lives_in", "paris", "2020", "2022", id="f1", recorded_at="2023")]))
     assert [(f.valid_until, f.recorded_at) for f in store.query("ada").facts] == [("2022", "2023-01-01T00:00:00Z")]
     assert [f.valid_until for f in store.query("ada", as_of=at("2022")).facts] == [None]
     assert store.query("ada", as_of=at("2020")).facts == []
