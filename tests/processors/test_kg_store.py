@@ -334,3 +334,34 @@ def test_deleting_a_document_retracts_its_facts_as_a_recorded_event(tmp_path):
     assert "Heron made_by Acme" in texts(store.query("Heron"))
     assert "Heron made_by Acme" not in texts(store.query("Heron", as_of=at("2025-09-01")))
     assert "Heron made_by Acme" in texts(store.query("Heron", as_of=at("2025-03-01")))
+
+
+def test_an_empty_interval_or_a_control_character_is_refused_with_why():
+    store = GraphStore()
+    result = store.apply(LoadTriples(
+        entities=[Entity(id="ada\x00"), Entity(id="bob", name="B\x7fob"), Entity(id="cy", aliases=["C\u0085y"]),
+                  Entity(id="gone", valid_from="2020", valid_until="2020-01-01"), Entity(id="ada", type="Person")],
+        facts=[Fact("ada", "knows", "bob", "2020-01-01", "2020"), Fact("ada", "kn\tows", "bob"),
+               Fact("ada", "knows", "bob", id="k\x1b"), Fact("ada", "knows", "bob", source="d\u009b"),
+               Fact("ada", "knows", "bob\ud800"), Fact("ada", "knows", "bob", "2020", "2019"),
+               Fact("ada", "knows", "bob", "2020", "2021")],
+    ))
+    assert result.count == 2 and len(store) == 1 and [e for e in store.nodes] == ["ada", "bob"]
+    reasons = result.rejected
+    assert len(reasons) == 10
+    for reason, expected in zip(reasons, [
+        "entity 0 ('ada\\x00'): id 'ada\\x00' holds a control character (U+0000) at position 3",
+        "entity 1 ('bob'): name 'B\\x7fob' holds a control character (U+007F) at position 1",
+        "entity 2 ('cy'): alias 'C\\x85y' holds a control character (U+0085)",
+        "entity 3 ('gone'): empty interval: valid_until equals valid_from (2020-01-01T00:00:00Z)",
+        "fact 0 ('ada knows bob'): empty interval",
+        "fact 1 ('ada kn\\tows bob'): relation 'kn\\tows' holds a control character (U+0009)",
+        "fact 2 ('ada knows bob'): id 'k\\x1b' holds a control character (U+001B)",
+        "fact 3 ('ada knows bob'): source 'd\\x9b' holds a control character (U+009B)",
+        "fact 4 ('ada knows bob\\ud800'): tail 'bob\\ud800' holds a lone surrogate (U+D800)",
+        "fact 5 ('ada knows bob'): inverted interval",
+    ], strict=True):
+        assert reason.startswith(expected), (reason, expected)
+    assert "ids, names and relations must be printable text" in reasons[0]
+    assert result.log is not None and result.log.facts == [Fact("ada", "knows", "bob", "2020", "2021",
+                                                                  recorded_at=result.log.facts[0].recorded_at)]
