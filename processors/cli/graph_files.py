@@ -6,12 +6,16 @@ Formats, by suffix:
   and optionally ``valid_from``, ``valid_until``, ``source``, ``chunk_id``,
   ``id``, ``recorded_at``; an entity has ``id`` and optionally ``name``,
   ``type``, ``aliases``, ``valid_from``, ``valid_until``. ``"kind": "fact"``
-  or ``"entity"`` says which; without it, a line with ``head`` is a fact.
+  or ``"entity"`` says which; without it, a line with ``head``, ``relation``
+  or ``tail`` is a fact, and any other line is refused (an entity line must
+  say so, else a mistyped fact would be stored as an entity).
 - ``.csv``: facts, one a row, under a header naming the same fields.
 - ``.nt``: N-Triples facts; an IRI becomes its last path or fragment segment.
 
 With no file, the sample graph and its ontology (``config/kg/``) are loaded.
-A line that cannot be read is reported with its number and skipped; so is
+A line that cannot be read (not UTF-8 among them: the files are read with
+``surrogateescape`` so one bad byte costs its line, not the load) is
+reported with its number and skipped; so is
 each item the store refuses (it says why). Entities are sent before facts,
 so a fact's ends are declared before they are named.
 """
@@ -72,16 +76,49 @@ def _fact(line: _FactLine) -> Fact:
                 line.chunk_id, line.id, line.recorded_at)
 
 
+_UNDECODED = re.compile(r"[\udc80-\udcff]")  # what surrogateescape makes of a byte that is not UTF-8
+_FACT_FIELDS = ("head", "relation", "tail")
+
+
+def _check_utf8(text: str) -> None:
+    m = _UNDECODED.search(text)
+    if m is not None:
+        raise ValueError(f"not UTF-8: byte 0x{ord(m.group()) - 0xDC00:02X} at character {m.start() + 1}")
+
+
+def _check_encodable(text: str) -> None:
+    """A ``\\ud800`` escape decodes to a lone surrogate, which no message or log can hold."""
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"a lone surrogate (U+{ord(exc.object[exc.start]):04X}) is not text") from None
+
+
+def _open(path: Path, **kwargs):
+    return path.open(encoding="utf-8", errors="surrogateescape", **kwargs)
+
+
+def _kind(raw: dict) -> str:
+    if "kind" in raw:
+        return raw["kind"]
+    if any(name in raw for name in _FACT_FIELDS):
+        return "fact"
+    raise ValueError('no "kind": a line must say "kind": "entity" or "fact", or have head, relation and tail '
+                     "to be a fact")
+
+
 def _read_jsonl(path: Path, bad: list[str]) -> Iterator[Item]:
-    with path.open(encoding="utf-8") as fh:
+    with _open(path) as fh:
         for number, text in enumerate(fh, 1):
             if not text.strip():
                 continue
             try:
+                _check_utf8(text)
                 raw = json.loads(text)
                 if not isinstance(raw, dict):
                     raise ValueError("not a JSON object")
-                kind = raw.get("kind", "fact" if "head" in raw else "entity")
+                _check_encodable(json.dumps(raw, ensure_ascii=False))
+                kind = _kind(raw)
                 if kind == "fact":
                     yield _fact(msgspec.convert(raw, _FactLine))
                 elif kind == "entity":
@@ -95,14 +132,22 @@ def _read_jsonl(path: Path, bad: list[str]) -> Iterator[Item]:
 
 
 def _read_csv(path: Path, bad: list[str]) -> Iterator[Item]:
-    with path.open(encoding="utf-8", newline="") as fh:
+    with _open(path, newline="") as fh:
         reader = csv.DictReader(fh)
-        missing = {"head", "relation", "tail"} - set(reader.fieldnames or ())
+        try:
+            _check_utf8(",".join(reader.fieldnames or ()))
+        except ValueError as exc:
+            bad.append(f"{path}:1: the header is {exc}")
+            return
+        missing = set(_FACT_FIELDS) - set(reader.fieldnames or ())
         if missing:
             bad.append(f"{path}:1: the header needs the columns {', '.join(sorted(missing))}")
             return
         for row in reader:
             try:
+                for value in row.values():
+                    for v in value if isinstance(value, list) else [value]:
+                        _check_utf8(v or "")
                 values = {k: (v or None) for k, v in row.items() if k is not None}
                 if None in row:
                     raise ValueError("more values than columns")
@@ -127,16 +172,23 @@ def _nt_value(term: str) -> str:
 
 
 def _read_nt(path: Path, bad: list[str]) -> Iterator[Item]:
-    with path.open(encoding="utf-8") as fh:
+    with _open(path) as fh:
         for number, text in enumerate(fh, 1):
             if not text.strip() or text.lstrip().startswith("#"):
+                continue
+            try:
+                _check_utf8(text)
+            except ValueError as exc:
+                bad.append(f"{path}:{number}: {exc}")
                 continue
             m = _NT_LINE.match(text)
             if m is None:
                 bad.append(f"{path}:{number}: not an N-Triples line")
                 continue
             try:
-                yield Fact(_nt_value(m.group(1)), _nt_value(m.group(2)), _nt_value(m.group(3)), source=str(path))
+                head, relation, tail = (_nt_value(m.group(i)) for i in (1, 2, 3))
+                _check_encodable(head + relation + tail)
+                yield Fact(head, relation, tail, source=str(path))
             except ValueError as exc:
                 bad.append(f"{path}:{number}: {exc}")
 
