@@ -36,6 +36,7 @@ import msgspec
 
 import config
 from processors.kg.ontology import Ontology, OntologyError, read_mapping
+from processors.kg.store import batch_item
 from processors.runtime.client import RequestClient
 from schema import DEFAULT_COLLECTION, Entity, Fact, IngestResult, LoadTriples
 from schema import topics as t
@@ -107,7 +108,7 @@ def _kind(raw: dict) -> str:
                      "to be a fact")
 
 
-def _read_jsonl(path: Path, bad: list[str]) -> Iterator[Item]:
+def _read_jsonl(path: Path, bad: list[str]) -> Iterator[tuple[int, Item]]:
     with _open(path) as fh:
         for number, text in enumerate(fh, 1):
             if not text.strip():
@@ -120,10 +121,10 @@ def _read_jsonl(path: Path, bad: list[str]) -> Iterator[Item]:
                 _check_encodable(json.dumps(raw, ensure_ascii=False))
                 kind = _kind(raw)
                 if kind == "fact":
-                    yield _fact(msgspec.convert(raw, _FactLine))
+                    yield number, _fact(msgspec.convert(raw, _FactLine))
                 elif kind == "entity":
                     e = msgspec.convert(raw, _EntityLine)
-                    yield Entity(id=e.id, name=e.name, type=e.type, aliases=e.aliases,
+                    yield number, Entity(id=e.id, name=e.name, type=e.type, aliases=e.aliases,
                                  valid_from=e.valid_from, valid_until=e.valid_until)
                 else:
                     raise ValueError(f"kind must be 'fact' or 'entity', got {kind!r}")
@@ -131,7 +132,7 @@ def _read_jsonl(path: Path, bad: list[str]) -> Iterator[Item]:
                 bad.append(f"{path}:{number}: {exc}")
 
 
-def _read_csv(path: Path, bad: list[str]) -> Iterator[Item]:
+def _read_csv(path: Path, bad: list[str]) -> Iterator[tuple[int, Item]]:
     with _open(path, newline="") as fh:
         reader = csv.DictReader(fh)
         try:
@@ -152,7 +153,7 @@ def _read_csv(path: Path, bad: list[str]) -> Iterator[Item]:
                 if None in row:
                     raise ValueError("more values than columns")
                 values = {k: v for k, v in values.items() if v is not None}
-                yield _fact(msgspec.convert(values, _FactLine))
+                yield reader.line_num, _fact(msgspec.convert(values, _FactLine))
             except (ValueError, msgspec.ValidationError) as exc:
                 bad.append(f"{path}:{reader.line_num}: {exc}")
 
@@ -171,7 +172,7 @@ def _nt_value(term: str) -> str:
     return json.loads(literal)
 
 
-def _read_nt(path: Path, bad: list[str]) -> Iterator[Item]:
+def _read_nt(path: Path, bad: list[str]) -> Iterator[tuple[int, Item]]:
     with _open(path) as fh:
         for number, text in enumerate(fh, 1):
             if not text.strip() or text.lstrip().startswith("#"):
@@ -188,13 +189,18 @@ def _read_nt(path: Path, bad: list[str]) -> Iterator[Item]:
             try:
                 head, relation, tail = (_nt_value(m.group(i)) for i in (1, 2, 3))
                 _check_encodable(head + relation + tail)
-                yield Fact(head, relation, tail, source=str(path))
+                yield number, Fact(head, relation, tail, source=str(path))
             except ValueError as exc:
                 bad.append(f"{path}:{number}: {exc}")
 
 
 def read_items(path: Path, bad: list[str]) -> Iterator[Item]:
     """Every entity and fact of ``path``, in file order; unreadable lines go to ``bad``."""
+    return (item for _, item in numbered_items(path, bad))
+
+
+def numbered_items(path: Path, bad: list[str]) -> Iterator[tuple[int, Item]]:
+    """``read_items`` with the line each item is on (a CSV row's last line)."""
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise ValueError(f"{path}: unknown graph format (known: {', '.join(sorted(FORMATS))})")
@@ -238,40 +244,52 @@ async def load_graph(
 
     A first pass reads the entities and counts the facts (so progress has a
     total); the second streams the facts. One batch in flight: the store
-    applies them in the order sent, so a revision stamped at load time lands
-    after what it revises.
+    applies them in the order sent, so of two lines under one fact id the
+    first is kept, whatever the batch size. Each item the store refuses is
+    reported as ``path:line: ...``, as an unreadable line is.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     summary = LoadSummary()
     started = time.perf_counter()
-    entities: list[Entity] = []
+    entities: list[tuple[int, Entity]] = []
     facts_total = 0
-    for item in read_items(path, summary.rejected):
+    for number, item in numbered_items(path, summary.rejected):
         if isinstance(item, Entity):
-            entities.append(item)
+            entities.append((number, item))
         else:
             facts_total += 1
     total = len(entities) + facts_total
 
-    async def send(items: list, extra: dict | None) -> None:
-        es = [i for i in items if isinstance(i, Entity)]
-        fs = [i for i in items if isinstance(i, Fact)]
-        batch = LoadTriples(facts=fs, entities=es, ontology=extra, collection=collection)
+    def located(message: str, lines: dict[str, list[int]]) -> str:
+        """The store names an item by its index in the batch; the user needs its line."""
+        found = batch_item(message)
+        if found is None:
+            return message
+        kind, index, rest = found
+        return f"{path}:{lines[kind][index]}: {kind} {rest}"
+
+    async def send(items: list[tuple[int, Item]], extra: dict | None) -> None:
+        es = [(n, i) for n, i in items if isinstance(i, Entity)]
+        fs = [(n, i) for n, i in items if isinstance(i, Fact)]
+        lines = {"entity": [n for n, _ in es], "fact": [n for n, _ in fs]}
+        batch = LoadTriples(facts=[i for _, i in fs], entities=[i for _, i in es], ontology=extra,
+                            collection=collection)
         result = await client.request(t.TRIPLES_LOAD, batch, IngestResult, timeout=timeout)
         if result.error is not None:
             raise ValueError(f"kg-store refused a batch: {result.error.type}: {result.error.message}")
         summary.sent += len(items)
         summary.stored += result.count
         summary.unchanged += result.unchanged
-        summary.rejected.extend(result.rejected)
-        summary.warnings.extend(result.warnings)
+        summary.rejected.extend(located(r, lines) for r in result.rejected)
+        summary.warnings.extend(located(w, lines) for w in result.warnings)
         if on_progress is not None:
             on_progress(summary.sent, total, "facts" if fs else "entities")
 
-    pending: list = []
-    for item in itertools.chain(entities, (i for i in read_items(path, []) if isinstance(i, Fact))):
-        pending.append(item)
+    pending: list[tuple[int, Item]] = []
+    facts = ((n, i) for n, i in numbered_items(path, []) if isinstance(i, Fact))
+    for numbered in itertools.chain(entities, facts):
+        pending.append(numbered)
         if len(pending) >= batch_size:
             await send(pending, ontology)
             pending, ontology = [], None

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -57,7 +58,7 @@ from .linking import EntityLinker
 from .ontology import Ontology
 from .validation import check_text, differences, fact_content, fact_key, interval, normalised
 
-__all__ = ["GraphLog", "GraphStore", "QueryResult", "fact_text", "graph_path"]
+__all__ = ["GraphLog", "GraphStore", "QueryResult", "batch_item", "fact_text", "graph_path"]
 
 
 @dataclass(slots=True)
@@ -103,6 +104,23 @@ class ApplyResult:
     log: LoadTriples | None = None  # what the batch changed, to append to the log; None: nothing
 
 
+def _item(kind: str, index: int, label: str) -> str:
+    """How a rejection or a warning names its item: ``fact 3 ('ada knows bob')``; ``batch_item`` reads it."""
+    return f"{kind} {index} ({label[:120]!r})"
+
+
+_ITEM = re.compile(r"(entity|fact) ([0-9]+) ")
+
+
+def batch_item(message: str) -> tuple[str, int, str] | None:
+    """The kind and batch index of the item a rejection or warning names, and the rest of the message.
+
+    So a client can say which line of its own input was refused: ``("fact", 3, "('ada knows bob'): ...")``.
+    """
+    m = _ITEM.match(message)
+    return (m.group(1), int(m.group(2)), message[m.end():]) if m else None
+
+
 def fact_text(head: str, relation: str, tail: str) -> str:
     """The citable fragment of a fact: ``Angela Merkel head_of_government_of Germany``."""
     return f"{head} {relation} {tail}"
@@ -146,7 +164,7 @@ class GraphStore:
             try:
                 added = self._declare(entity)
             except (TimeError, ValueError) as exc:
-                result.rejected.append(f"entity {i} ({entity.id[:120]!r}): {exc}")
+                result.rejected.append(f"{_item('entity', i, entity.id)}: {exc}")
                 continue
             if added:
                 entities.append(entity)
@@ -154,7 +172,7 @@ class GraphStore:
             result.unchanged += not added
         facts: list[Fact] = []
         for i, f in enumerate(batch.facts):
-            what = f"fact {i} ({fact_text(f.head, f.relation, f.tail)[:120]!r})"
+            what = _item("fact", i, fact_text(f.head, f.relation, f.tail))
             try:
                 fact, added = self._add_fact(f, stamp)
             except (TimeError, ValueError) as exc:

@@ -84,11 +84,15 @@ async def test_reloading_a_file_of_bad_and_duplicate_lines_changes_nothing(batch
     assert second == third and second["stored"] == 0 and second["unchanged"] == first["stored"] + first["unchanged"]
     # Every load refuses the same lines for the same reasons: one decision, reported every time.
     assert first["rejected"] == second["rejected"]
-    reasons = "\n".join(first["rejected"])
-    for _, expected in BAD:
-        assert expected in reasons, expected
-    assert f"{graph}:24: not UTF-8: byte 0xFF at character 52" in reasons
-    assert len(first["rejected"]) == len(BAD) + 3  # and {oops, [1, 2]
+    # Each refusal names its line, whether the reader or the store refused it, whatever the batch size.
+    by_line = {}
+    for rejection in first["rejected"]:
+        where, _, reason = rejection.partition(": ")
+        by_line[where] = reason
+    assert len(by_line) == len(first["rejected"]) == len(BAD) + 3  # and {oops, [1, 2]
+    for number, (_, expected) in enumerate(BAD, len(GOOD) + 1):
+        assert expected in by_line[f"{graph}:{number}"], (number, expected, by_line)
+    assert by_line[f"{graph}:24"] == "not UTF-8: byte 0xFF at character 52"
     assert contents[0] == contents[1] == contents[2]
     # Nothing any load refused is in the graph.
     facts, nodes = contents[0]

@@ -248,6 +248,7 @@ def test_loading_facts_the_collections_ontology_rejects_warns_at_load(tmp_path):
     warnings = [line for line in loaded.stderr.splitlines() if "warning" in line]
     assert len(warnings) == 2, loaded.stderr
     assert "'Ada Lovelace worked_with Charles Babbage'" in warnings[0] and "unknown_relation" in warnings[0]
+    assert f"warning: {mine}:1: fact ('Ada Lovelace" in warnings[0]  # the line, not the index in a batch
     assert "1 fact(s) stored that the collection's ontology rejects" in warnings[1] and "--ontology" in warnings[1]
     asked = _ragbus("kg", "query", "Ada Lovelace", "--json", data_dir=tmp_path)
     assert [r["fact"]["text"] for r in json.loads(asked.stdout)["rejected"]] == [
