@@ -40,8 +40,9 @@ from schema import (
 )
 from schema.times import iso, parse_instant
 
+from .graph_log import GraphLog, graph_path
 from .settings import KgSettings
-from .store import GraphLog, GraphStore, graph_path
+from .store import GraphStore
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

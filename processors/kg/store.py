@@ -28,7 +28,7 @@ later ``recorded_at`` revises. Were the store's own stamp to revise, a file
 holding two contents under one id would flip the fact on every reload. Two
 versions recorded at one instant are refused the same way.
 
-Persistence: ``GraphLog`` appends what each batch changed (the items
+Persistence (``graph_log.py``): ``GraphLog`` appends what each batch changed (the items
 accepted, stamped; never a refused one), length-prefixed msgpack, to
 ``<data_dir>/<collection>/graph/log``, fsynced before the writer replies.
 Any number of readers replay it and pick up what was appended since (one
@@ -40,9 +40,7 @@ the ``recorded_at`` they were stored with, so a replay rebuilds the same store.
 from __future__ import annotations
 
 import bisect
-import os
 import re
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -51,14 +49,17 @@ from pathlib import Path
 import msgspec
 import networkx as nx
 
-from schema import Entity, Fact, LoadTriples, RejectedFact, check_collection
+from schema import Entity, Fact, LoadTriples, RejectedFact
 from schema.times import TimeError, covers, iso, parse_instant
 
+from .graph_log import GraphLog, graph_path, stamped
 from .linking import EntityLinker
 from .ontology import Ontology
 from .validation import check_text, differences, fact_content, fact_key, interval, normalised
 
-__all__ = ["GraphLog", "GraphStore", "QueryResult", "batch_item", "fact_text", "graph_path"]
+__all__ = [
+    "GraphLog", "GraphStore", "QueryResult", "batch_item", "fact_text", "graph_path", "load_log", "stamped",
+]
 
 
 @dataclass(slots=True)
@@ -387,80 +388,6 @@ class GraphStore:
                 )
             )
         return contexts
-
-
-# -- persistence ------------------------------------------------------------------------------
-
-_LENGTH = struct.Struct(">I")
-_encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(LoadTriples)
-
-
-def graph_path(data_dir: Path, collection: str) -> Path:
-    return data_dir / check_collection(collection) / "graph" / "log"
-
-
-class GraphLog:
-    """The append-only file a collection's graph is rebuilt from; one writer, any number of readers."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0  # bytes of the file applied so far
-
-    def catch_up(self, store: GraphStore, on_progress: Callable[[int, int], None] | None = None) -> int:
-        """Apply every complete record appended since the last call; returns how many.
-
-        A record still being written (a short tail) is left for the next call.
-        """
-        try:
-            size = self.path.stat().st_size
-        except FileNotFoundError:
-            return 0
-        if size <= self.offset:
-            return 0
-        applied = 0
-        with self.path.open("rb") as fh:
-            fh.seek(self.offset)
-            while self.offset + _LENGTH.size <= size:
-                header = fh.read(_LENGTH.size)
-                (length,) = _LENGTH.unpack(header)
-                if self.offset + _LENGTH.size + length > size:
-                    break
-                store.apply(_decoder.decode(fh.read(length)), warn=False)
-                self.offset += _LENGTH.size + length
-                applied += 1
-                if on_progress is not None:
-                    on_progress(self.offset, size)
-        return applied
-
-    def open_for_append(self, store: GraphStore) -> None:
-        """Replay the log, then cut a torn last record (a writer that died mid-append)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.catch_up(store)
-        if self.path.exists() and self.path.stat().st_size > self.offset:
-            with self.path.open("r+b") as fh:
-                fh.truncate(self.offset)
-
-    def append(self, batch: LoadTriples) -> None:
-        payload = _encoder.encode(batch)
-        with self.path.open("ab") as fh:
-            fh.write(_LENGTH.pack(len(payload)) + payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        self.offset += _LENGTH.size + len(payload)
-
-
-def stamped(batch: LoadTriples, now: datetime) -> LoadTriples:
-    """The batch with ``recorded_at`` set on every fact (and on a retraction), as a producer dates its own.
-
-    An explicit stamp revises what the store holds under a fact's id; ``apply(batch, now=...)`` stamps
-    without revising (module docstring).
-    """
-    stamp = iso(now)
-    return msgspec.structs.replace(
-        batch, facts=[f if f.recorded_at else msgspec.structs.replace(f, recorded_at=stamp) for f in batch.facts],
-        recorded_at=batch.recorded_at or (stamp if batch.retract_sources else None),
-    )
 
 
 def load_log(path: Path, on_progress: Callable[[int, int], None] | None = None) -> tuple[GraphStore, GraphLog]:
