@@ -15,8 +15,9 @@ Formats, by suffix:
 With no file, the sample graph and its ontology (``config/kg/``) are loaded.
 A line that cannot be read (not UTF-8 among them: the files are read with
 ``surrogateescape`` so one bad byte costs its line, not the load) is
-reported with its number and skipped; so is
-each item the store refuses (it says why). Entities are sent before facts,
+reported with its number and skipped; so is a
+later fact line under an id given already (``load_graph``), and each item
+the store refuses (it says why). Entities are sent before facts,
 so a fact's ends are declared before they are named.
 """
 
@@ -36,7 +37,8 @@ import msgspec
 
 import config
 from processors.kg.ontology import Ontology, OntologyError, read_mapping
-from processors.kg.store import batch_item
+from processors.kg.store import batch_item, fact_text
+from processors.kg.validation import first_under_id
 from processors.runtime.client import RequestClient
 from schema import DEFAULT_COLLECTION, Entity, Fact, IngestResult, LoadTriples
 from schema import topics as t
@@ -243,10 +245,14 @@ async def load_graph(
     """Send ``path``'s entities, then its facts, to ``triples-load`` one batch at a time.
 
     A first pass reads the entities and counts the facts (so progress has a
-    total); the second streams the facts. One batch in flight: the store
-    applies them in the order sent, so of two lines under one fact id the
-    first is kept, whatever the batch size. Each item the store refuses is
-    reported as ``path:line: ...``, as an unreadable line is.
+    total); the second streams the facts. Within the file an id's first fact
+    line that leaves ``recorded_at`` to the store wins: the first pass refuses
+    any later one, before anything is sent, as the store would within a
+    batch, so a file decides the same way whatever the batch size and on
+    every load (a reload finds the first unchanged, never the second a
+    revision). One batch in flight: the store applies them in the order sent.
+    Each item refused is reported as ``path:line: ...``, as an unreadable
+    line is.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
@@ -254,9 +260,15 @@ async def load_graph(
     started = time.perf_counter()
     entities: list[tuple[int, Entity]] = []
     facts_total = 0
+    first: dict[str, int] = {}  # fact id -> the line of the file's first fact under it that the store stamps
+    twice: set[int] = set()  # the lines of the later ones, refused here
     for number, item in numbered_items(path, summary.rejected):
         if isinstance(item, Entity):
             entities.append((number, item))
+        elif (kept := first_under_id(item, number, first)) is not None:
+            twice.add(number)
+            summary.rejected.append(f"{path}:{number}: fact ({fact_text(item.head, item.relation, item.tail)[:120]!r})"
+                                    f": fact id {item.id.strip()!r} is given twice in this load; line {kept} is kept")
         else:
             facts_total += 1
     total = len(entities) + facts_total
@@ -287,7 +299,7 @@ async def load_graph(
             on_progress(summary.sent, total, "facts" if fs else "entities")
 
     pending: list[tuple[int, Item]] = []
-    facts = ((n, i) for n, i in numbered_items(path, []) if isinstance(i, Fact))
+    facts = ((n, i) for n, i in numbered_items(path, []) if isinstance(i, Fact) and n not in twice)
     for numbered in itertools.chain(entities, facts):
         pending.append(numbered)
         if len(pending) >= batch_size:

@@ -15,7 +15,11 @@ item in:
 - a fact's identity (``fact_key``) and content (``fact_content``) come from
   one tuple, so a fact can never be "the same key but other content" by a
   quirk of spelling: blank optional fields are absent, surrounding
-  whitespace is not part of a value.
+  whitespace is not part of a value;
+- a second fact under one id in one load, both stamped by the store
+  (``first_under_id``): the store applies it within a batch, ``ragbus kg
+  load`` across a file's batches, so a file decides the same way however it
+  is batched.
 """
 
 from __future__ import annotations
@@ -29,7 +33,10 @@ import msgspec
 from schema import Fact
 from schema.times import TimeError, iso, parse_interval
 
-__all__ = ["check_text", "differences", "fact_content", "fact_key", "interval", "normalised", "optional_text"]
+__all__ = [
+    "check_text", "differences", "fact_content", "fact_key", "first_under_id", "interval", "normalised",
+    "optional_text",
+]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _CONTENT = ("head", "relation", "tail", "valid_from", "valid_until", "source", "chunk_id")
@@ -101,3 +108,17 @@ def differences(held: Fact, new: Fact) -> str:
     """Where ``new`` says other than ``held``: ``relation 'ruler_of', held 'head_of_state_of'``."""
     return ", ".join(f"{n} {getattr(new, n)!r}, held {getattr(held, n)!r}" for n in _CONTENT
                      if getattr(new, n) != getattr(held, n))
+
+
+def first_under_id(f: Fact, position: int, first: dict[str, int]) -> int | None:
+    """Where an earlier fact under ``f``'s id was, when both leave ``recorded_at`` to the store.
+
+    ``first`` maps each id to where its first such fact was, and learns ``f``'s. Were the second
+    taken, the next load would find the first unchanged and the second a revision of it: a fact that
+    flips on every reload. A fact carrying its own ``recorded_at`` is a version of its own: no part.
+    """
+    fact_id = optional_text(f.id)
+    if not isinstance(fact_id, str) or f.recorded_at:
+        return None
+    kept = first.setdefault(fact_id, position)
+    return kept if kept != position else None

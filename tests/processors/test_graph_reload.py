@@ -34,7 +34,10 @@ GOOD = [
 BAD = [  # (line, what the reason says)
     ({"kind": "entity", "id": "Atlantis", "type": "City"}, "duplicate entity id 'Atlantis' with other content"),
     ({"kind": "fact", "id": "f5", "head": "Poseidon", "relation": "ruler_of", "tail": "Atlantis",
-      "valid_from": "1000-01-01", "source": "t"}, "duplicate fact id 'f5' with other content than the version held"),
+      "valid_from": "1000-01-01", "source": "t"}, "fact id 'f5' is given twice in this load; line 4 is kept"),
+    # The very statement of line 4 under the same id: still given twice in one load.
+    ({"kind": "fact", "id": " f5", "head": "Poseidon", "relation": "head_of_state_of", "tail": "Atlantis",
+      "valid_from": "1000-01-01", "source": "t"}, "fact id 'f5' is given twice in this load; line 4 is kept"),
     ({"id": "f7", "head": "Atlantis", "relation": "capital", "tail": "Atlantis City", "recorded_at": "2001"},
      "another version is recorded at 2001-01-01T00:00:00Z"),
     ({"id": "Kraken", "name": "Kraken"}, 'no "kind": a line must say "kind": "entity" or "fact"'),
@@ -92,7 +95,7 @@ async def test_reloading_a_file_of_bad_and_duplicate_lines_changes_nothing(batch
     assert len(by_line) == len(first["rejected"]) == len(BAD) + 3  # and {oops, [1, 2]
     for number, (_, expected) in enumerate(BAD, len(GOOD) + 1):
         assert expected in by_line[f"{graph}:{number}"], (number, expected, by_line)
-    assert by_line[f"{graph}:24"] == "not UTF-8: byte 0xFF at character 52"
+    assert by_line[f"{graph}:{len(GOOD) + len(BAD) + 4}"] == "not UTF-8: byte 0xFF at character 52"
     assert contents[0] == contents[1] == contents[2]
     # Nothing any load refused is in the graph.
     facts, nodes = contents[0]
@@ -125,9 +128,10 @@ def test_the_kg_command_keeps_one_version_of_a_duplicated_fact_on_every_reload(t
         assert loaded.returncode == 1, loaded.stderr  # a line was refused, every time
         loads.append([line for line in loaded.stderr.splitlines() if "rejected" in line])
         answers.append(_ragbus("kg", "query", "Atlantis", data_dir=tmp_path / "data").stdout)
-    assert "duplicate fact id 'f5'" in loads[0][0] and "relation 'ruler_of', held 'head_of_state_of'" in loads[0][0]
-    assert loads[0][-1].startswith("sent 4 item(s), stored 3, rejected 1, unchanged 0")
+    assert loads[0][0] == (f"  rejected: {dup}:4: fact ('Poseidon ruler_of Atlantis'): fact id 'f5' is given twice "
+                           "in this load; line 3 is kept")
+    assert loads[0][-1].startswith("sent 3 item(s), stored 3, rejected 1, unchanged 0")  # the second f5 is not sent
     assert all(load[0] == loads[0][0] for load in loads)
-    assert all(load[-1].startswith("sent 4 item(s), stored 0, rejected 1, unchanged 3") for load in loads[1:])
+    assert all(load[-1].startswith("sent 3 item(s), stored 0, rejected 1, unchanged 3") for load in loads[1:])
     assert answers == [answers[0]] * 4 and "Poseidon head_of_state_of Atlantis" in answers[0]
     assert "ruler_of" not in answers[0]
