@@ -92,8 +92,9 @@ class GraphLog:
 def stamped(batch: LoadTriples, now: datetime) -> LoadTriples:
     """The batch with ``recorded_at`` set on every fact (and on a retraction), as a producer dates its own.
 
-    An explicit stamp revises what the store holds under a fact's id; ``apply(batch, now=...)`` stamps
-    without revising (module docstring).
+    Applied, a fact under an id held with other content is a revision at ``now``, as it is when
+    ``GraphStore.apply(batch, now=...)`` stamps it; two such facts under one id share that instant, so
+    the second is refused either way.
     """
     stamp = iso(now)
     return msgspec.structs.replace(

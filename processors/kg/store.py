@@ -7,34 +7,36 @@ apart, so "what did we believe on X about Y" has an answer:
 - validity, ``[valid_from, valid_until)``: when the fact holds in the world
   (entities have one too: a country that ceased to exist);
 - recording, ``[recorded_at, superseded_at)``: when the store believed this
-  version. A fact loaded again under the same ``id`` with a later
-  ``recorded_at`` is a revision: the earlier version is superseded from
-  that instant but stays queryable with ``as_of``. A fact without ``id`` is
-  identified by its content, so loading the same file twice changes nothing.
+  version. A fact loaded again under the same ``id`` with other content is a
+  revision, recorded when the store applies it (or at the ``recorded_at`` it
+  carries), so an edited line of a file, loaded again, revises its fact: the
+  earlier version is superseded from that instant but stays queryable with
+  ``as_of``. A fact without ``id`` is identified by its content, so loading
+  the same file twice changes nothing.
 
 An item identical to the one held counts as unchanged, so a reload is a
-no-op that says so. Bad items never abort a batch: no entity id, an id
-declared again with other content (the first is kept), an empty part, a
+no-op that says so. Bad items never abort a batch: no entity id, an entity
+id declared again with other content (the first is kept), an empty part, a
 control character in a name, a bad, inverted or empty interval are each
 left out with why (``validation.py``). A fact the collection's ontology will
 reject at query time is stored (the ontology may change) and reported as a
 warning.
 
-One decision per fact id, whatever the batching: a fact that leaves
-``recorded_at`` to the store, under an id whose version believed now has
-other content, is refused (the first is kept), be that version from an
-earlier line of the same file or from a load a year ago; only an explicit
-later ``recorded_at`` revises. Were the store's own stamp to revise, a file
-holding two contents under one id would flip the fact on every reload. Two
-versions recorded at one instant are refused the same way.
+Within one batch an id's first fact that leaves ``recorded_at`` to the store
+wins; a later one under that id is refused, whatever it says. Otherwise a
+batch with two contents under one id would keep the first, then, sent again,
+find it unchanged and take the second as a revision: a flip on every reload
+(``ragbus kg load`` holds a whole file to this rule, across its batches). A
+fact carrying its own ``recorded_at`` is a version of its own (a file may
+hold a fact's history); two versions recorded at one instant are refused.
 
-Persistence (``graph_log.py``): ``GraphLog`` appends what each batch changed (the items
-accepted, stamped; never a refused one), length-prefixed msgpack, to
-``<data_dir>/<collection>/graph/log``, fsynced before the writer replies.
-Any number of readers replay it and pick up what was appended since (one
-``stat`` per query), so the writer and the query replicas never share
-memory, only the file. Applying is deterministic: the logged facts carry
-the ``recorded_at`` they were stored with, so a replay rebuilds the same store.
+Persistence (``graph_log.py``): ``GraphLog`` appends what each batch changed
+(the items accepted, stamped; never a refused one), length-prefixed msgpack,
+to ``<data_dir>/<collection>/graph/log``, fsynced before the writer replies.
+Readers replay it and pick up what was appended since (one ``stat`` per
+query), so the writer and the query replicas share only the file. A replay
+rebuilds the same store: the logged facts carry the ``recorded_at`` they
+were stored with.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from schema.times import TimeError, covers, iso, parse_instant
 from .graph_log import GraphLog, graph_path, stamped
 from .linking import EntityLinker
 from .ontology import Ontology
-from .validation import check_text, differences, fact_content, fact_key, interval, normalised
+from .validation import check_text, fact_content, fact_key, first_under_id, interval, normalised
 
 __all__ = [
     "GraphLog", "GraphStore", "QueryResult", "batch_item", "fact_text", "graph_path", "load_log", "stamped",
@@ -172,9 +174,12 @@ class GraphStore:
             result.count += added
             result.unchanged += not added
         facts: list[Fact] = []
+        first: dict[str, int] = {}  # fact id -> the batch's first fact under it that the store stamps
         for i, f in enumerate(batch.facts):
             what = _item("fact", i, fact_text(f.head, f.relation, f.tail))
             try:
+                if (kept := first_under_id(f, i, first)) is not None:
+                    raise ValueError(f"fact id {f.id.strip()!r} is given twice in this batch; fact {kept} is kept")
                 fact, added = self._add_fact(f, stamp)
             except (TimeError, ValueError) as exc:
                 result.rejected.append(f"{what}: {exc}")
@@ -264,13 +269,6 @@ class GraphStore:
         believed = before is not None and not (before.retracted and before.superseded <= recorded)
         if believed and fact_content(before.fact) == fact_content(fact):
             return fact, False  # what the store already believed then (a reload, a redelivery): nothing to revise
-        if believed and not f.recorded_at:
-            # The same key with the same content is the same statement, so only an id gets here.
-            raise ValueError(
-                f"duplicate fact id {fact.id!r} with other content than the version held "
-                f"({differences(before.fact, fact)}; recorded at {before.fact.recorded_at}): the first is kept; "
-                f"to revise it, give a recorded_at after {before.fact.recorded_at}"
-            )
         if before is not None and times[at - 1] == recorded:
             raise ValueError(f"duplicate fact {fact.id or fact_text(fact.head, fact.relation, fact.tail)!r}: "
                              f"another version is recorded at {iso(recorded)}: the first is kept")

@@ -34,8 +34,7 @@ from schema import Fact
 from schema.times import TimeError, iso, parse_interval
 
 __all__ = [
-    "check_text", "differences", "fact_content", "fact_key", "first_under_id", "interval", "normalised",
-    "optional_text",
+    "check_text", "fact_content", "fact_key", "first_under_id", "interval", "normalised", "optional_text",
 ]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -102,12 +101,6 @@ def fact_key(f: Fact) -> str:
     if f.id is not None:
         return "id:" + f.id
     return "content:" + hashlib.sha1(_encoder.encode(fact_content(f))).hexdigest()
-
-
-def differences(held: Fact, new: Fact) -> str:
-    """Where ``new`` says other than ``held``: ``relation 'ruler_of', held 'head_of_state_of'``."""
-    return ", ".join(f"{n} {getattr(new, n)!r}, held {getattr(held, n)!r}" for n in _CONTENT
-                     if getattr(new, n) != getattr(held, n))
 
 
 def first_under_id(f: Fact, position: int, first: dict[str, int]) -> int | None:

@@ -11,11 +11,14 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 
 import pytest
 
 from processors.cli.graph_files import load_graph
 from processors.kg.store import graph_path, load_log
+from processors.runtime.clients import KgClient
+from schema.times import iso, parse_instant
 
 from .test_kg import kg_processors
 
@@ -104,6 +107,38 @@ async def test_reloading_a_file_of_bad_and_duplicate_lines_changes_nothing(batch
     assert ("Atlantis", "capital", "Atlantis City") not in said and len(facts) == 4
     assert {n[0]: n[2] for n in nodes}["Atlantis"] == "Country" and "Kraken" not in {n[0] for n in nodes}
     assert [f.tail for f, superseded, _ in facts if f.id == "f7" and superseded is None] == ["Basileia"]
+
+
+@pytest.mark.parametrize("batch_size", [1, 1000])
+async def test_an_edited_fact_loaded_again_is_revised_and_the_old_version_stays_queryable(
+    batch_size, tmp_path, monkeypatch
+):
+    graph = tmp_path / "atlantis.jsonl"
+    lines = [{"kind": "entity", "id": "Atlantis"}, {"kind": "entity", "id": "Poseidon"},
+             {"id": "f7", "head": "Atlantis", "relation": "capital", "tail": "Poseidonia"},
+             {"id": "f8", "head": "Poseidon", "relation": "rules", "tail": "Atlantis"}]
+    graph.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    async with kg_processors(f"memory://{tmp_path.name}", tmp_path / "data", monkeypatch) as client:
+        kg = KgClient(client, timeout=30)
+        first = await load_graph(client, graph, batch_size=batch_size)
+        assert (first.stored, first.unchanged, first.rejected) == (4, 0, [])
+        between = datetime.now(UTC)
+        lines[2]["tail"] = "Basileia"  # the user edits the line, the id stays
+        graph.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+        second = await load_graph(client, graph, batch_size=batch_size)
+        assert (second.stored, second.unchanged, second.rejected) == (1, 3, [])
+        revised = graph_content(tmp_path / "data")
+        now = [f.text for f in (await kg.query("Atlantis")).facts]
+        then = [f.text for f in (await kg.query("Atlantis", as_of=iso(between))).facts]
+        assert now == ["Poseidon rules Atlantis", "Atlantis capital Basileia"]
+        assert then == ["Atlantis capital Poseidonia", "Poseidon rules Atlantis"]
+        third = await load_graph(client, graph, batch_size=batch_size)
+        assert (third.stored, third.unchanged, third.rejected) == (0, 4, [])
+        assert graph_content(tmp_path / "data") == revised
+    f7 = [(f.tail, f.recorded_at, superseded) for f, superseded, _ in revised[0] if f.id == "f7"]
+    assert [tail for tail, _, _ in f7] == ["Poseidonia", "Basileia"]
+    (_, recorded, superseded), (_, revised_at, still) = f7
+    assert parse_instant(recorded) <= between < parse_instant(revised_at) == superseded and still is None
 
 
 def _ragbus(*args: str, data_dir) -> subprocess.CompletedProcess:

@@ -93,14 +93,10 @@ def test_aliases_and_names_link_to_the_entity_id(sample):
 def test_a_revision_supersedes_and_the_old_version_stays_queryable():
     store = GraphStore()
     store.apply(LoadTriples(facts=[Fact("ada", "lives_in", "paris", "2020", id="f1")]), now=at("2021"))
-    # Other content under the id, left for the store to stamp, is refused: only an explicit later recorded_at revises.
-    refused = store.apply(LoadTriples(facts=[Fact("ada", "lives_in", "paris", "2020", "2022", id="f1")]), now=at("2023"))
-    assert (refused.count, refused.log) == (0, None)
-    assert refused.rejected == [(
-        "fact 0 ('ada lives_in paris'): duplicate fact id 'f1' with other content than the version held "
-        "(valid_until '2022', held None; recorded at 2021-01-01T00:00:00Z): the first is kept; "
-        "to revise it, give a recorded_at after 2021-01-01T00:00:00Z")]
-    store.apply(LoadTriples(facts=[Fact("ada", "lives_in", "paris", "2020", "2022", id="f1", recorded_at="2023")]))
+    # Other content under the id, stamped by the store: a revision recorded then, in the log as such.
+    revised = store.apply(LoadTriples(facts=[Fact("ada", "lives_in", "paris", "2020", "2022", id="f1")]), now=at("2023"))
+    assert (revised.count, revised.rejected) == (1, [])
+    assert revised.log is not None and [f.recorded_at for f in revised.log.facts] == ["2023-01-01T00:00:00Z"]
     assert [(f.valid_until, f.recorded_at) for f in store.query("ada").facts] == [("2022", "2023-01-01T00:00:00Z")]
     assert [f.valid_until for f in store.query("ada", as_of=at("2022")).facts] == [None]
     assert store.query("ada", as_of=at("2020")).facts == []
@@ -109,6 +105,28 @@ def test_a_revision_supersedes_and_the_old_version_stays_queryable():
     assert [f.valid_from for f in store.query("ada", as_of=at("2022-06")).facts] == ["2019"]
     assert [f.valid_from for f in store.query("ada", as_of=at("2021-06")).facts] == ["2020"]
     assert [f.valid_from for f in store.query("ada").facts] == ["2020"]
+
+
+def test_a_batch_keeps_an_ids_first_fact_the_store_stamps_and_every_dated_version():
+    batch = LoadTriples(facts=[
+        Fact("ada", "lives_in", "paris", id="f1"),
+        Fact("ada", "lives_in", "rome", id="f1"),
+        Fact("ada", "lives_in", "paris", id=" f1 "),  # the same statement, and still given twice
+        Fact("ada", "lives_in", "london", id="f1", recorded_at="2000"),  # a dated version is one of its own
+        Fact("ada", "lives_in", "berlin", id="f1", recorded_at="2001"),
+    ])
+    twice = ["fact 1 ('ada lives_in rome'): fact id 'f1' is given twice in this batch; fact 0 is kept",
+             "fact 2 ('ada lives_in paris'): fact id 'f1' is given twice in this batch; fact 0 is kept"]
+    store = GraphStore()
+    first = store.apply(batch, now=at("2023"))
+    assert (first.count, first.rejected) == (3, twice)
+    assert first.log is not None and [f.tail for f in first.log.facts] == ["paris", "london", "berlin"]
+    # Sent again, the same decision: the first is unchanged and the second is no revision of it.
+    again = store.apply(batch, now=at("2024"))
+    assert (again.count, again.unchanged, again.rejected, again.log) == (0, 3, twice, None)
+    assert [f.tail for f in store.query("ada").facts] == ["paris"]
+    assert [f.tail for f in store.query("ada", as_of=at("2000-06")).facts] == ["london"]
+    assert [f.tail for f in store.query("ada", as_of=at("2022")).facts] == ["berlin"]
 
 
 def test_loading_the_same_facts_again_changes_nothing():
