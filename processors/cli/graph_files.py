@@ -6,13 +6,18 @@ Formats, by suffix:
   and optionally ``valid_from``, ``valid_until``, ``source``, ``chunk_id``,
   ``id``, ``recorded_at``; an entity has ``id`` and optionally ``name``,
   ``type``, ``aliases``, ``valid_from``, ``valid_until``. ``"kind": "fact"``
-  or ``"entity"`` says which; without it, a line with ``head`` is a fact.
+  or ``"entity"`` says which; without it, a line with ``head``, ``relation``
+  or ``tail`` is a fact, and any other line is refused (an entity line must
+  say so, else a mistyped fact would be stored as an entity).
 - ``.csv``: facts, one a row, under a header naming the same fields.
 - ``.nt``: N-Triples facts; an IRI becomes its last path or fragment segment.
 
 With no file, the sample graph and its ontology (``config/kg/``) are loaded.
-A line that cannot be read is reported with its number and skipped; so is
-each item the store refuses (it says why). Entities are sent before facts,
+A line that cannot be read (not UTF-8 among them: the files are read with
+``surrogateescape`` so one bad byte costs its line, not the load) is
+reported with its number and skipped; so is a
+later fact line under an id given already (``load_graph``), and each item
+the store refuses (it says why). Entities are sent before facts,
 so a fact's ends are declared before they are named.
 """
 
@@ -32,6 +37,8 @@ import msgspec
 
 import config
 from processors.kg.ontology import Ontology, OntologyError, read_mapping
+from processors.kg.store import batch_item, fact_text
+from processors.kg.validation import first_under_id
 from processors.runtime.client import RequestClient
 from schema import DEFAULT_COLLECTION, Entity, Fact, IngestResult, LoadTriples
 from schema import topics as t
@@ -72,21 +79,54 @@ def _fact(line: _FactLine) -> Fact:
                 line.chunk_id, line.id, line.recorded_at)
 
 
-def _read_jsonl(path: Path, bad: list[str]) -> Iterator[Item]:
-    with path.open(encoding="utf-8") as fh:
+_UNDECODED = re.compile(r"[\udc80-\udcff]")  # what surrogateescape makes of a byte that is not UTF-8
+_FACT_FIELDS = ("head", "relation", "tail")
+
+
+def _check_utf8(text: str) -> None:
+    m = _UNDECODED.search(text)
+    if m is not None:
+        raise ValueError(f"not UTF-8: byte 0x{ord(m.group()) - 0xDC00:02X} at character {m.start() + 1}")
+
+
+def _check_encodable(text: str) -> None:
+    """A ``\\ud800`` escape decodes to a lone surrogate, which no message or log can hold."""
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"a lone surrogate (U+{ord(exc.object[exc.start]):04X}) is not text") from None
+
+
+def _open(path: Path, **kwargs):
+    return path.open(encoding="utf-8", errors="surrogateescape", **kwargs)
+
+
+def _kind(raw: dict) -> str:
+    if "kind" in raw:
+        return raw["kind"]
+    if any(name in raw for name in _FACT_FIELDS):
+        return "fact"
+    raise ValueError('no "kind": a line must say "kind": "entity" or "fact", or have head, relation and tail '
+                     "to be a fact")
+
+
+def _read_jsonl(path: Path, bad: list[str]) -> Iterator[tuple[int, Item]]:
+    with _open(path) as fh:
         for number, text in enumerate(fh, 1):
             if not text.strip():
                 continue
             try:
+                _check_utf8(text)
                 raw = json.loads(text)
                 if not isinstance(raw, dict):
                     raise ValueError("not a JSON object")
-                kind = raw.get("kind", "fact" if "head" in raw else "entity")
+                _check_encodable(json.dumps(raw, ensure_ascii=False))
+                kind = _kind(raw)
                 if kind == "fact":
-                    yield _fact(msgspec.convert(raw, _FactLine))
+                    yield number, _fact(msgspec.convert(raw, _FactLine))
                 elif kind == "entity":
                     e = msgspec.convert(raw, _EntityLine)
-                    yield Entity(id=e.id, name=e.name, type=e.type, aliases=e.aliases,
+                    yield number, Entity(id=e.id, name=e.name, type=e.type, aliases=e.aliases,
                                  valid_from=e.valid_from, valid_until=e.valid_until)
                 else:
                     raise ValueError(f"kind must be 'fact' or 'entity', got {kind!r}")
@@ -94,20 +134,28 @@ def _read_jsonl(path: Path, bad: list[str]) -> Iterator[Item]:
                 bad.append(f"{path}:{number}: {exc}")
 
 
-def _read_csv(path: Path, bad: list[str]) -> Iterator[Item]:
-    with path.open(encoding="utf-8", newline="") as fh:
+def _read_csv(path: Path, bad: list[str]) -> Iterator[tuple[int, Item]]:
+    with _open(path, newline="") as fh:
         reader = csv.DictReader(fh)
-        missing = {"head", "relation", "tail"} - set(reader.fieldnames or ())
+        try:
+            _check_utf8(",".join(reader.fieldnames or ()))
+        except ValueError as exc:
+            bad.append(f"{path}:1: the header is {exc}")
+            return
+        missing = set(_FACT_FIELDS) - set(reader.fieldnames or ())
         if missing:
             bad.append(f"{path}:1: the header needs the columns {', '.join(sorted(missing))}")
             return
         for row in reader:
             try:
+                for value in row.values():
+                    for v in value if isinstance(value, list) else [value]:
+                        _check_utf8(v or "")
                 values = {k: (v or None) for k, v in row.items() if k is not None}
                 if None in row:
                     raise ValueError("more values than columns")
                 values = {k: v for k, v in values.items() if v is not None}
-                yield _fact(msgspec.convert(values, _FactLine))
+                yield reader.line_num, _fact(msgspec.convert(values, _FactLine))
             except (ValueError, msgspec.ValidationError) as exc:
                 bad.append(f"{path}:{reader.line_num}: {exc}")
 
@@ -126,23 +174,35 @@ def _nt_value(term: str) -> str:
     return json.loads(literal)
 
 
-def _read_nt(path: Path, bad: list[str]) -> Iterator[Item]:
-    with path.open(encoding="utf-8") as fh:
+def _read_nt(path: Path, bad: list[str]) -> Iterator[tuple[int, Item]]:
+    with _open(path) as fh:
         for number, text in enumerate(fh, 1):
             if not text.strip() or text.lstrip().startswith("#"):
+                continue
+            try:
+                _check_utf8(text)
+            except ValueError as exc:
+                bad.append(f"{path}:{number}: {exc}")
                 continue
             m = _NT_LINE.match(text)
             if m is None:
                 bad.append(f"{path}:{number}: not an N-Triples line")
                 continue
             try:
-                yield Fact(_nt_value(m.group(1)), _nt_value(m.group(2)), _nt_value(m.group(3)), source=str(path))
+                head, relation, tail = (_nt_value(m.group(i)) for i in (1, 2, 3))
+                _check_encodable(head + relation + tail)
+                yield number, Fact(head, relation, tail, source=str(path))
             except ValueError as exc:
                 bad.append(f"{path}:{number}: {exc}")
 
 
 def read_items(path: Path, bad: list[str]) -> Iterator[Item]:
     """Every entity and fact of ``path``, in file order; unreadable lines go to ``bad``."""
+    return (item for _, item in numbered_items(path, bad))
+
+
+def numbered_items(path: Path, bad: list[str]) -> Iterator[tuple[int, Item]]:
+    """``read_items`` with the line each item is on (a CSV row's last line)."""
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise ValueError(f"{path}: unknown graph format (known: {', '.join(sorted(FORMATS))})")
@@ -185,41 +245,63 @@ async def load_graph(
     """Send ``path``'s entities, then its facts, to ``triples-load`` one batch at a time.
 
     A first pass reads the entities and counts the facts (so progress has a
-    total); the second streams the facts. One batch in flight: the store
-    applies them in the order sent, so a revision stamped at load time lands
-    after what it revises.
+    total); the second streams the facts. Within the file an id's first fact
+    line that leaves ``recorded_at`` to the store wins: the first pass refuses
+    any later one, before anything is sent, as the store would within a
+    batch, so a file decides the same way whatever the batch size and on
+    every load (a reload finds the first unchanged, never the second a
+    revision). One batch in flight: the store applies them in the order sent.
+    Each item refused is reported as ``path:line: ...``, as an unreadable
+    line is.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     summary = LoadSummary()
     started = time.perf_counter()
-    entities: list[Entity] = []
+    entities: list[tuple[int, Entity]] = []
     facts_total = 0
-    for item in read_items(path, summary.rejected):
+    first: dict[str, int] = {}  # fact id -> the line of the file's first fact under it that the store stamps
+    twice: set[int] = set()  # the lines of the later ones, refused here
+    for number, item in numbered_items(path, summary.rejected):
         if isinstance(item, Entity):
-            entities.append(item)
+            entities.append((number, item))
+        elif (kept := first_under_id(item, number, first)) is not None:
+            twice.add(number)
+            summary.rejected.append(f"{path}:{number}: fact ({fact_text(item.head, item.relation, item.tail)[:120]!r})"
+                                    f": fact id {item.id.strip()!r} is given twice in this load; line {kept} is kept")
         else:
             facts_total += 1
     total = len(entities) + facts_total
 
-    async def send(items: list, extra: dict | None) -> None:
-        es = [i for i in items if isinstance(i, Entity)]
-        fs = [i for i in items if isinstance(i, Fact)]
-        batch = LoadTriples(facts=fs, entities=es, ontology=extra, collection=collection)
+    def located(message: str, lines: dict[str, list[int]]) -> str:
+        """The store names an item by its index in the batch; the user needs its line."""
+        found = batch_item(message)
+        if found is None:
+            return message
+        kind, index, rest = found
+        return f"{path}:{lines[kind][index]}: {kind} {rest}"
+
+    async def send(items: list[tuple[int, Item]], extra: dict | None) -> None:
+        es = [(n, i) for n, i in items if isinstance(i, Entity)]
+        fs = [(n, i) for n, i in items if isinstance(i, Fact)]
+        lines = {"entity": [n for n, _ in es], "fact": [n for n, _ in fs]}
+        batch = LoadTriples(facts=[i for _, i in fs], entities=[i for _, i in es], ontology=extra,
+                            collection=collection)
         result = await client.request(t.TRIPLES_LOAD, batch, IngestResult, timeout=timeout)
         if result.error is not None:
             raise ValueError(f"kg-store refused a batch: {result.error.type}: {result.error.message}")
         summary.sent += len(items)
         summary.stored += result.count
         summary.unchanged += result.unchanged
-        summary.rejected.extend(result.rejected)
-        summary.warnings.extend(result.warnings)
+        summary.rejected.extend(located(r, lines) for r in result.rejected)
+        summary.warnings.extend(located(w, lines) for w in result.warnings)
         if on_progress is not None:
             on_progress(summary.sent, total, "facts" if fs else "entities")
 
-    pending: list = []
-    for item in itertools.chain(entities, (i for i in read_items(path, []) if isinstance(i, Fact))):
-        pending.append(item)
+    pending: list[tuple[int, Item]] = []
+    facts = ((n, i) for n, i in numbered_items(path, []) if isinstance(i, Fact) and n not in twice)
+    for numbered in itertools.chain(entities, facts):
+        pending.append(numbered)
         if len(pending) >= batch_size:
             await send(pending, ontology)
             pending, ontology = [], None

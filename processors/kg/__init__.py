@@ -5,7 +5,8 @@
 - ``retrieve_triples``: facts about the linked entities, schema-checked (``triples.py``);
 - ``TemporalGraphRetriever`` and ``RetrievedContext``: contexts filtered to an instant (``temporal.py``);
 - ``ContextRetriever``: all of it in-process, for library users without a bus (``facade.py``);
-- ``GraphStore``: the networkx multigraph, bi-temporal, rebuilt from a log (``store.py``);
+- ``GraphStore``: the networkx multigraph, bi-temporal, rebuilt from a log (``store.py``, the log in
+  ``graph_log.py``), refusing what ``validation.py`` says it must;
 - ``KgQueryProcessor`` (kg-query) and ``KgStoreProcessor`` (triples-load) (``processor.py``).
 
 Graph files and the ``ragbus kg`` commands live with the other commands, in ``processors/cli/``.

@@ -5,8 +5,8 @@
   ``text`` and provenance), and the facts that break the ontology with why.
   Any number of replicas; each replays the collection's log at start (ready
   only once loaded) and picks up what was appended since before every query.
-- ``KgStoreProcessor``: ``LoadTriples`` from ``triples-load`` -> applied,
-  logged and fsynced -> ``IngestResult(count, rejected)``. One per ``data_dir``:
+- ``KgStoreProcessor``: ``LoadTriples`` from ``triples-load`` -> applied, what
+  it changed logged and fsynced -> ``IngestResult(count, rejected)``. One per ``data_dir``:
   it holds the data directory's kg writer lock (``processors/runtime/store_lock.py``)
   from start to close, so a second kg-store, in this process or another,
   refuses to start rather than append to logs whose writer keeps the graph in
@@ -40,8 +40,9 @@ from schema import (
 )
 from schema.times import iso, parse_instant
 
+from .graph_log import GraphLog, graph_path
 from .settings import KgSettings
-from .store import GraphLog, GraphStore, graph_path, stamped
+from .store import GraphStore
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -180,12 +181,12 @@ class KgStoreProcessor(_GraphProcessor[LoadTriples, IngestResult]):
 
         def load() -> IngestResult:
             store, graph_log = graphs.open(request.collection)
-            batch = stamped(request, datetime.now(UTC))
             try:
-                result = store.apply(batch)  # an OntologyError refuses the batch before anything is logged
-                # An identical reload, or a retraction of what is not believed, leaves the log as it is.
-                if result.count or result.retracted or result.ontology_changed:
-                    graph_log.append(batch)
+                result = store.apply(request, now=datetime.now(UTC))  # an OntologyError refuses the batch first
+                # What the batch changed, stamped; an identical reload, or a retraction of what is not
+                # believed, changed nothing and leaves the log as it is.
+                if result.log is not None:
+                    graph_log.append(result.log)
             except BaseException:
                 # The store may hold part of a batch the log does not (a full disk, say): forget it,
                 # so the retry rebuilds from the log and applies the whole batch again.

@@ -7,32 +7,42 @@ apart, so "what did we believe on X about Y" has an answer:
 - validity, ``[valid_from, valid_until)``: when the fact holds in the world
   (entities have one too: a country that ceased to exist);
 - recording, ``[recorded_at, superseded_at)``: when the store believed this
-  version. A fact loaded again under the same ``id`` with a later
-  ``recorded_at`` is a revision: the earlier version is superseded from
-  that instant but stays queryable with ``as_of``. A fact without ``id`` is
-  identified by its content, so loading the same file twice changes nothing.
+  version. A fact loaded again under the same ``id`` with other content is a
+  revision, recorded when the store applies it (or at the ``recorded_at`` it
+  carries), so an edited line of a file, loaded again, revises its fact: the
+  earlier version is superseded from that instant but stays queryable with
+  ``as_of``. A fact without ``id`` is identified by its content, so loading
+  the same file twice changes nothing.
 
 An item identical to the one held counts as unchanged, so a reload is a
-no-op that says so. Bad items never abort a batch: no entity id, an id
-declared again with other content or a fact version recorded twice at one
-instant (the first is kept), an empty part, a bad or inverted interval are
-each left out with why. A fact the collection's ontology will reject at
-query time is stored (the ontology may change) and reported as a warning.
+no-op that says so. Bad items never abort a batch: no entity id, an entity
+id declared again with other content (the first is kept), an empty part, a
+control character in a name, a bad, inverted or empty interval are each
+left out with why (``validation.py``). A fact the collection's ontology will
+reject at query time is stored (the ontology may change) and reported as a
+warning.
 
-Persistence: ``GraphLog`` appends every accepted batch, length-prefixed
-msgpack, to ``<data_dir>/<collection>/graph/log``, fsynced before the writer
-replies. Any number of readers replay it and pick up what was appended since
-(one ``stat`` per query), so the writer and the query replicas never share
-memory, only the file. Applying is deterministic: the writer stamps
-``recorded_at`` before logging, so a replay rebuilds the same store.
+Within one batch an id's first fact that leaves ``recorded_at`` to the store
+wins; a later one under that id is refused, whatever it says. Otherwise a
+batch with two contents under one id would keep the first, then, sent again,
+find it unchanged and take the second as a revision: a flip on every reload
+(``ragbus kg load`` holds a whole file to this rule, across its batches). A
+fact carrying its own ``recorded_at`` is a version of its own (a file may
+hold a fact's history); two versions recorded at one instant are refused.
+
+Persistence (``graph_log.py``): ``GraphLog`` appends what each batch changed
+(the items accepted, stamped; never a refused one), length-prefixed msgpack,
+to ``<data_dir>/<collection>/graph/log``, fsynced before the writer replies.
+Readers replay it and pick up what was appended since (one ``stat`` per
+query), so the writer and the query replicas share only the file. A replay
+rebuilds the same store: the logged facts carry the ``recorded_at`` they
+were stored with.
 """
 
 from __future__ import annotations
 
 import bisect
-import hashlib
-import os
-import struct
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -41,13 +51,17 @@ from pathlib import Path
 import msgspec
 import networkx as nx
 
-from schema import Entity, Fact, LoadTriples, RejectedFact, check_collection
-from schema.times import TimeError, covers, iso, parse_instant, parse_interval
+from schema import Entity, Fact, LoadTriples, RejectedFact
+from schema.times import TimeError, covers, iso, parse_instant
 
+from .graph_log import GraphLog, graph_path, stamped
 from .linking import EntityLinker
 from .ontology import Ontology
+from .validation import check_text, fact_content, fact_key, first_under_id, interval, normalised
 
-__all__ = ["GraphLog", "GraphStore", "QueryResult", "fact_text", "graph_path"]
+__all__ = [
+    "GraphLog", "GraphStore", "QueryResult", "batch_item", "fact_text", "graph_path", "load_log", "stamped",
+]
 
 
 @dataclass(slots=True)
@@ -90,22 +104,29 @@ class ApplyResult:
     rejected: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # stored facts the ontology rejects at query time
     ontology_changed: bool = False  # the batch brought an ontology other than the one held
+    log: LoadTriples | None = None  # what the batch changed, to append to the log; None: nothing
+
+
+def _item(kind: str, index: int, label: str) -> str:
+    """How a rejection or a warning names its item: ``fact 3 ('ada knows bob')``; ``batch_item`` reads it."""
+    return f"{kind} {index} ({label[:120]!r})"
+
+
+_ITEM = re.compile(r"(entity|fact) ([0-9]+) ")
+
+
+def batch_item(message: str) -> tuple[str, int, str] | None:
+    """The kind and batch index of the item a rejection or warning names, and the rest of the message.
+
+    So a client can say which line of its own input was refused: ``("fact", 3, "('ada knows bob'): ...")``.
+    """
+    m = _ITEM.match(message)
+    return (m.group(1), int(m.group(2)), message[m.end():]) if m else None
 
 
 def fact_text(head: str, relation: str, tail: str) -> str:
     """The citable fragment of a fact: ``Angela Merkel head_of_government_of Germany``."""
     return f"{head} {relation} {tail}"
-
-
-def _content_key(f: Fact) -> str:
-    raw = "\x1f".join((f.head, f.relation, f.tail, f.valid_from or "", f.valid_until or "", f.source or "", f.chunk_id or ""))
-    return "sha1:" + hashlib.sha1(raw.encode()).hexdigest()
-
-
-def _same_content(a: Fact, b: Fact) -> bool:
-    return (a.head, a.relation, a.tail, a.valid_from, a.valid_until, a.source, a.chunk_id) == (
-        b.head, b.relation, b.tail, b.valid_from, b.valid_until, b.source, b.chunk_id
-    )
 
 
 class GraphStore:
@@ -131,36 +152,54 @@ class GraphStore:
         """Add a batch's ontology, entities and facts; facts without ``recorded_at`` get ``now``.
 
         ``warn=False`` skips the ontology check of each fact: a replay of the log already warned once.
+        ``result.log`` is what the batch changed, stamped, for the log: replaying it rebuilds the same store.
         """
         result = ApplyResult()
+        stamp = now or datetime.now(UTC)
+        # Read before anything changes: a bad time refuses the whole batch, not its second half.
+        when = parse_instant(batch.recorded_at, what="recorded_at") if batch.recorded_at else stamp
         if batch.ontology is not None and batch.ontology != self._ontology_source:
             self.ontology = Ontology.from_dict(batch.ontology)  # OntologyError: the whole batch is refused
             self._ontology_source = batch.ontology
             result.ontology_changed = True
+        entities: list[Entity] = []
         for i, entity in enumerate(batch.entities):
             try:
                 added = self._declare(entity)
             except (TimeError, ValueError) as exc:
-                result.rejected.append(f"entity {i} ({entity.id!r}): {exc}")
+                result.rejected.append(f"{_item('entity', i, entity.id)}: {exc}")
                 continue
+            if added:
+                entities.append(entity)
             result.count += added
             result.unchanged += not added
-        stamp = now or datetime.now(UTC)
+        facts: list[Fact] = []
+        first: dict[str, int] = {}  # fact id -> the batch's first fact under it that the store stamps
         for i, f in enumerate(batch.facts):
-            what = f"fact {i} ({fact_text(f.head, f.relation, f.tail)[:120]!r})"
+            what = _item("fact", i, fact_text(f.head, f.relation, f.tail))
             try:
+                if (kept := first_under_id(f, i, first)) is not None:
+                    raise ValueError(f"fact id {f.id.strip()!r} is given twice in this batch; fact {kept} is kept")
                 fact, added = self._add_fact(f, stamp)
             except (TimeError, ValueError) as exc:
                 result.rejected.append(f"{what}: {exc}")
                 continue
+            if added:
+                facts.append(fact)
             result.count += added
             result.unchanged += not added
             reasons = self._check(fact) if warn else []
             if reasons:
                 result.warnings.append(f"{what}: stored, but the collection's ontology rejects it: {'; '.join(reasons)}")
         if batch.retract_sources:
-            when = parse_instant(batch.recorded_at, what="recorded_at") if batch.recorded_at else stamp
             result.retracted = self._retract(batch.retract_sources, when)
+        if result.count or result.retracted or result.ontology_changed:
+            result.log = LoadTriples(
+                facts=facts, entities=entities, collection=batch.collection,
+                ontology=batch.ontology if result.ontology_changed else None,
+                retract_sources=list(batch.retract_sources) if result.retracted else [],
+                recorded_at=iso(when) if result.retracted else None,
+            )
         return result
 
     def _retract(self, sources: list[str], when: datetime) -> int:
@@ -179,9 +218,13 @@ class GraphStore:
         entity_id = entity.id.strip()
         if not entity_id:
             raise ValueError("an entity needs a non-empty id")
-        start, end = parse_interval(entity.valid_from, entity.valid_until)
+        start, end = interval(entity.valid_from, entity.valid_until)
         name = entity.name.strip() or entity_id
         aliases = tuple(dict.fromkeys(a.strip() for a in entity.aliases if a and a.strip()))
+        for what, value in (("id", entity_id), ("name", name), ("type", entity.type)):
+            check_text(what, value)
+        for alias in aliases:
+            check_text("alias", alias)
         node = self.nodes.get(entity_id)
         if node is not None and node.declared:
             if (node.name, node.type, node.aliases, node.start, node.end) == (name, entity.type or None, aliases, start, end):
@@ -214,25 +257,21 @@ class GraphStore:
 
     def _add_fact(self, f: Fact, now: datetime) -> tuple[Fact, bool]:
         """The fact as stored, and whether it added a version (False: the store held it already)."""
-        head, relation, tail = f.head.strip(), f.relation.strip(), f.tail.strip()
-        if not head or not relation or not tail:
-            empty = [n for n, v in (("head", head), ("relation", relation), ("tail", tail)) if not v]
-            raise ValueError(f"empty {' and '.join(empty)}")
-        start, end = parse_interval(f.valid_from, f.valid_until)
+        fact = normalised(f)
+        start, end = interval(fact.valid_from, fact.valid_until)
         recorded = parse_instant(f.recorded_at, what="recorded_at") if f.recorded_at else now
-        fact = msgspec.structs.replace(
-            f, head=head, relation=relation, tail=tail, id=f.id or None, recorded_at=iso(recorded), text=None
-        )
-        key = fact.id or _content_key(fact)
+        fact = msgspec.structs.replace(fact, recorded_at=iso(recorded))
+        key = fact_key(fact)
         chain = self._by_key.setdefault(key, [])
         times = [self.versions[s].recorded for s in chain]
         at = bisect.bisect_right(times, recorded)
         before = self.versions[chain[at - 1]] if at else None
         believed = before is not None and not (before.retracted and before.superseded <= recorded)
-        if believed and _same_content(before.fact, fact):
+        if believed and fact_content(before.fact) == fact_content(fact):
             return fact, False  # what the store already believed then (a reload, a redelivery): nothing to revise
         if before is not None and times[at - 1] == recorded:
-            raise ValueError(f"duplicate fact {key!r} recorded at {iso(recorded)}: the first is kept")
+            raise ValueError(f"duplicate fact {fact.id or fact_text(fact.head, fact.relation, fact.tail)!r}: "
+                             f"another version is recorded at {iso(recorded)}: the first is kept")
         version = _Version(len(self.versions), key, fact, start, end, recorded)
         if at < len(chain):
             version.superseded = self.versions[chain[at]].recorded
@@ -242,9 +281,9 @@ class GraphStore:
         self.versions.append(version)
         if fact.source:
             self._by_source.setdefault(fact.source, []).append(version.seq)
-        self._node(head)
-        self._node(tail)
-        self.graph.add_edge(head, tail, key=version.seq)
+        self._node(fact.head)
+        self._node(fact.tail)
+        self.graph.add_edge(fact.head, fact.tail, key=version.seq)
         return fact, True
 
     # -- reading -------------------------------------------------------------------------------
@@ -347,77 +386,6 @@ class GraphStore:
                 )
             )
         return contexts
-
-
-# -- persistence ------------------------------------------------------------------------------
-
-_LENGTH = struct.Struct(">I")
-_encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(LoadTriples)
-
-
-def graph_path(data_dir: Path, collection: str) -> Path:
-    return data_dir / check_collection(collection) / "graph" / "log"
-
-
-class GraphLog:
-    """The append-only file a collection's graph is rebuilt from; one writer, any number of readers."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0  # bytes of the file applied so far
-
-    def catch_up(self, store: GraphStore, on_progress: Callable[[int, int], None] | None = None) -> int:
-        """Apply every complete record appended since the last call; returns how many.
-
-        A record still being written (a short tail) is left for the next call.
-        """
-        try:
-            size = self.path.stat().st_size
-        except FileNotFoundError:
-            return 0
-        if size <= self.offset:
-            return 0
-        applied = 0
-        with self.path.open("rb") as fh:
-            fh.seek(self.offset)
-            while self.offset + _LENGTH.size <= size:
-                header = fh.read(_LENGTH.size)
-                (length,) = _LENGTH.unpack(header)
-                if self.offset + _LENGTH.size + length > size:
-                    break
-                store.apply(_decoder.decode(fh.read(length)), warn=False)
-                self.offset += _LENGTH.size + length
-                applied += 1
-                if on_progress is not None:
-                    on_progress(self.offset, size)
-        return applied
-
-    def open_for_append(self, store: GraphStore) -> None:
-        """Replay the log, then cut a torn last record (a writer that died mid-append)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.catch_up(store)
-        if self.path.exists() and self.path.stat().st_size > self.offset:
-            with self.path.open("r+b") as fh:
-                fh.truncate(self.offset)
-
-    def append(self, batch: LoadTriples) -> None:
-        payload = _encoder.encode(batch)
-        with self.path.open("ab") as fh:
-            fh.write(_LENGTH.pack(len(payload)) + payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        self.offset += _LENGTH.size + len(payload)
-
-
-def stamped(batch: LoadTriples, now: datetime) -> LoadTriples:
-    """The batch with ``recorded_at`` set on every fact (and on a retraction), so replaying it rebuilds
-    the same store."""
-    stamp = iso(now)
-    return msgspec.structs.replace(
-        batch, facts=[f if f.recorded_at else msgspec.structs.replace(f, recorded_at=stamp) for f in batch.facts],
-        recorded_at=batch.recorded_at or (stamp if batch.retract_sources else None),
-    )
 
 
 def load_log(path: Path, on_progress: Callable[[int, int], None] | None = None) -> tuple[GraphStore, GraphLog]:

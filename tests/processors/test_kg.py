@@ -160,6 +160,38 @@ def test_graph_files_in_jsonl_csv_and_ntriples_are_read_with_bad_lines_reported(
         read_items(tmp_path / "g.xml", [])
 
 
+def test_a_line_that_is_not_utf8_is_reported_and_the_rest_read_in_every_format(tmp_path):
+    files = {
+        "g.jsonl": b'{"head": "a", "relation": "r", "tail": "b"}\n{"head": "a\xff", "relation": "r", "tail": "c"}\n'
+                   b'{"head": "a", "relation": "r", "tail": "\\ud800"}\n{"head": "a", "relation": "r", "tail": "d"}\n',
+        "g.csv": b'head,relation,tail\na,r,b\na,r,\xe9t\xe9\n"a\nb",r,"\xc3"\na,r,d\n',
+        "g.nt": b"<a> <r> <b> .\n<a> <r> <\xfe> .\n<a> <r> \"\\ud800\" .\n<a> <r> <d> .\n",
+    }
+    expected = {"g.jsonl": [":2: not UTF-8: byte 0xFF at character 12", ":3: a lone surrogate (U+D800) is not text"],
+                "g.csv": [":3: not UTF-8: byte 0xE9", ":5: not UTF-8: byte 0xC3"],
+                "g.nt": [":2: not UTF-8: byte 0xFE at character 10", ":3: a lone surrogate (U+D800) is not text"]}
+    for name, data in files.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        bad: list[str] = []
+        assert [f.tail for f in read_items(path, bad)] == ["b", "d"], name
+        assert len(bad) == 2 and all(b.startswith(f"{path}{e}") for b, e in zip(bad, expected[name], strict=True)), bad
+    (tmp_path / "h.csv").write_bytes(b"head,relation,t\xffail\na,r,b\n")
+    bad = []
+    assert list(read_items(tmp_path / "h.csv", bad)) == []
+    assert bad == [f"{tmp_path / 'h.csv'}:1: the header is not UTF-8: byte 0xFF at character 16"]
+
+
+def test_a_line_without_kind_must_look_like_a_fact_to_be_one(tmp_path):
+    path = tmp_path / "g.jsonl"
+    path.write_text('{"id": "ada", "name": "Ada"}\n{"head": "ada", "relation": "knows"}\n'
+                    '{"kind": "entity", "id": "ada"}\n{"tail": "bob", "relation": "knows", "head": "ada"}\n')
+    bad: list[str] = []
+    assert list(read_items(path, bad)) == [Entity(id="ada"), Fact("ada", "knows", "bob")]
+    assert bad == [(f'{path}:1: no "kind": a line must say "kind": "entity" or "fact", or have head, relation and '
+                    "tail to be a fact"), f"{path}:2: Object missing required field `tail`"]
+
+
 def _ragbus(*args: str, data_dir) -> subprocess.CompletedProcess:
     env = {**os.environ, "RAGBUS_DATA_DIR": str(data_dir), "RAGBUS_BUS__URL": "memory://"}
     return subprocess.run([sys.executable, "-m", "processors.cli", *args], check=False, capture_output=True,
@@ -216,6 +248,7 @@ def test_loading_facts_the_collections_ontology_rejects_warns_at_load(tmp_path):
     warnings = [line for line in loaded.stderr.splitlines() if "warning" in line]
     assert len(warnings) == 2, loaded.stderr
     assert "'Ada Lovelace worked_with Charles Babbage'" in warnings[0] and "unknown_relation" in warnings[0]
+    assert f"warning: {mine}:1: fact ('Ada Lovelace" in warnings[0]  # the line, not the index in a batch
     assert "1 fact(s) stored that the collection's ontology rejects" in warnings[1] and "--ontology" in warnings[1]
     asked = _ragbus("kg", "query", "Ada Lovelace", "--json", data_dir=tmp_path)
     assert [r["fact"]["text"] for r in json.loads(asked.stdout)["rejected"]] == [

@@ -93,7 +93,10 @@ def test_aliases_and_names_link_to_the_entity_id(sample):
 def test_a_revision_supersedes_and_the_old_version_stays_queryable():
     store = GraphStore()
     store.apply(LoadTriples(facts=[Fact("ada", "lives_in", "paris", "2020", id="f1")]), now=at("2021"))
-    store.apply(LoadTriples(facts=[Fact("ada", "lives_in", "paris", "2020", "2022", id="f1")]), now=at("2023"))
+    # Other content under the id, stamped by the store: a revision recorded then, in the log as such.
+    revised = store.apply(LoadTriples(facts=[Fact("ada", "lives_in", "paris", "2020", "2022", id="f1")]), now=at("2023"))
+    assert (revised.count, revised.rejected) == (1, [])
+    assert revised.log is not None and [f.recorded_at for f in revised.log.facts] == ["2023-01-01T00:00:00Z"]
     assert [(f.valid_until, f.recorded_at) for f in store.query("ada").facts] == [("2022", "2023-01-01T00:00:00Z")]
     assert [f.valid_until for f in store.query("ada", as_of=at("2022")).facts] == [None]
     assert store.query("ada", as_of=at("2020")).facts == []
@@ -102,6 +105,28 @@ def test_a_revision_supersedes_and_the_old_version_stays_queryable():
     assert [f.valid_from for f in store.query("ada", as_of=at("2022-06")).facts] == ["2019"]
     assert [f.valid_from for f in store.query("ada", as_of=at("2021-06")).facts] == ["2020"]
     assert [f.valid_from for f in store.query("ada").facts] == ["2020"]
+
+
+def test_a_batch_keeps_an_ids_first_fact_the_store_stamps_and_every_dated_version():
+    batch = LoadTriples(facts=[
+        Fact("ada", "lives_in", "paris", id="f1"),
+        Fact("ada", "lives_in", "rome", id="f1"),
+        Fact("ada", "lives_in", "paris", id=" f1 "),  # the same statement, and still given twice
+        Fact("ada", "lives_in", "london", id="f1", recorded_at="2000"),  # a dated version is one of its own
+        Fact("ada", "lives_in", "berlin", id="f1", recorded_at="2001"),
+    ])
+    twice = ["fact 1 ('ada lives_in rome'): fact id 'f1' is given twice in this batch; fact 0 is kept",
+             "fact 2 ('ada lives_in paris'): fact id 'f1' is given twice in this batch; fact 0 is kept"]
+    store = GraphStore()
+    first = store.apply(batch, now=at("2023"))
+    assert (first.count, first.rejected) == (3, twice)
+    assert first.log is not None and [f.tail for f in first.log.facts] == ["paris", "london", "berlin"]
+    # Sent again, the same decision: the first is unchanged and the second is no revision of it.
+    again = store.apply(batch, now=at("2024"))
+    assert (again.count, again.unchanged, again.rejected, again.log) == (0, 3, twice, None)
+    assert [f.tail for f in store.query("ada").facts] == ["paris"]
+    assert [f.tail for f in store.query("ada", as_of=at("2000-06")).facts] == ["london"]
+    assert [f.tail for f in store.query("ada", as_of=at("2022")).facts] == ["berlin"]
 
 
 def test_loading_the_same_facts_again_changes_nothing():
@@ -327,3 +352,34 @@ def test_deleting_a_document_retracts_its_facts_as_a_recorded_event(tmp_path):
     assert "Heron made_by Acme" in texts(store.query("Heron"))
     assert "Heron made_by Acme" not in texts(store.query("Heron", as_of=at("2025-09-01")))
     assert "Heron made_by Acme" in texts(store.query("Heron", as_of=at("2025-03-01")))
+
+
+def test_an_empty_interval_or_a_control_character_is_refused_with_why():
+    store = GraphStore()
+    result = store.apply(LoadTriples(
+        entities=[Entity(id="ada\x00"), Entity(id="bob", name="B\x7fob"), Entity(id="cy", aliases=["C\u0085y"]),
+                  Entity(id="gone", valid_from="2020", valid_until="2020-01-01"), Entity(id="ada", type="Person")],
+        facts=[Fact("ada", "knows", "bob", "2020-01-01", "2020"), Fact("ada", "kn\tows", "bob"),
+               Fact("ada", "knows", "bob", id="k\x1b"), Fact("ada", "knows", "bob", source="d\u009b"),
+               Fact("ada", "knows", "bob\ud800"), Fact("ada", "knows", "bob", "2020", "2019"),
+               Fact("ada", "knows", "bob", "2020", "2021")],
+    ))
+    assert result.count == 2 and len(store) == 1 and [e for e in store.nodes] == ["ada", "bob"]
+    reasons = result.rejected
+    assert len(reasons) == 10
+    for reason, expected in zip(reasons, [
+        "entity 0 ('ada\\x00'): id 'ada\\x00' holds a control character (U+0000) at position 3",
+        "entity 1 ('bob'): name 'B\\x7fob' holds a control character (U+007F) at position 1",
+        "entity 2 ('cy'): alias 'C\\x85y' holds a control character (U+0085)",
+        "entity 3 ('gone'): empty interval: valid_until equals valid_from (2020-01-01T00:00:00Z)",
+        "fact 0 ('ada knows bob'): empty interval",
+        "fact 1 ('ada kn\\tows bob'): relation 'kn\\tows' holds a control character (U+0009)",
+        "fact 2 ('ada knows bob'): id 'k\\x1b' holds a control character (U+001B)",
+        "fact 3 ('ada knows bob'): source 'd\\x9b' holds a control character (U+009B)",
+        "fact 4 ('ada knows bob\\ud800'): tail 'bob\\ud800' holds a lone surrogate (U+D800)",
+        "fact 5 ('ada knows bob'): inverted interval",
+    ], strict=True):
+        assert reason.startswith(expected), (reason, expected)
+    assert "ids, names and relations must be printable text" in reasons[0]
+    assert result.log is not None and result.log.facts == [Fact("ada", "knows", "bob", "2020", "2021",
+                                                                  recorded_at=result.log.facts[0].recorded_at)]
