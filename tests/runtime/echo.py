@@ -22,7 +22,6 @@ class EchoResponse(msgspec.Struct, kw_only=True):
     text: str = ""
     request_id: str = ""
     pid: int = 0
-    bulk: bool = False  # it came on the processor's bulk lane
     error: Error | None = None
 
 
@@ -40,8 +39,9 @@ class EchoProcessor(Processor[EchoRequest, EchoResponse]):
             await asyncio.sleep(request.delay_s)
         if request.fail is not None:
             raise RuntimeError(request.fail)
-        return EchoResponse(text=self.settings.prefix + request.text, request_id=context.request_id, pid=os.getpid(),
-                            bulk=context.bulk)
+        lane = "bulk:" if context.bulk else ""  # says which lane the request came on (a processor's bulk_topic)
+        return EchoResponse(text=lane + self.settings.prefix + request.text, request_id=context.request_id,
+                            pid=os.getpid())
 
 
 class EchoPiece(msgspec.Struct, kw_only=True):
