@@ -36,7 +36,8 @@ bulk lane) have a second thread: a question's call (a few milliseconds) runs
 beside a bulk call on the same session, whose ``run`` onnxruntime makes safe
 to call from several threads at once, instead of queueing behind a load's
 batches (seconds of work each); a second session would cost its weights
-again, about 100 MB.
+again, about 100 MB. The bulk thread runs at a lower priority (nice 10), so
+under contention the cores go to the questions' work first.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +63,8 @@ log = logging.getLogger(__name__)
 # The vocabulary of this export, shipped with the project's configuration.
 VOCAB = Path(config.__file__).with_name("embed") / "vocab.txt"
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")
+# How much the thread of bulk requests yields: nice 10, a quarter of a default thread's share or less.
+BULK_NICENESS = 10
 MODEL_INPUTS = {"input_ids", "attention_mask", "token_type_ids"}
 
 
@@ -154,6 +158,18 @@ def optimized_path(model_path: Path, cache: str, runtime_version: str) -> Path |
     return directory / f"{model_path.stem}-{digest.hexdigest()[:16]}-ort{runtime_version}.onnx"
 
 
+def yield_to_others() -> None:
+    """Lower the calling thread's priority: under contention, the cores go to everything else first.
+
+    Linux: niceness is a thread's own, and ``setpriority`` of its thread id changes only it.
+    Elsewhere (or refused) a no-op: the thread then competes as any other.
+    """
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BULK_NICENESS)
+    except (AttributeError, OSError):
+        pass
+
+
 def cpu_count() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -175,6 +191,7 @@ class OnnxBackend:
     async def start(self) -> None:
         self._thread, self._bulk_thread = OneThread("embed-onnx"), OneThread("embed-onnx-bulk")
         await self._thread.run(self.load)
+        await self._bulk_thread.run(yield_to_others)
 
     async def close(self) -> None:
         threads = [t for t in (self._thread, self._bulk_thread) if t is not None]

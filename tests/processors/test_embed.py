@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from config.settings import SettingsError, load_settings
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
 from processors.embed import EmbedProcessor, EmbedSettings, OnnxSettings, OpenAISettings
-from processors.embed.onnx_backend import ModelError, OnnxBackend, default_vocab_path, load_vocab
+from processors.embed.onnx_backend import BULK_NICENESS, ModelError, OnnxBackend, default_vocab_path, load_vocab
 from processors.runtime.client import RequestClient
 from processors.runtime.clients import EmbedClient, RemoteError
 from processors.runtime.worker import build_processor
@@ -162,6 +163,22 @@ async def test_a_question_is_embedded_while_a_bulk_load_is_still_being_embedded(
     assert answered_first, "the questions waited for the bulk request"
     assert len(vectors) == 128 and all(len(v) == 384 for v in vectors)
     assert all(np.allclose(a, asked[0]) for a in asked)
+
+
+def niceness_of(thread_name: str) -> set[int]:
+    """The niceness of this process's threads named ``thread_name`` (Linux: /proc/self/task/TID/stat, field 19)."""
+    tids = [t.native_id for t in threading.enumerate() if t.name == thread_name]
+    return {int(Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()[16]) for tid in tids}
+
+
+async def test_the_bulk_thread_yields_the_cores_to_the_rest_of_the_process():
+    backend = OnnxBackend(OnnxSettings())
+    await backend.start()
+    try:
+        await backend.embed(["a chunk"], bulk=True)
+        assert niceness_of("embed-onnx-bulk_0") == {BULK_NICENESS} and niceness_of("embed-onnx_0") == {0}
+    finally:
+        await backend.close()
 
 
 async def test_defaults_wire_the_onnx_processor_and_env_picks_the_openai_backend():
