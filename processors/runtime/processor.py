@@ -170,7 +170,8 @@ class Processor(Generic[Req, Resp]):
                 handler = functools.partial(self._on_delivery, bus, bulk=bulk)
                 if tracing.ENABLED:  # decided once per run: untraced deliveries pay nothing
                     handler = tracing.traced_handler(self.name, group, bus.url, handler)
-                loops.append(consume(
+                loops.append(functools.partial(  # started once every lane is subscribed
+                    consume,
                     bus,
                     subscription,
                     handler,
@@ -371,7 +372,7 @@ class Processor(Generic[Req, Resp]):
 
 async def _all_or_none(loops: list) -> list[ConsumeStats]:
     """Run every lane's consume loop; when one fails, stop the others and raise its error."""
-    tasks = [asyncio.ensure_future(loop) for loop in loops]
+    tasks = [asyncio.ensure_future(loop()) for loop in loops]
     try:
         return list(await asyncio.gather(*tasks))
     finally:
