@@ -31,6 +31,21 @@ def pytest_configure(config):
         os.environ["RAGBUS_DATA_DIR"] = _OWN_DATA_DIR[0]
 
 
+# The fast subset (`pytest -m fast`): what needs no broker, no model server and no document
+# converter, run on the embedded bus. Chosen by place and name here, so no test can forget a mark.
+FAST_DIRS = ("unit", "conformance", "runtime")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        parts = item.nodeid.split("/")
+        needs_broker = item.get_closest_marker("brokers") is not None \
+            or any("broker" in name for name in getattr(item, "fixturenames", ()))
+        if len(parts) > 1 and parts[1] in FAST_DIRS and not needs_broker \
+                and "kafka" not in item.nodeid and "pulsar" not in item.nodeid:
+            item.add_marker(pytest.mark.fast)
+
+
 def pytest_unconfigure(config):
     for directory in _OWN_DATA_DIR:
         shutil.rmtree(directory, ignore_errors=True)

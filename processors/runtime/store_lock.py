@@ -97,5 +97,5 @@ def locked_message(data_dir: Path, store: str, processor: str, path: Path, holde
         f"({', '.join(pipelines.WRITERS)}; e.g. one `ragbus worker --all`); run query replicas anywhere "
         f"that sees the data dir (`ragbus worker {' '.join(pipelines.QUERY)}`); send documents and graphs "
         f"to the running writer with `--bus URL`, or give this process a data dir of its own (RAGBUS_DATA_DIR). "
-        f"See 'Writers and data directories' in the README."
+        f"See 'Writers and data directories' in docs/processors.md."
     )
