@@ -16,7 +16,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from scripts.bench.paths import REPO
+
 VOCAB = REPO / "config" / "embed" / "vocab.txt"
 
 

@@ -1,7 +1,7 @@
 """The retrieval evaluation set: questions over the Python language reference, and what is relevant to each.
 
-    python scripts/eval/evalset.py            # check the set, print counts and word overlap per kind
-    python scripts/eval/evalset.py --write    # refresh the derived fields of questions.jsonl
+    python -m scripts.eval.evalset            # check the set, print counts and word overlap per kind
+    python -m scripts.eval.evalset --write    # refresh the derived fields of questions.jsonl
 
 ``questions.jsonl`` holds one question a line: ``id``, ``kind``, ``question``,
 ``evidence`` (verbatim passages of the corpus that answer it), ``how_made``,
@@ -46,10 +46,6 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 QUESTIONS = Path(__file__).with_name("questions.jsonl")
 KINDS = ("identifier", "paraphrase", "multi-concept")
