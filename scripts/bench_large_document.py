@@ -1,6 +1,6 @@
 """Ingest one large text file with ``ragbus ingest`` as a user would, then ask about its last page.
 
-    python scripts/bench_large_document.py [--mb 20] [--max-tokens 256] [--keep DIR]
+    python -m scripts.bench_large_document [--mb 20] [--max-tokens 256] [--keep DIR]
 
 Writes a text file of about ``--mb`` MB (the Python language reference,
 repeated, then a last page about a lighthouse keeper), runs ``ragbus ingest
@@ -32,7 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from scripts.bench.paths import REPO as ROOT
+
 LAST_PAGE = ("Appendix Z. The Skarvøy lighthouse was automated in 1987. Its last keeper, Ingrid Solvang, "
              "kept the lamp burning through the storm of 1979 and logged every passing ship by hand.")
 QUESTION = "Who was the last keeper of the Skarvøy lighthouse?"
