@@ -40,6 +40,7 @@ from processors.runtime.clients import DocumentRagClient
 from processors.runtime.worker import processors_running
 from processors.testing import brokers
 from schema import Document
+from scripts.bench.brokers import broker_for
 from scripts.bench.stats import percentile
 
 QUESTIONS = [
@@ -118,8 +119,7 @@ async def main() -> None:
             broker = None
             if backend in ("kafka", "pulsar"):
                 (Path(tmp) / f"broker-{n}").mkdir()
-                factory = brokers.tansu if backend == "kafka" else brokers.pulsar_lite
-                broker = factory(Path(tmp) / f"broker-{n}").start()
+                broker = broker_for(backend, Path(tmp) / f"broker-{n}").start()
                 settings = load_settings(environ=dict(os.environ, **brokers.TEST_BROKER_ENV))
                 url = broker.url
             else:

@@ -34,7 +34,7 @@ import uuid
 from pathlib import Path
 
 from config.settings import load_settings
-from processors.testing import brokers
+from scripts.bench.brokers import broker_for
 from scripts.bench.cpu import cpu_of
 from scripts.bench.paths import REPO as ROOT
 
@@ -126,7 +126,7 @@ def measure(args, variants, workdir: Path) -> int:
     print(f"idle CPU, % of one core, sampled over {args.seconds:g}s after {args.settle:g}s of settling")
     print(f"{'backend':<8} {'variant':<16} {'worker':>7} {'broker':>7} {'conns':>6}")
     for backend in args.backends:
-        broker = (brokers.tansu if backend == "kafka" else brokers.pulsar_lite)(workdir).start()
+        broker = broker_for(backend, workdir).start()
         try:
             assert broker.process is not None
             time.sleep(args.settle)

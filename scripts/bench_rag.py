@@ -71,6 +71,7 @@ from processors.runtime.processor import RequestContext
 from processors.runtime.worker import build_processor, processors_running
 from processors.testing import brokers
 from scripts.bench import pingpong
+from scripts.bench.brokers import broker_for
 from scripts.bench.cpu import cpu_of, thread_cpu
 from scripts.bench.stats import percentile
 
@@ -211,9 +212,8 @@ async def run(args, work: Path) -> None:
             backend = spec if overrides else kind
             broker = None
             if kind in ("kafka", "pulsar"):
-                factory = brokers.tansu if kind == "kafka" else brokers.pulsar_lite
                 (work / f"broker-{n}").mkdir()
-                broker = factory(work / f"broker-{n}").start()
+                broker = broker_for(kind, work / f"broker-{n}").start()
                 started.append(broker)
             own = dict(o.split("=", 1) for o in overrides)
             run_settings = load_settings(environ={**brokers.TEST_BROKER_ENV, **own})

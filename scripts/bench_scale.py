@@ -40,6 +40,7 @@ from processors.runtime.client import RequestClient
 from processors.runtime.clients import DocumentRagClient, EmbedClient
 from processors.testing import brokers
 from processors.testing.chaos import WorkerProcess, worker_env
+from scripts.bench.brokers import broker_for
 from scripts.bench.cpu import cpu_of
 
 QUESTIONS = [
@@ -82,7 +83,7 @@ async def bench_backend(backend: str, workdir: Path, args) -> list[tuple[int, di
     docs = builtin_corpus("default")
     passages = [d.text[:600] for d in docs] * 4
     with brokers.temporary_workdir() as broker_dir:
-        broker = (brokers.tansu if backend == "kafka" else brokers.pulsar_lite)(broker_dir).start()
+        broker = broker_for(backend, broker_dir).start()
         try:
             assert broker.process is not None
             settings = bus_settings(environ=brokers.TEST_BROKER_ENV)

@@ -34,6 +34,7 @@ from processors.cli.seed import build_stores
 from processors.runtime.client import RequestClient
 from processors.testing import brokers
 from processors.testing.chaos import QueryLoad, WorkerProcess, worker_env
+from scripts.bench.brokers import broker_for
 
 QUESTIONS = [
     "What does the with statement do?", "How does nonlocal differ from global?", "What is __slots__ for?",
@@ -108,7 +109,7 @@ async def main() -> int:
     logging.basicConfig(level=logging.ERROR)
 
     with brokers.temporary_workdir() as workdir:  # the broker's data, the stores and logs: gone after the run
-        broker = (brokers.tansu if args.backend == "kafka" else brokers.pulsar_lite)(workdir).start()
+        broker = broker_for(args.backend, workdir).start()
         workers: list[WorkerProcess] = []
         try:
             report, kills = await run(args, broker, workdir, workers)
