@@ -17,7 +17,7 @@ rate though a real client would run elsewhere. Each path's CPU per query is ther
 printed per process (workers, gateway, broker, caller), from /proc, and the rate is
 checked with every client.
 
-Printed, and checked against the issue's targets (a miss is flagged, not fatal):
+Printed, and checked against the gateway's targets (a miss is flagged, not fatal):
 - p50 latency at concurrency 1, HTTP (httpx) / bus: at most 1.15x;
 - queries/s at concurrency 32, HTTP / bus, per client: at least 0.85 (httpx spends several
   times the CPU per request of the others, encode/httpx#3215, and the rate follows the CPU

@@ -15,7 +15,7 @@ script checks that the answer cites a chunk from there.
 256 is the real setting, and on 2 cores it embeds roughly 5-15 chunks of
 1,000 characters a second, so 20 MB (~24k chunks) takes the better part of
 an hour; 32 is ~10x faster and exercises the same path with poorer vectors.
-Issue 13 item 1: before parts, any document over ~200 KB failed to ingest.
+Why it exists: before documents were sent in parts, any document over ~200 KB failed to ingest.
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ from pathlib import Path
 QUESTIONS = Path(__file__).with_name("questions.jsonl")
 KINDS = ("identifier", "paraphrase", "multi-concept")
 SPLITS = ("dev", "test")
-SPLIT_SEED = 16  # fixed once (issue 16); the split is stored in questions.jsonl, never redrawn
+SPLIT_SEED = 16  # fixed once; the split is stored in questions.jsonl, never redrawn
 _SPACE = re.compile(r"\s+")
 
 
@@ -160,7 +160,7 @@ def stratified_slice(questions: Sequence[Question], n: int) -> list[Question]:
 def assign_split(questions: Sequence[Question], seed: int = SPLIT_SEED) -> dict[str, str]:
     """Question id -> "dev" or "test": each kind shuffled with ``seed`` and halved (dev gets the odd one).
 
-    Drawn once, before any measurement of issue 16, and stored in the file's ``split`` field;
+    Drawn once, before any setting was measured on it, and stored in the file's ``split`` field;
     ``--write`` keeps a stored split and draws only for questions that have none.
     """
     import random

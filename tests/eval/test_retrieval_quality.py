@@ -1,7 +1,7 @@
 """Regression guard: hybrid retrieval (the configured default mode) is no worse than the better single mode.
 
 The slice is 30 questions of the test half of ``scripts/eval/questions.jsonl``
-(the half no setting was chosen on, issue 16), 10 of each kind, picked by
+(the half no setting was chosen on), 10 of each kind, picked by
 position in the file (``evalset.stratified_slice``), never by result. The
 whole pipeline runs as ``python -m scripts.eval_retrieval`` runs it: the Python
 language reference ingested through the chunker, the embedder and both
