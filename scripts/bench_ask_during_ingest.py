@@ -1,6 +1,6 @@
 """Questions while a bulk load runs: ask latency during ingestion against idle, side by side in one run.
 
-    python scripts/bench_ask_during_ingest.py [--backends memory,kafka,pulsar] [--idle 30] [--documents 2] [--interval 0.2]
+    python -m scripts.bench_ask_during_ingest [--backends memory,kafka,pulsar] [--idle 30] [--documents 2] [--interval 0.2]
 
 Per backend (``memory``: the embedded default, every processor in this process; ``kafka`` and
 ``pulsar``: the test brokers, with the query and ingestion processors as tasks of this process, as a
@@ -29,8 +29,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from config import pipelines
 from config.settings import load_settings
 from processors.bus import connect
@@ -42,6 +40,8 @@ from processors.runtime.clients import DocumentRagClient
 from processors.runtime.worker import processors_running
 from processors.testing import brokers
 from schema import Document
+from scripts.bench.brokers import broker_for
+from scripts.bench.stats import percentile
 
 QUESTIONS = [
     "What does the with statement do?", "How are default argument values evaluated?",
@@ -58,11 +58,6 @@ def bulk_text(n: int) -> str:
     corpus = "\n\n".join(text for _, text in sorted(pydoc_data.topics.topics.items()))
     start = (n * 97_003) % max(1, len(corpus) - BULK_CHARS)
     return f"Bulk document {n}.\n\n" + corpus[start : start + BULK_CHARS]
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def measure(settings, url: str, idle_asks: int, documents: int, interval: float) -> dict:
@@ -124,8 +119,7 @@ async def main() -> None:
             broker = None
             if backend in ("kafka", "pulsar"):
                 (Path(tmp) / f"broker-{n}").mkdir()
-                factory = brokers.tansu if backend == "kafka" else brokers.pulsar_lite
-                broker = factory(Path(tmp) / f"broker-{n}").start()
+                broker = broker_for(backend, Path(tmp) / f"broker-{n}").start()
                 settings = load_settings(environ=dict(os.environ, **brokers.TEST_BROKER_ENV))
                 url = broker.url
             else:
@@ -142,8 +136,8 @@ async def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|")
     for backend, r, load in rows:
         idle, busy = r["idle"], r["busy"]
-        print(f"| {backend} | {len(idle)} | {statistics.median(idle):.3f} | {pct(idle, 0.99):.3f} | {len(busy)} "
-              f"| {statistics.median(busy):.3f} | {pct(busy, 0.99):.3f} "
+        print(f"| {backend} | {len(idle)} | {statistics.median(idle):.3f} | {percentile(idle, 99):.3f} | {len(busy)} "
+              f"| {statistics.median(busy):.3f} | {percentile(busy, 99):.3f} "
               f"| {statistics.median(busy) / statistics.median(idle):.2f}x | {r['load_s']:.1f} | {load:.2f} |")
 
 

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Where a hybrid query's time goes, stage by stage, on each bus: document-rag's own timings side by side.
 
-    python scripts/bench_hops.py [--queries 40] [--backends memory,kafka,pulsar]
+    python -m scripts.bench_hops [--queries 40] [--backends memory,kafka,pulsar]
 
 Runs the query processors in this process on each backend (Tansu and Pulsar
 Lite on loopback, with the test brokers' settings), over a small collection
@@ -19,41 +18,19 @@ import argparse
 import asyncio
 import os
 import statistics
-import sys
 import time
 import uuid
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-
-from config import pipelines  # noqa: E402
-from config.settings import load_settings  # noqa: E402
-from processors.bus import connect  # noqa: E402
-from processors.cli.seed import build_stores  # noqa: E402
-from processors.runtime.client import RequestClient  # noqa: E402
-from processors.runtime.clients import DocumentRagClient  # noqa: E402
-from processors.runtime.worker import processors_running, put_stores_in  # noqa: E402
-from processors.testing import brokers  # noqa: E402
-from schema import Document  # noqa: E402
-
-COLLECTION = "hops"
-QUESTIONS = ["How does a context manager wrap a block of code?", "__slots__",
-             "What does the else clause of a for loop do?", "When is __exit__ called?",
-             "What saves memory per instance?"]
-DOCUMENTS = [
-    Document(document_id="with", title="with statement", collection=COLLECTION,
-             text="The with statement wraps the execution of a block with methods defined by a context manager. "
-                  "The context manager's __enter__ method is called before the block runs, and its __exit__ "
-                  "method is called after it, even when the block raises an exception."),
-    Document(document_id="slots", title="__slots__", collection=COLLECTION,
-             text="__slots__ declares data members explicitly and denies the creation of __dict__ and __weakref__ "
-                  "for each instance, which saves memory per instance and speeds up attribute lookup."),
-    Document(document_id="for", title="for statement", collection=COLLECTION,
-             text="The for statement iterates over the items of a sequence or other iterable. The else clause of a "
-                  "for loop runs when the loop finishes without a break statement."),
-]
+from config import pipelines
+from config.settings import load_settings
+from processors.bus import connect
+from processors.cli.seed import build_stores
+from processors.runtime.client import RequestClient
+from processors.runtime.clients import DocumentRagClient
+from processors.runtime.worker import processors_running, put_stores_in
+from processors.testing import brokers
+from scripts.bench.brokers import broker_for
+from scripts.bench.hops import COLLECTION, DOCUMENTS, QUESTIONS
 
 
 async def measure(url: str, data_dir: str, queries: int) -> tuple[float, dict[str, float]]:
@@ -88,11 +65,7 @@ async def main() -> None:
         os.environ.setdefault("RAGBUS_DATA_DIR", str(workdir / "processors"))
         await build_stores(data_dir, COLLECTION, DOCUMENTS)
         for backend in args.backends.split(","):
-            broker = None
-            if backend == "kafka":
-                broker = brokers.tansu(workdir).start()
-            elif backend == "pulsar":
-                broker = brokers.pulsar_lite(workdir).start()
+            broker = None if backend == "memory" else broker_for(backend, workdir).start()
             try:
                 url = broker.url if broker else f"memory://hops-{uuid.uuid4().hex[:6]}"
                 p50, stages = await measure(url, data_dir, args.queries)

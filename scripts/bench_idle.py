@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """What a ready, idle `ragbus worker --all` costs: CPU of the worker and of its broker, side by side.
 
-    python scripts/bench_idle.py [--seconds 20] [--backends kafka pulsar] [--rounds 1]
+    python -m scripts.bench_idle [--seconds 20] [--backends kafka pulsar] [--rounds 1]
         [--variant NAME[@TREE]:ENV=VALUE[,ENV=VALUE...] ...]
 
 For each backend it starts a fresh test broker (Tansu for Kafka, Pulsar Lite
@@ -34,14 +33,10 @@ import time
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from config.settings import load_settings  # noqa: E402
-from processors.testing import brokers  # noqa: E402
-
-sys.path.insert(0, str(ROOT / "scripts"))
-from bench_rag import cpu_of  # noqa: E402  (scripts/bench_rag.py: CPU seconds of a process)
+from config.settings import load_settings
+from scripts.bench.brokers import broker_for
+from scripts.bench.cpu import cpu_of
+from scripts.bench.paths import REPO as ROOT
 
 DEFAULT_VARIANTS = ["defaults:", "fetch-wait-5ms:RAGBUS_BUS__KAFKA__FETCH_MAX_WAIT_MS=5"]
 
@@ -131,7 +126,7 @@ def measure(args, variants, workdir: Path) -> int:
     print(f"idle CPU, % of one core, sampled over {args.seconds:g}s after {args.settle:g}s of settling")
     print(f"{'backend':<8} {'variant':<16} {'worker':>7} {'broker':>7} {'conns':>6}")
     for backend in args.backends:
-        broker = (brokers.tansu if backend == "kafka" else brokers.pulsar_lite)(workdir).start()
+        broker = broker_for(backend, workdir).start()
         try:
             assert broker.process is not None
             time.sleep(args.settle)

@@ -1,7 +1,7 @@
 """kg-query latency at 10k and 1M facts: the store called directly, and over the memory bus.
 
-    python scripts/bench_kg.py                 # 10k and 1M facts
-    python scripts/bench_kg.py --facts 10000   # one size
+    python -m scripts.bench_kg                 # 10k and 1M facts
+    python -m scripts.bench_kg --facts 10000   # one size
 
 For each size, a synthetic bi-temporal graph (two-word person and place
 names, ten relations, most facts with a validity interval, one in twenty
@@ -23,14 +23,11 @@ import argparse
 import asyncio
 import random
 import resource
-import statistics
 import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from processors.bus import connect
 from processors.kg import KgQueryProcessor, KgSettings
@@ -39,6 +36,7 @@ from processors.runtime.client import RequestClient
 from processors.runtime.clients import KgClient
 from schema import Entity, Fact, LoadTriples
 from schema.times import parse_instant
+from scripts.bench.stats import percentile
 
 FIRST = ["Ada", "Bela", "Cyra", "Dov", "Esme", "Finn", "Gita", "Hugo", "Ines", "Jari", "Kofi", "Lena", "Milo",
          "Nora", "Oren", "Pia", "Quin", "Rosa", "Sami", "Tova", "Umar", "Vera", "Wren", "Xena", "Yuki", "Zane"]
@@ -81,10 +79,6 @@ def synthetic_batches(n_facts: int, batch: int, seed: int = 7):
             facts = []
     if facts:
         yield LoadTriples(facts=facts), people
-
-
-def percentile(values: list[float], q: float) -> float:
-    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1] if len(values) > 1 else values[0]
 
 
 def rss_mb() -> float:

@@ -1,6 +1,6 @@
 """Ingest one large text file with ``ragbus ingest`` as a user would, then ask about its last page.
 
-    python scripts/bench_large_document.py [--mb 20] [--max-tokens 256] [--keep DIR]
+    python -m scripts.bench_large_document [--mb 20] [--max-tokens 256] [--keep DIR]
 
 Writes a text file of about ``--mb`` MB (the Python language reference,
 repeated, then a last page about a lighthouse keeper), runs ``ragbus ingest
@@ -15,7 +15,7 @@ script checks that the answer cites a chunk from there.
 256 is the real setting, and on 2 cores it embeds roughly 5-15 chunks of
 1,000 characters a second, so 20 MB (~24k chunks) takes the better part of
 an hour; 32 is ~10x faster and exercises the same path with poorer vectors.
-Issue 13 item 1: before parts, any document over ~200 KB failed to ingest.
+Why it exists: before documents were sent in parts, any document over ~200 KB failed to ingest.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from scripts.bench.paths import REPO as ROOT
+
 LAST_PAGE = ("Appendix Z. The Skarvøy lighthouse was automated in 1987. Its last keeper, Ingrid Solvang, "
              "kept the lamp burning through the storm of 1979 and logged every passing ship by hand.")
 QUESTION = "Who was the last keeper of the Skarvøy lighthouse?"

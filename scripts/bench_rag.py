@@ -1,6 +1,6 @@
 """A hybrid document-rag query end to end, four ways side by side in one run.
 
-    python scripts/bench_rag.py [--queries 200] [--backends direct,memory,kafka,pulsar]
+    python -m scripts.bench_rag [--queries 200] [--backends direct,memory,kafka,pulsar]
 
 (a) direct: the same ``DocumentRag`` whose clients call the processors'
     ``handle`` in this process (no bus, no encoding);
@@ -13,7 +13,7 @@ The corpus is the Python language reference (``pydoc_data.topics``),
 ingested once into a temporary data dir, with the sample graph. Each
 backend answers the same questions, hybrid mode, graph path on, at
 concurrency 1 and 32. For Kafka and Pulsar it also measures the raw client
-library's ping-pong on the same broker (scripts/bench_bus.py's baseline: an
+library's ping-pong on the same broker (scripts.bench.pingpong's baseline: an
 echo server and a caller on the bare aiokafka / pulsar-client), and prints the
 latency bound a hybrid query should meet: direct p50 + 4 hops x ping-pong p50
 (the critical path is ask, embed, faiss query, prompt), and the CPU floor at
@@ -41,23 +41,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import collections
 import contextlib
 import functools
 import logging
 import os
-import statistics
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import bench_bus  # noqa: E402  (scripts/bench_bus.py: the raw client baselines)
 
 from config import pipelines
 from config.settings import load_settings
@@ -78,6 +70,10 @@ from processors.runtime.envelope import Envelope
 from processors.runtime.processor import RequestContext
 from processors.runtime.worker import build_processor, processors_running
 from processors.testing import brokers
+from scripts.bench import pingpong
+from scripts.bench.brokers import broker_for
+from scripts.bench.cpu import cpu_of, thread_cpu
+from scripts.bench.stats import percentile
 
 QUESTIONS = [
     "What does the with statement do?", "How does nonlocal differ from global?", "What is __slots__ for?",
@@ -137,40 +133,6 @@ async def bus_rag(settings, url):
             yield lambda q: rag.ask(q, mode="hybrid")
 
 
-def _stat_cpu(stat: Path, *, reaped: bool = False) -> float | None:
-    """CPU seconds (user + system; with ``reaped``, its reaped children's too) of a /proc stat file,
-    or None once the process or thread is gone."""
-    try:
-        fields = stat.read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return sum(int(x) for x in fields[11:15 if reaped else 13]) / os.sysconf("SC_CLK_TCK")
-
-
-def cpu_of(pid: int | None) -> float:
-    """CPU seconds (user + system) of a process and its reaped children, from /proc."""
-    if pid is None:
-        return 0.0
-    return _stat_cpu(Path(f"/proc/{pid}/stat"), reaped=True) or 0.0
-
-
-def thread_cpu() -> collections.Counter:
-    """CPU seconds (user + system) of this process's live threads so far, from /proc, by thread name.
-
-    Python threads go by their own name without the pool's index (a processor's thread
-    ``embed-onnx_0`` is ``embed-onnx``); the others, onnxruntime's intra-op pool and the bus
-    clients' I/O and listener threads, together as ``native``.
-    """
-    names = {t.native_id: t.name.rsplit("_", 1)[0] if t.name[-1:].isdigit() else t.name
-             for t in threading.enumerate()}
-    cpu: collections.Counter = collections.Counter()
-    for task in Path("/proc/self/task").iterdir():
-        seconds = _stat_cpu(task / "stat")
-        if seconds is not None:  # else it ended meanwhile
-            cpu[names.get(int(task.name), "native")] += seconds
-    return cpu
-
-
 async def idle_rate(seconds: float, broker_pid: int | None) -> tuple[float, float]:
     """CPU seconds per second this process and the broker burn with the pipeline up and no question asked.
 
@@ -206,12 +168,11 @@ async def measure(ask, concurrency: int, total: int, broker_pid: int | None, idl
     by_thread = thread_cpu()
     by_thread.subtract(threads0)
     cpu = time.process_time() - cpu0 + broker
-    q = statistics.quantiles(latencies, n=100, method="inclusive")
     cpu_per_query = cpu / total
     limit = (os.cpu_count() or 1) / cpu_per_query
     # Net of the idle rate over the same wall time: a lower bound, as busy consumers poll less.
     net_ms = max(cpu - idle[0] * wall, 0.0) / total * 1e3
-    return {"p50": q[49] * 1e3, "p99": q[98] * 1e3, "qps": total / wall, "cpu_ms": cpu_per_query * 1e3,
+    return {"p50": percentile(latencies, 50) * 1e3, "p99": percentile(latencies, 99) * 1e3, "qps": total / wall, "cpu_ms": cpu_per_query * 1e3,
             "broker_ms": broker / total * 1e3, "net_ms": net_ms, "idle": idle[0], "idle_broker": idle[1],
             "limit": limit, "share": total / wall / limit,
             "threads": {name: s / total * 1e3 for name, s in by_thread.most_common() if s > 0}}
@@ -242,7 +203,7 @@ async def run(args, work: Path) -> None:
             await first_use(client, settings, "default")
 
     rows = []
-    pingpong: dict[str, bench_bus.Result] = {}  # the raw client library's round trip on the same broker
+    pingpong: dict[str, pingpong.Result] = {}  # the raw client library's round trip on the same broker
     started: list[brokers.BrokerProcess] = []
     try:
         for n, spec in enumerate(wanted):
@@ -251,9 +212,8 @@ async def run(args, work: Path) -> None:
             backend = spec if overrides else kind
             broker = None
             if kind in ("kafka", "pulsar"):
-                factory = brokers.tansu if kind == "kafka" else brokers.pulsar_lite
                 (work / f"broker-{n}").mkdir()
-                broker = factory(work / f"broker-{n}").start()
+                broker = broker_for(kind, work / f"broker-{n}").start()
                 started.append(broker)
             own = dict(o.split("=", 1) for o in overrides)
             run_settings = load_settings(environ={**brokers.TEST_BROKER_ENV, **own})
@@ -281,9 +241,9 @@ async def run(args, work: Path) -> None:
             # makes, so the pipeline's bus must make it, as it does in a worker (the raw client's own logger
             # would otherwise be the pipeline's too, and cost it a GIL hand-off per C++ DEBUG line).
             if broker is not None:
-                raw = (bench_bus.raw_kafka_setup(broker.url.removeprefix("kafka://")) if kind == "kafka"
-                       else bench_bus.raw_pulsar_setup(broker.url))
-                pingpong[backend] = await bench_bus.run(bench_bus.echo_bench(raw), bench_bus.QUICK,
+                raw = (pingpong.raw_kafka_setup(broker.url.removeprefix("kafka://")) if kind == "kafka"
+                       else pingpong.raw_pulsar_setup(broker.url))
+                pingpong[backend] = await pingpong.run(pingpong.echo_bench(raw), pingpong.QUICK,
                                                         extra_cpu=functools.partial(cpu_of, pid))
     finally:
         for broker in started:
@@ -315,7 +275,7 @@ async def run(args, work: Path) -> None:
             else:
                 floor = d["cpu_ms"] + EXCHANGES * raw.cpu_ms
                 print(f"{backend}: raw round trip {raw.cpu_ms:.2f} CPU ms (this process and the broker, "
-                      f"{bench_bus.CONCURRENCY} in flight); floor at c={c} = direct {d['cpu_ms']:.1f} + "
+                      f"{pingpong.CONCURRENCY} in flight); floor at c={c} = direct {d['cpu_ms']:.1f} + "
                       f"{EXCHANGES} x {raw.cpu_ms:.2f} = {floor:.1f} CPU ms/query ({floor / d['cpu_ms']:.2f}x direct); "
                       f"measured {r['cpu_ms']:.1f} ({r['cpu_ms'] / floor:.2f}x the floor)")
 

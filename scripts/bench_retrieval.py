@@ -1,6 +1,6 @@
 """Benchmark ingestion and retrieval through the real processors, on the in-process bus.
 
-    python scripts/bench_retrieval.py [--quick]
+    python -m scripts.bench_retrieval [--quick]
 
 1. Ingestion: the builtin corpus (the Python language reference from
    ``pydoc_data.topics``; --quick: its first 15 documents) sent to
@@ -53,6 +53,7 @@ from processors.runtime.client import RequestClient
 from processors.runtime.clients import DocEmbeddingsClient, KeywordClient
 from processors.runtime.worker import processors_running
 from schema import DEFAULT_COLLECTION, Chunk
+from scripts.bench.stats import percentile
 
 DIMENSION = 384
 SEED = 20240601
@@ -193,11 +194,6 @@ def build_stores(n: int, data_dir: Path, rng: np.random.Generator, vocab) -> dic
     return times
 
 
-def percentiles(samples: list[float]) -> tuple[float, float]:
-    p50, p99 = np.percentile(np.array(samples) * 1000, [50, 99])
-    return float(p50), float(p99)
-
-
 async def timed(call, inputs) -> list[float]:
     out = []
     for item in inputs:
@@ -233,7 +229,7 @@ async def bench_queries(n: int, n_queries: int, tmp: Path, vocab) -> list[tuple]
         ]:
             first = await timed(call, inputs[:1])  # opens the store; faiss builds its index here
             samples = await timed(call, inputs[1:])
-            rows.append((name, n, index_type, build, first[0] * 1000, *percentiles(samples), len(samples)))
+            rows.append((name, n, index_type, build, first[0] * 1000, percentile(samples, 50) * 1000, percentile(samples, 99) * 1000, len(samples)))
     shutil.rmtree(data_dir, ignore_errors=True)
     return rows
 

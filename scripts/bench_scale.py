@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Do replicas scale? One and two worker processes of the query processors, side by side in one run.
 
-    python scripts/bench_scale.py [--backends kafka pulsar] [--seconds 20] [--corpus small|full]
+    python -m scripts.bench_scale [--backends kafka pulsar] [--seconds 20] [--corpus small|full]
 
 For each backend it starts a fresh test broker, fills a data dir with the
 corpus and the sample graph (once), then for 1 and then 2 worker processes
@@ -32,19 +31,17 @@ import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench_rag import cpu_of  # noqa: E402  (scripts/bench_rag.py: CPU seconds of a process)
-
-from config import pipelines  # noqa: E402
-from config.settings import bus_settings  # noqa: E402
-from processors.bus import connect  # noqa: E402
-from processors.cli.documents import builtin_corpus  # noqa: E402
-from processors.cli.seed import build_stores  # noqa: E402
-from processors.runtime.client import RequestClient  # noqa: E402
-from processors.runtime.clients import DocumentRagClient, EmbedClient  # noqa: E402
-from processors.testing import brokers  # noqa: E402
-from processors.testing.chaos import WorkerProcess, worker_env  # noqa: E402
+from config import pipelines
+from config.settings import bus_settings
+from processors.bus import connect
+from processors.cli.documents import builtin_corpus
+from processors.cli.seed import build_stores
+from processors.runtime.client import RequestClient
+from processors.runtime.clients import DocumentRagClient, EmbedClient
+from processors.testing import brokers
+from processors.testing.chaos import WorkerProcess, worker_env
+from scripts.bench.brokers import broker_for
+from scripts.bench.cpu import cpu_of
 
 QUESTIONS = [
     "What does the with statement do?", "How does nonlocal differ from global?", "What is __slots__ for?",
@@ -86,7 +83,7 @@ async def bench_backend(backend: str, workdir: Path, args) -> list[tuple[int, di
     docs = builtin_corpus("default")
     passages = [d.text[:600] for d in docs] * 4
     with brokers.temporary_workdir() as broker_dir:
-        broker = (brokers.tansu if backend == "kafka" else brokers.pulsar_lite)(broker_dir).start()
+        broker = broker_for(backend, broker_dir).start()
         try:
             assert broker.process is not None
             settings = bus_settings(environ=brokers.TEST_BROKER_ENV)

@@ -1,7 +1,7 @@
 """Longer fault runs than the test suite's: replicas killed and restarted, the broker restarted, under load.
 
-    python scripts/chaos.py --backend kafka --queries 2000 --concurrency 64
-    python scripts/chaos.py --backend pulsar --queries 5000 --kill-every 15 --restart-broker
+    python -m scripts.chaos --backend kafka --queries 2000 --concurrency 64
+    python -m scripts.chaos --backend pulsar --queries 5000 --kill-every 15 --restart-broker
 
 Starts its own broker (Tansu or Pulsar Lite, from their PyPI packages) and
 ``--workers`` worker processes, each running every query processor; ingests
@@ -26,16 +26,15 @@ import sys
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from config import pipelines  # noqa: E402
-from config.settings import bus_settings  # noqa: E402
-from processors.bus import connect  # noqa: E402
-from processors.cli.documents import builtin_corpus  # noqa: E402
-from processors.cli.seed import build_stores  # noqa: E402
-from processors.runtime.client import RequestClient  # noqa: E402
-from processors.testing import brokers  # noqa: E402
-from processors.testing.chaos import QueryLoad, WorkerProcess, worker_env  # noqa: E402
+from config import pipelines
+from config.settings import bus_settings
+from processors.bus import connect
+from processors.cli.documents import builtin_corpus
+from processors.cli.seed import build_stores
+from processors.runtime.client import RequestClient
+from processors.testing import brokers
+from processors.testing.chaos import QueryLoad, WorkerProcess, worker_env
+from scripts.bench.brokers import broker_for
 
 QUESTIONS = [
     "What does the with statement do?", "How does nonlocal differ from global?", "What is __slots__ for?",
@@ -110,7 +109,7 @@ async def main() -> int:
     logging.basicConfig(level=logging.ERROR)
 
     with brokers.temporary_workdir() as workdir:  # the broker's data, the stores and logs: gone after the run
-        broker = (brokers.tansu if args.backend == "kafka" else brokers.pulsar_lite)(workdir).start()
+        broker = broker_for(args.backend, workdir).start()
         workers: list[WorkerProcess] = []
         try:
             report, kills = await run(args, broker, workdir, workers)

@@ -1,6 +1,6 @@
 """Retrieval quality of every mode, with LangChain's and LlamaIndex's hybrid retrievers beside it, in one run.
 
-    python scripts/eval_retrieval.py [--split dev|test|both] [--slice N] [--modes vector,keyword,hybrid,...]
+    python -m scripts.eval_retrieval [--split dev|test|both] [--slice N] [--modes vector,keyword,hybrid,...]
                                      [--peers | --no-peers] [--data-dir DIR] [--per-question FILE]
 
 The corpus is the Python language reference (``pydoc_data.topics``),
@@ -58,23 +58,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-for p in (ROOT, ROOT / "scripts" / "eval"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
-
-import evalset  # noqa: E402  (scripts/eval/evalset.py)
-
-from config import pipelines  # noqa: E402
-from config.settings import Settings, load_settings, processor_settings  # noqa: E402
-from processors.bus import connect  # noqa: E402
-from processors.bus.memory import drop_memory_broker  # noqa: E402
-from processors.chunker.settings import ChunkerSettings  # noqa: E402
-from processors.cli.documents import builtin_corpus  # noqa: E402
-from processors.cli.ingest import ingest  # noqa: E402
-from processors.runtime.client import RequestClient  # noqa: E402
-from processors.runtime.clients import DocumentRagClient, FetchChunkClient  # noqa: E402
-from processors.runtime.worker import processors_running, put_stores_in  # noqa: E402
+from config import pipelines
+from config.settings import Settings, load_settings, processor_settings
+from processors.bus import connect
+from processors.bus.memory import drop_memory_broker
+from processors.chunker.settings import ChunkerSettings
+from processors.cli.documents import builtin_corpus
+from processors.cli.ingest import ingest
+from processors.runtime.client import RequestClient
+from processors.runtime.clients import DocumentRagClient, FetchChunkClient
+from processors.runtime.worker import processors_running, put_stores_in
+from scripts.eval import evalset
 
 K = 10
 QUERY = [*pipelines.RETRIEVAL, "prompt"]  # document-rag sections of their own are added per mode
@@ -265,10 +259,9 @@ async def run_modes(settings: Settings, questions: Sequence[evalset.Question], m
 
 def run_peers(settings: Settings, questions: Sequence[evalset.Question], chunks: Mapping[str, str],
               runs: Runs, libraries: Sequence[str]) -> None:
-    import peers
-
     from processors.embed.onnx_backend import OnnxBackend
     from processors.embed.settings import EmbedSettings
+    from scripts.eval import peers
 
     embed = processor_settings(settings, "embed", EmbedSettings)
     if embed.backend != "onnx":

@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """Where one hop's time goes: timestamps per message along hybrid queries, on one bus.
 
-    python scripts/trace_hops.py [--queries 60] [--backend pulsar]
+    python -m scripts.trace_hops [--queries 60] [--backend pulsar]
 
-Runs bench_hops.py's pipeline (the query processors and the caller in this
+Runs py's pipeline (the query processors and the caller in this
 process, on the test brokers' settings) and stamps every request document-rag
 makes, and the caller's own, at each step the runtime passes: the publish
 called and returned (the broker's receipt), the request received by the
@@ -12,7 +11,7 @@ returned (its receipt), the reply received by the caller's inbox, and the call
 resumed. Prints per
 topic the median and p90 of each step, in ms since the call started; a step
 that takes longer than on the memory bus, or than a raw ping-pong leg
-(scripts/bench_bus.py), is where to look. The stamps wrap the runtime's own
+(scripts.bench_bus), is where to look. The stamps wrap the runtime's own
 methods, so each costs a few microseconds; compare rows of one run.
 """
 
@@ -21,20 +20,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
-import sys
 import time
 import uuid
 from collections import defaultdict
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import bench_hops  # noqa: E402  (its pipeline, collection and questions)
-
-from processors.bus.base import Bus, Subscription  # noqa: E402
-from processors.runtime import client, processor, replies  # noqa: E402
-from processors.runtime.envelope import REQUEST_ID  # noqa: E402
-from schema.topics import REPLY_PREFIX  # noqa: E402
+from config import pipelines
+from config.settings import load_settings
+from processors.bus import connect
+from processors.bus.base import Bus, Subscription
+from processors.cli.seed import build_stores
+from processors.runtime import client, processor, replies
+from processors.runtime.clients import DocumentRagClient
+from processors.runtime.envelope import REQUEST_ID
+from processors.runtime.worker import processors_running, put_stores_in
+from processors.testing import brokers
+from schema.topics import REPLY_PREFIX
+from scripts.bench.brokers import broker_for
+from scripts.bench.hops import COLLECTION, DOCUMENTS, QUESTIONS
+from scripts.bench.stats import percentile
 
 STEPS = ["publish called", "publish returned", "received", "handler started", "handler ended",
          "reply receipt", "reply received", "call resumed"]
@@ -103,8 +106,7 @@ def report(since: float) -> None:
         for step in STEPS:
             values = steps.get(step)
             if values:
-                p90 = statistics.quantiles(values, n=10)[8] if len(values) > 2 else max(values)
-                print(f"  {step:<18}{statistics.median(values):8.2f}{p90:8.2f}")
+                print(f"  {step:<18}{percentile(values, 50):8.2f}{percentile(values, 90):8.2f}")
 
 
 async def main() -> None:
@@ -113,29 +115,25 @@ async def main() -> None:
     parser.add_argument("--backend", default="pulsar", choices=["memory", "kafka", "pulsar"])
     args = parser.parse_args()
     _wrap()
-    with bench_hops.brokers.temporary_workdir() as workdir:  # the stores, the broker's data, the processors' dirs
+    with brokers.temporary_workdir() as workdir:  # the stores, the broker's data, the processors' dirs
         data_dir = str(workdir / "stores")
         os.environ.setdefault("RAGBUS_DATA_DIR", str(workdir / "processors"))
-        await bench_hops.build_stores(data_dir, bench_hops.COLLECTION, bench_hops.DOCUMENTS)
-        settings = bench_hops.load_settings(environ=bench_hops.brokers.TEST_BROKER_ENV)
-        bench_hops.put_stores_in(settings, data_dir)
-        broker = None
-        if args.backend == "kafka":
-            broker = bench_hops.brokers.tansu(workdir).start()
-        elif args.backend == "pulsar":
-            broker = bench_hops.brokers.pulsar_lite(workdir).start()
+        await build_stores(data_dir, COLLECTION, DOCUMENTS)
+        settings = load_settings(environ=brokers.TEST_BROKER_ENV)
+        put_stores_in(settings, data_dir)
+        broker = None if args.backend == "memory" else broker_for(args.backend, workdir).start()
         try:
             url = broker.url if broker else f"memory://trace-{uuid.uuid4().hex[:6]}"
-            async with bench_hops.processors_running(settings, list(bench_hops.pipelines.QUERY), url):
-                async with await bench_hops.connect(url, settings.bus) as bus, \
+            async with processors_running(settings, list(pipelines.QUERY), url):
+                async with await connect(url, settings.bus) as bus, \
                         client.RequestClient(bus, name="trace") as caller:
-                    rag = bench_hops.DocumentRagClient(caller, timeout=60)
+                    rag = DocumentRagClient(caller, timeout=60)
                     since = 0.0
                     for i in range(args.queries + 5):
                         if i == 5:  # after the warm-up: first loads and connections
                             since = time.perf_counter()
-                        question = bench_hops.QUESTIONS[i % len(bench_hops.QUESTIONS)]
-                        await rag.ask(question, mode="hybrid", collection=bench_hops.COLLECTION)
+                        question = QUESTIONS[i % len(QUESTIONS)]
+                        await rag.ask(question, mode="hybrid", collection=COLLECTION)
         finally:
             if broker is not None:
                 broker.stop()

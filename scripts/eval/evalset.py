@@ -1,7 +1,7 @@
 """The retrieval evaluation set: questions over the Python language reference, and what is relevant to each.
 
-    python scripts/eval/evalset.py            # check the set, print counts and word overlap per kind
-    python scripts/eval/evalset.py --write    # refresh the derived fields of questions.jsonl
+    python -m scripts.eval.evalset            # check the set, print counts and word overlap per kind
+    python -m scripts.eval.evalset --write    # refresh the derived fields of questions.jsonl
 
 ``questions.jsonl`` holds one question a line: ``id``, ``kind``, ``question``,
 ``evidence`` (verbatim passages of the corpus that answer it), ``how_made``,
@@ -47,14 +47,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
 QUESTIONS = Path(__file__).with_name("questions.jsonl")
 KINDS = ("identifier", "paraphrase", "multi-concept")
 SPLITS = ("dev", "test")
-SPLIT_SEED = 16  # fixed once (issue 16); the split is stored in questions.jsonl, never redrawn
+SPLIT_SEED = 16  # fixed once; the split is stored in questions.jsonl, never redrawn
 _SPACE = re.compile(r"\s+")
 
 
@@ -164,7 +160,7 @@ def stratified_slice(questions: Sequence[Question], n: int) -> list[Question]:
 def assign_split(questions: Sequence[Question], seed: int = SPLIT_SEED) -> dict[str, str]:
     """Question id -> "dev" or "test": each kind shuffled with ``seed`` and halved (dev gets the odd one).
 
-    Drawn once, before any measurement of issue 16, and stored in the file's ``split`` field;
+    Drawn once, before any setting was measured on it, and stored in the file's ``split`` field;
     ``--write`` keeps a stored split and draws only for questions that have none.
     """
     import random

@@ -1,9 +1,9 @@
 """Regression guard: hybrid retrieval (the configured default mode) is no worse than the better single mode.
 
 The slice is 30 questions of the test half of ``scripts/eval/questions.jsonl``
-(the half no setting was chosen on, issue 16), 10 of each kind, picked by
+(the half no setting was chosen on), 10 of each kind, picked by
 position in the file (``evalset.stratified_slice``), never by result. The
-whole pipeline runs as ``scripts/eval_retrieval.py`` runs it: the Python
+whole pipeline runs as ``python -m scripts.eval_retrieval`` runs it: the Python
 language reference ingested through the chunker, the embedder and both
 stores on a memory bus (about 40 s on 2 cores, once), then every question
 asked of document-rag in vector, keyword and hybrid mode with the
@@ -14,28 +14,15 @@ retriever got worse.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from scripts import eval_retrieval as harness
+from scripts.eval import evalset
+
 SLICE = 30
 SINGLE = ("vector", "keyword")
 METRICS = ("R@5", "nDCG@10")
 
-
-def _load_harness():
-    spec = importlib.util.spec_from_file_location("eval_retrieval", ROOT / "scripts" / "eval_retrieval.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("eval_retrieval", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-harness = _load_harness()
-evalset = harness.evalset
 
 
 def guarded() -> list:

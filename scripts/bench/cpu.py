@@ -1,0 +1,47 @@
+"""CPU seconds of a process, or of this process's threads, read from /proc.
+
+Hand-written on /proc (Linux only, as every benchmark here is) because the project has no
+dependency that reads another process's CPU time with its reaped children's (psutil would be
+a new one for two functions).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+from pathlib import Path
+
+
+def _stat_cpu(stat: Path, *, reaped: bool = False) -> float | None:
+    """CPU seconds (user + system; with ``reaped``, its reaped children's too) of a /proc stat file,
+    or None once the process or thread is gone."""
+    try:
+        fields = stat.read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return sum(int(x) for x in fields[11:15 if reaped else 13]) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_of(pid: int | None) -> float:
+    """CPU seconds (user + system) of a process and its reaped children; 0 for no process or one that is gone."""
+    if pid is None:
+        return 0.0
+    return _stat_cpu(Path(f"/proc/{pid}/stat"), reaped=True) or 0.0
+
+
+def thread_cpu() -> collections.Counter:
+    """CPU seconds (user + system) of this process's live threads so far, by thread name.
+
+    Python threads go by their own name without the pool's index (a processor's thread
+    ``embed-onnx_0`` is ``embed-onnx``); the others, onnxruntime's intra-op pool and the bus
+    clients' I/O and listener threads, together as ``native``.
+    """
+    names = {t.native_id: t.name.rsplit("_", 1)[0] if t.name[-1:].isdigit() else t.name
+             for t in threading.enumerate()}
+    cpu: collections.Counter = collections.Counter()
+    for task in Path("/proc/self/task").iterdir():
+        seconds = _stat_cpu(task / "stat")
+        if seconds is not None:  # else it ended meanwhile
+            cpu[names.get(int(task.name), "native")] += seconds
+    return cpu
