@@ -3,6 +3,13 @@
 Each processor gets one typed settings object (its class's ``Settings``),
 built from its ``[processors.NAME]`` section; an unknown or mistyped key is
 an error naming the key, not a silent default.
+
+Every default is written once: as the default of its Struct field (here, in ``config/bus.py``
+and in each processor's ``settings.py``), beside the comment saying why. msgspec applies it to a
+key a file leaves out, so ``config/defaults.toml`` sets no setting at all: it only wires the
+processors (``class``, and ``topic`` or ``bulk_topic`` where a section's differs from its name).
+Code that takes a setting as a keyword (``DocumentRag``, ``VectorStore``) reads its default from
+the Struct or has none; ``tests/unit/test_defaults_once.py`` fails on a second, differing default.
 """
 
 from __future__ import annotations
@@ -52,6 +59,11 @@ class ProcessorSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     max_message_bytes: PositiveInt | None = None
     # SIGTERM: how long requests in flight may take to finish before they are nacked.
     drain_timeout_s: NonNegativeSeconds = 10.0
+
+
+# The keys of a [processors.NAME] section that wire it rather than set it: which class runs and on
+# which topics. They are the only keys config/defaults.toml writes.
+WIRING = ("class", "topic", "group", "bulk_topic")
 
 
 def bulk_group(group: str) -> str:

@@ -74,6 +74,8 @@ import numpy as np
 
 from schema import Chunk, ChunkMatch, check_collection
 
+from .settings import DocEmbeddingsSettings
+
 if TYPE_CHECKING:
     import faiss
 
@@ -132,6 +134,8 @@ class _Metadata(msgspec.Struct, kw_only=True):
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(_Metadata)
 _EMPTY = np.zeros((0, 0), dtype=np.float32)
+# The keyword defaults of VectorStore are the processors' settings' own, written once there.
+_DEFAULT = DocEmbeddingsSettings()
 
 
 class VectorStore:
@@ -143,11 +147,11 @@ class VectorStore:
         collection: str,
         *,
         readonly: bool,
-        hnsw_threshold: int = 50_000,
-        hnsw_m: int = 32,
-        hnsw_ef_construction: int = 40,
-        hnsw_ef_search: int = 64,
-        refresh_interval_s: float = 1.0,
+        hnsw_threshold: int = _DEFAULT.hnsw_threshold,
+        hnsw_m: int = _DEFAULT.hnsw_m,
+        hnsw_ef_construction: int = _DEFAULT.hnsw_ef_construction,
+        hnsw_ef_search: int = _DEFAULT.hnsw_ef_search,
+        refresh_interval_s: float = _DEFAULT.refresh_interval_s,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.directory = Path(directory)

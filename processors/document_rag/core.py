@@ -58,11 +58,13 @@ from schema import DEFAULT_COLLECTION, BadRequest, ChunkMatch, Fact, RejectedFac
 from schema.times import DEFAULT_HEADER_TEMPLATE, iso, parse_instant, render_header
 
 from .fusion import FUSIONS, fuse, rrf_fuse
+from .settings import DocumentRagSettings
 
 log = logging.getLogger(__name__)
 
 MODES = ("vector", "keyword", "hybrid")
-DEFAULT_DOC_LIMIT = 5
+# The keyword defaults below are the processor's settings' own, so the class and a deployment agree.
+_DEFAULT = DocumentRagSettings()
 
 
 @dataclass(slots=True)
@@ -131,17 +133,17 @@ class DocumentRag:
         fetch_chunk: Callable[..., Awaitable[str]],
         kw_index_client: Any = None,
         kg_client: Any = None,
-        retrieval_mode: str = "vector",
-        vector_weight: float = 1.0,
-        keyword_weight: float = 1.0,
-        doc_limit: int = DEFAULT_DOC_LIMIT,
+        retrieval_mode: str = _DEFAULT.retrieval_mode,
+        vector_weight: float = _DEFAULT.vector_weight,
+        keyword_weight: float = _DEFAULT.keyword_weight,
+        doc_limit: int = _DEFAULT.doc_limit,
         *,
-        fusion: str = "rrf",
-        hybrid_depth: int = 0,
-        max_concepts: int = 0,
-        fact_limit: int = 8,
-        path_timeout_s: float | None = None,
-        max_query_chars: int = 10_000,
+        fusion: str = _DEFAULT.fusion,
+        hybrid_depth: int = _DEFAULT.hybrid_depth,
+        max_concepts: int = _DEFAULT.max_concepts,
+        fact_limit: int = _DEFAULT.fact_limit,
+        path_timeout_s: float | None = _DEFAULT.path_timeout_s,
+        max_query_chars: int = _DEFAULT.max_query_chars,
         header_template: str = DEFAULT_HEADER_TEMPLATE,
     ) -> None:
         _check_mode(retrieval_mode, kw_index_client)
@@ -262,7 +264,7 @@ class DocumentRag:
     # -- the document paths --------------------------------------------------------------------
 
     async def _documents(self, question, mode, limit, collection, result: RagAnswer, t: _Timings,
-                         fusion: str = "rrf") -> list[ChunkMatch]:
+                         fusion: str) -> list[ChunkMatch]:
         if mode == "vector":
             result.paths.append("vector")
             return await self._vector(question, limit, collection, result, t)
@@ -376,7 +378,8 @@ def _check_mode(mode: str, kw_index_client: Any) -> None:
     if mode not in MODES:
         raise BadRequest(f"unknown retrieval mode {mode!r}; use one of {', '.join(MODES)}")
     if mode in ("keyword", "hybrid") and kw_index_client is None:
-        raise ValueError(f"retrieval mode {mode!r} needs a keyword index client (kw_index_client)")
+        raise ValueError(f"retrieval mode {mode!r} needs a keyword index client (kw_index_client); "
+                         "without one, say retrieval_mode='vector'")
 
 
 def _check_fusion(fusion: Any) -> str:

@@ -44,8 +44,10 @@ class KeywordSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=Tru
     title_boost: NonNegative = 1.5
     # The query's words matched exactly in the text (as written, lowercased), and English-stemmed
     # against the stemmed title and text ("classes" finds "class"). 0 = that clause is left out.
+    # Stems on: on the dev half of scripts/eval/questions.jsonl, +0.01 nDCG@10 for keyword and
+    # hybrid, identifiers kept.
     word_boost: NonNegative = 1.0
-    stem_boost: NonNegative = 0.0
+    stem_boost: NonNegative = 1.0
     # An identifier-ish token of the query (7.3.2, __slots__, os.path.join, C++, std::vector),
     # matched whole against the same tokens of the chunks, on top of its words.
     identifier_boost: NonNegative = 2.0

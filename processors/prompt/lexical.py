@@ -19,6 +19,8 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
 
+from .settings import ExtractiveSettings
+
 _WORD = re.compile(r"[^\W_]+")
 # Word characters joined by . : / @ - (and C++ or C#): an identifier, kept whole.
 IDENT = re.compile(r"\w+(?:[.:/@\-]+\w+)*(?:\+\+|#)?")
@@ -107,7 +109,12 @@ def shorten(text: str, limit: int) -> str:
     return cut.rstrip() + "…"
 
 
-def bm25(query: Sequence[str], passages: Sequence[Sequence[str]], *, k1: float = 1.2, b: float = 0.75) -> list[float]:
+# bm25's keyword defaults are the extractive backend's settings' own, written once there.
+_EXTRACTIVE = ExtractiveSettings()
+
+
+def bm25(query: Sequence[str], passages: Sequence[Sequence[str]], *, k1: float = _EXTRACTIVE.k1,
+         b: float = _EXTRACTIVE.b) -> list[float]:
     """The BM25 score of each passage (a list of terms) for the query terms (repeats count once).
 
     The passages are the whole collection: document frequencies are counted

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from processors.document_rag import RRF_K, DocumentRag, rrf_fuse
+from processors.document_rag import RRF_K, DocumentRag, DocumentRagSettings, rrf_fuse
 from processors.runtime.clients import KgClient, PromptClient
 from schema import DEFAULT_COLLECTION, ChunkMatch, Fact, KgQueryResponse, PromptResult
 
@@ -262,6 +262,7 @@ def rig(*, prompt=None, embed=None, docs=None, fetch=None, kw=None, kg=None, **o
     docs = docs or DocEmbeddingsStub(embed if isinstance(embed, EmbedStub) else EmbedStub())
     fetch = fetch or FetchStub()
     options.setdefault("max_concepts", 3)  # concepts on, unless a test says otherwise
+    options.setdefault("retrieval_mode", "vector")  # the settings' default is hybrid; most tests here are of one path
     rag = DocumentRag(prompt, embed, docs, fetch, kw_index_client=kw, kg_client=kg, **options)
     return Rig(rag, prompt, embed, docs, fetch, kw, kg)
 
@@ -359,15 +360,31 @@ async def test_vector_mode_never_touches_the_keyword_client():
     assert "keyword" not in result.degraded
 
 
-async def test_default_mode_is_vector():
+async def test_vector_mode_never_asks_the_keyword_client():
     kw = Forbidden("kw_index_client")
-    r = rig(kw=kw)
+    r = rig(kw=kw, retrieval_mode="vector")
 
     result = await r.rag.query(QUESTION)
 
     assert kw.calls == []
     assert len(r.embed.calls) == 1
     assert result.paths == ["vector"]
+
+
+async def test_built_without_a_mode_or_fusion_it_runs_the_settings_default_hybrid_with_minmax():
+    # RRF ties a and x (each first once) and keeps a; min-max scores see x far ahead on the keyword side.
+    vector = scored(("a", 0.50), ("x", 0.49), ("z", 0.10))
+    keyword = scored(("x", 12.0), ("a", 1.0), ("w", 0.5))
+    embed = EmbedStub()
+    docs = DocEmbeddingsStub(embed, lambda text: list(vector))
+    rag = DocumentRag(PromptStub(concepts=[]), embed, docs, FetchStub(), kw_index_client=KeywordStub(keyword),
+                      doc_limit=3)
+
+    result = await rag.query(QUESTION)
+
+    assert result.paths == ["vector", "keyword"]
+    assert [c.chunk_id for c in result.chunks][:2] == ["x", "a"]
+    assert (rag.retrieval_mode, rag.fusion) == (DocumentRagSettings().retrieval_mode, DocumentRagSettings().fusion)
 
 
 async def test_doc_limit_bounds_the_store_requests_and_the_chunks():
@@ -442,6 +459,7 @@ def hybrid_rig(vector: list[ChunkMatch], kw: KeywordStub, *, docs_kwargs: dict |
     """No extra concepts, so the vector path is one store query that returns ``vector``."""
     embed = EmbedStub()
     docs = DocEmbeddingsStub(embed, lambda text: list(vector), **(docs_kwargs or {}))
+    options.setdefault("fusion", "rrf")  # the tests of weights work out ranks; min-max has its own below
     return rig(prompt=PromptStub(concepts=[]), embed=embed, docs=docs, kw=kw, retrieval_mode="hybrid", **options)
 
 
@@ -504,8 +522,7 @@ async def test_hybrid_fusion_is_chosen_per_request_else_by_the_instance():
     # RRF ties a and x (each first once) and keeps a; min-max scores see x far ahead on the keyword side.
     vector = scored(("a", 0.50), ("x", 0.49), ("z", 0.10))
     keyword = scored(("x", 12.0), ("a", 1.0), ("w", 0.5))
-    rrf = hybrid_rig(vector, KeywordStub(keyword), doc_limit=3)
-    assert rrf.rag.fusion == "rrf"
+    rrf = hybrid_rig(vector, KeywordStub(keyword), doc_limit=3, fusion="rrf")
     assert [c.chunk_id for c in (await rrf.rag.query(QUESTION)).chunks][:2] == ["a", "x"]
     assert [c.chunk_id for c in (await rrf.rag.query(QUESTION, fusion="minmax")).chunks][:2] == ["x", "a"]
     minmax = hybrid_rig(vector, KeywordStub(keyword), doc_limit=3, fusion="minmax")
@@ -580,6 +597,11 @@ async def test_hybrid_both_paths_failing_raises():
 def test_keyword_and_hybrid_modes_need_a_keyword_client(mode):
     with pytest.raises(ValueError):
         DocumentRag(PromptStub(), EmbedStub(), Forbidden("docs"), FetchStub(), retrieval_mode=mode)
+
+
+def test_without_a_keyword_client_the_default_mode_is_refused_naming_vector():
+    with pytest.raises(ValueError, match="retrieval_mode='vector'"):
+        DocumentRag(PromptStub(), EmbedStub(), Forbidden("docs"), FetchStub())
 
 
 @pytest.mark.parametrize("mode", ["bm25", "Vector", "", "vector "])
@@ -887,9 +909,9 @@ async def test_a_bool_doc_limit_is_a_type_error(doc_limit):
 
 def test_a_bad_doc_limit_is_rejected_at_construction():
     with pytest.raises(ValueError):
-        DocumentRag(PromptStub(), EmbedStub(), Forbidden("docs"), FetchStub(), doc_limit=-1)
+        DocumentRag(PromptStub(), EmbedStub(), Forbidden("docs"), FetchStub(), retrieval_mode="vector", doc_limit=-1)
     with pytest.raises(TypeError):
-        DocumentRag(PromptStub(), EmbedStub(), Forbidden("docs"), FetchStub(), doc_limit=True)
+        DocumentRag(PromptStub(), EmbedStub(), Forbidden("docs"), FetchStub(), retrieval_mode="vector", doc_limit=True)
 
 
 # -- no per-query state -----------------------------------------------------------------------------
