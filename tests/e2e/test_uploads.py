@@ -18,8 +18,9 @@ from schema import Document
 
 from ..documents_made import write_docx, write_pdf
 
-KETTLE = [("How long is the warranty?", ["Every Acme kettle carries a warranty of seven years from the date of "
-                                         "purchase, covering the heating element and the thermostat."]),
+WARRANTY = ("Every Acme kettle carries a warranty of seven years from the date of purchase, covering the heating "
+            "element and the thermostat.")
+KETTLE = [("How long is the warranty?", [WARRANTY]),
           ("How do I claim?", ["Send the kettle with its receipt to the Acme repair centre in Leeds."])]
 BIKES = [("Tyres", ["Inflate the tandem bicycle tyres to four bar before every long ride."])]
 CAFE = "Le café de la gare coûte trois euros, soit 3 € le matin.\r\nLe thé coûte deux euros.\r\n"
