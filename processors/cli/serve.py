@@ -42,9 +42,9 @@ async def run_pipeline(state, settings: Settings, url: str, stop: asyncio.Event,
     from processors.gateway import BusPipeline
 
     reached = reached or asyncio.Event()
-    seeding = first_use_plan(settings, DEFAULT_COLLECTION) if url.startswith("memory") else None
     if url.startswith("memory"):
         reached.set()
+    seeding = await first_use_plan(settings, DEFAULT_COLLECTION, url) if url.startswith("memory") else None
     names = pipelines.EVERYTHING  # on memory://: uploads and deletes go through the pipeline too
     c = settings.client
     async with embedded_processors(settings, names, url), await connect(url, settings.bus) as bus:
