@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from config import pipelines
@@ -81,16 +81,24 @@ class FirstUse:
         resumed = f", resuming: {len(corpus) - len(todo)} already in" if stored else ""
         print(f"first use: ingesting the Python language reference ({len(corpus)} topics{resumed})", file=out)
         progress = progress_bar(out, interval_s=c.progress_interval_s)
-        # Before all but the first document: a collection holding the whole corpus has the graph too.
         first, rest = (todo[:1], todo[1:]) if not stored else ([], todo)
-        for batch, before in ((first, 0), (rest, len(first))):
-            if batch:
-                summary = await ingest(client, batch, timeout=c.store_timeout_s,
-                                       on_progress=lambda done, _, label, n=before: progress(n + done, len(todo), label))
-                if summary.failed:
-                    raise RuntimeError(f"ingesting the default corpus failed: {summary.failed[0]}")
-            if batch is first:
-                await _load_sample_graph(client, self.collection, out)
+        await self._ingest(client, first, 0, len(todo), progress)
+        # Before all but the first document: a collection holding the whole corpus has the graph too.
+        await _load_sample_graph(client, self.collection, out)
+        await self._ingest(client, rest, len(first), len(todo), progress)
+
+    async def _ingest(self, client: RequestClient, batch: list[Document], before: int, total: int,
+                      progress: Callable[[int, int, str], None]) -> None:
+        """Ingest ``batch``, the documents after the ``before`` first of ``total``; fail on the first problem."""
+        if not batch:
+            return
+
+        def shown(done: int, _: int, label: str) -> None:
+            progress(before + done, total, label)
+
+        summary = await ingest(client, batch, timeout=self.settings.client.store_timeout_s, on_progress=shown)
+        if summary.failed:
+            raise RuntimeError(f"ingesting the default corpus failed: {summary.failed[0]}")
 
 
 async def first_use_plan(settings: Settings, collection: str, url: str) -> FirstUse | None:
