@@ -33,8 +33,8 @@ from config import pipelines
 from config.settings import load_settings
 from processors.bus import connect
 from processors.cli.documents import DocumentSource
-from processors.cli.ingest import send_document
 from processors.cli.seed import first_use
+from processors.ingestion import send_document
 from processors.runtime.client import RequestClient
 from processors.runtime.clients import DocumentRagClient
 from processors.runtime.worker import processors_running

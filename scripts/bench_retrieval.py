@@ -42,10 +42,10 @@ from config.settings import load_settings
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
 from processors.cli.documents import builtin_corpus
-from processors.cli.ingest import ingest
 from processors.doc_embeddings.processor import DocEmbeddingsStoreProcessor
 from processors.doc_embeddings.store import VectorStore, collection_dir
 from processors.embed.onnx_backend import OnnxBackend
+from processors.ingestion import ingest
 from processors.keyword import processor as keyword_processor
 from processors.keyword.index import KeywordIndex
 from processors.keyword.settings import KeywordSettings

@@ -64,7 +64,7 @@ from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
 from processors.chunker.settings import ChunkerSettings
 from processors.cli.documents import builtin_corpus
-from processors.cli.ingest import ingest
+from processors.ingestion import ingest
 from processors.runtime.client import RequestClient
 from processors.runtime.clients import DocumentRagClient, FetchChunkClient
 from processors.runtime.worker import processors_running, put_stores_in

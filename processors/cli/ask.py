@@ -95,9 +95,9 @@ async def show_stream(pieces: AsyncIterator[DocumentRagPiece], out=sys.stdout) -
 async def ask(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     url = args.bus or settings.bus.url
-    # Decided before anything starts: a mistyped collection fails at once, and an ask with nothing to
-    # seed starts no writer, so it needs no writer lock and runs beside any other.
-    seeding = first_use_plan(settings, args.collection) if url.startswith("memory") else None
+    # Decided before any writer starts (documents-query answers it): a mistyped collection fails at once,
+    # and an ask with nothing to seed starts no writer, so it needs no writer lock and runs beside any other.
+    seeding = await first_use_plan(settings, args.collection, url) if url.startswith("memory") else None
     async with embedded_processors(settings, pipelines.EVERYTHING if seeding is not None else pipelines.QUERY, url):
         async with await connect(url, settings.bus) as bus:
             if seeding is not None:

@@ -2,111 +2,26 @@
 
 With no path, the corpus is the Python language reference that ships with
 every Python (``pydoc_data.topics``: 79 topics), so a fresh machine has
-something to ask about. Files are converted by the converters of
-``processors/cli/convert`` (PDF, Word, PowerPoint, web pages, Markdown, text);
-folders are walked (hidden files and folders left out). A file that cannot be
+something to ask about. Files are read by the ingestion layer
+(``processors/ingestion``: PDF, Word, PowerPoint, web pages, Markdown, text);
+folders are walked here (hidden files and folders left out). A file that cannot be
 read, is empty, corrupt or of a type no converter reads is reported with its
 path and why, and the others go on.
-
-A file becomes a ``DocumentSource``: its id and title now, its text only
-while it is sent, in blocks (a page at a time for a PDF), so a 20 MB file is
-never held whole, let alone several times. The section headings met while
-reading are kept in ``sections``, each with the offset in the text where its
-section starts.
 """
 
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 
+from processors.ingestion import DocumentSource, document_id, open_document
+from processors.ingestion.convert import SUFFIXES
+from processors.ingestion.sources import BUILTIN_PREFIX
 from schema import DEFAULT_COLLECTION, Document
 
-from .convert import SUFFIXES, Heading, Piece, convert
-
-BUILTIN_PREFIX = "pydoc:"
-
-
-def document_id(name: str | Path) -> str:
-    """The id ``ingest`` gives a document, and so the one ``delete`` must ask for.
-
-    ``pydoc:TOPIC`` for a topic of the built-in corpus; otherwise a file's
-    absolute path with symlinks resolved, so that ``docs/a.txt`` ingested in
-    one directory is deleted as ``./a.txt`` from another, and one file
-    reached by two paths is one document.
-    """
-    if isinstance(name, str) and name.startswith(BUILTIN_PREFIX):
-        return name
-    return str(Path(name).resolve())
-
-
-@dataclass(frozen=True, slots=True)
-class Section:
-    """Where in a document's text a section starts, and its heading path (outermost first)."""
-
-    offset: int
-    heading: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class DocumentSource:
-    """A document to ingest whose text is read only when it is sent, in pieces, in order."""
-
-    document_id: str
-    title: str
-    collection: str
-    source: str
-    # About how many characters ``read`` yields (a file's size in bytes): for progress only.
-    size: int
-    read: Callable[[], Iterator[str]]
-    # The sections met by the last ``read``, filled as it goes.
-    sections: list[Section] = field(default_factory=list, compare=False)
-    # "sha256:<hex>" of the file's bytes (of title and text for a document from memory): the same
-    # hash as the library holds means the stores hold this content already.
-    content_hash: str = ""
-
-    @classmethod
-    def of(cls, doc: Document) -> DocumentSource:
-        """A document already in memory."""
-        digest = hashlib.sha256(doc.title.encode() + b"\0" + doc.text.encode()).hexdigest()
-        return cls(doc.document_id, doc.title, doc.collection, doc.source, len(doc.text), lambda: iter((doc.text,)),
-                   content_hash=f"sha256:{digest}")
-
-
-def file_hash(path: Path) -> str:
-    """sha256 of a file's bytes, read a MiB at a time."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
-    return f"sha256:{digest.hexdigest()}"
-
-
-def _texts(pieces: Iterator[Piece], sections: list[Section]) -> Iterator[str]:
-    """The text of a converter's pieces; each heading goes to ``sections`` at the offset it is met."""
-    sections.clear()
-    offset = 0
-    for piece in pieces:
-        if isinstance(piece, Heading):
-            sections.append(Section(offset, piece.path))
-        elif piece:
-            offset += len(piece)
-            yield piece
-
-
-def open_document(path: Path, collection: str) -> DocumentSource:
-    """One file as a ``DocumentSource``; raises ``ValueError`` (or ``OSError``) saying what is wrong with it."""
-    opened = convert(path)
-    sections: list[Section] = []
-    return DocumentSource(
-        document_id(path), opened.title or path.stem, collection, str(path), path.stat().st_size,
-        lambda: _texts(opened.read(), sections), sections, file_hash(path),
-    )
-
+__all__ = ["DocumentSource", "builtin_corpus", "document_id", "find_files", "load_documents"]
 
 def builtin_corpus(collection: str) -> list[Document]:
     import pydoc_data.topics

@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import re
 import socket
 import sys
 
@@ -21,13 +20,9 @@ from config.settings import GatewaySettings, Settings, load_settings
 from processors.bus import connect
 from processors.bus.base import BusError
 from processors.runtime.client import RequestClient
-from processors.runtime.clients import RemoteError
-from schema import DEFAULT_COLLECTION, Document, Error
-from schema import topics as t
+from schema import DEFAULT_COLLECTION
 
 from .common import BUS_HELP, CONFIG_HELP, command_client, embedded_processors
-from .documents import DocumentSource
-from .ingest import DocumentRejected, send_document
 from .seed import first_use_plan
 
 API_KEYS_ENV = "RAGBUS_API_KEYS"  # comma-separated, added to [gateway] api_keys
@@ -36,18 +31,6 @@ API_KEYS_ENV = "RAGBUS_API_KEYS"  # comma-separated, added to [gateway] api_keys
 def api_keys(settings: GatewaySettings, environ=os.environ) -> list[str]:
     extra = [k.strip() for k in environ.get(API_KEYS_ENV, "").split(",") if k.strip()]
     return list(dict.fromkeys([*settings.api_keys, *extra]))
-
-
-def _store_with(client: RequestClient, timeout: float):
-    async def store(document: Document) -> int:
-        try:
-            sent = await send_document(client, DocumentSource.of(document), timeout=timeout)
-        except DocumentRejected as exc:  # "part N: Type: message": the pipeline's own error type
-            found = re.match(r"(?:part \d+: )?(\w+): ", str(exc))
-            raise RemoteError(t.DOCUMENT_LOAD, Error(found.group(1) if found else "Rejected", str(exc))) from None
-        return sent.chunks  # an unchanged document: the chunks the stores hold already
-
-    return store
 
 
 async def run_pipeline(state, settings: Settings, url: str, stop: asyncio.Event, out=sys.stderr, *,
@@ -59,9 +42,9 @@ async def run_pipeline(state, settings: Settings, url: str, stop: asyncio.Event,
     from processors.gateway import BusPipeline
 
     reached = reached or asyncio.Event()
-    seeding = first_use_plan(settings, DEFAULT_COLLECTION) if url.startswith("memory") else None
     if url.startswith("memory"):
         reached.set()
+    seeding = await first_use_plan(settings, DEFAULT_COLLECTION, url) if url.startswith("memory") else None
     names = pipelines.EVERYTHING  # on memory://: uploads and deletes go through the pipeline too
     c = settings.client
     async with embedded_processors(settings, names, url), await connect(url, settings.bus) as bus:
@@ -76,7 +59,7 @@ async def run_pipeline(state, settings: Settings, url: str, stop: asyncio.Event,
                 RequestClient(bus, name="serve-store") as store_client:  # no resending: loads are slow
             state.pipeline = BusPipeline(
                 client, timeout_s=c.request_timeout_s, store_timeout_s=c.store_timeout_s,
-                store_document=_store_with(store_client, c.store_timeout_s),
+                store_client=store_client,
                 ready_check_s=settings.gateway.ready_check_s,
                 collection_check_s=settings.gateway.collection_check_s,
             )

@@ -12,6 +12,7 @@ that ends the stream with an ``error`` event (``/v1/ask``) or an error chunk (ch
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 from collections.abc import AsyncIterator
@@ -25,6 +26,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from config.settings import GatewaySettings
+from processors.ingestion import DocumentSource, UnreadableDocument, UnsupportedFormat, open_bytes
 from schema import Document, DocumentRagPiece, DocumentRagRequest, KgQueryRequest, check_collection
 from schema.http import AskRequest, ChatRequest, DocumentStored, DocumentUpload, ErrorBody, ErrorDetail, Health
 
@@ -149,17 +151,14 @@ def build_app(state: GatewayState, settings: GatewaySettings, *,
         return json_response(chat.models())
 
     async def add_document(request: Request) -> Response:
-        upload = await _upload(request)
-        collection = _collection(upload.collection)
-        document_id = upload.document_id or "upload:" + hashlib.sha256(upload.text.encode()).hexdigest()[:24]
-        document = Document(document_id=document_id, text=upload.text, title=upload.title, collection=collection,
-                            source="http")
+        document = await _upload(request)
         pipeline = state.need()
         try:
             chunks = await pipeline.store(document)
         except Exception as exc:
             raise from_pipeline(exc, ["text", "document_id", "title", "collection"]) from None
-        return json_response(DocumentStored(document_id=document_id, collection=collection, chunks=chunks), 201)
+        return json_response(DocumentStored(document_id=document.document_id, collection=document.collection,
+                                            chunks=chunks), 201)
 
     async def delete_document(request: Request) -> Response:
         document_id = request.path_params["document_id"]
@@ -254,10 +253,21 @@ def _collection(name: str, param: str = "$.collection") -> str:
         raise HTTPError(422, "ValidationError", str(exc), param) from None
 
 
-async def _upload(request: Request) -> DocumentUpload:
+def _upload_id(content: bytes) -> str:
+    """An upload's id when it names none: the same content is the same document."""
+    return "upload:" + hashlib.sha256(content).hexdigest()[:24]
+
+
+async def _upload(request: Request) -> DocumentSource:
+    """The document of ``POST /v1/documents``: JSON text, or a file of any format ``ragbus ingest`` reads,
+    converted by the ingestion layer (in a thread: a PDF's pages take the CPU a while)."""
     kind = request.headers.get("content-type", "")
     if not kind.startswith("multipart/form-data"):
-        return decode_body(await request.body(), DocumentUpload)
+        body = decode_body(await request.body(), DocumentUpload)
+        collection = _collection(body.collection)
+        document = Document(document_id=body.document_id or _upload_id(body.text.encode()), text=body.text,
+                            title=body.title, collection=collection, source="http")
+        return DocumentSource.of(document)
     try:
         form = await request.form()
     except Exception as exc:  # a malformed multipart body
@@ -265,14 +275,19 @@ async def _upload(request: Request) -> DocumentUpload:
     file = form.get("file")
     if file is None or isinstance(file, str):
         raise HTTPError(422, "ValidationError", "a multipart upload needs a 'file' field holding the file", "file")
-    try:
-        text = (await file.read()).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise HTTPError(422, "ValidationError", f"the file is not UTF-8 text: {exc}", "file") from None
     fields = {k: v for k in ("document_id", "title", "collection") if isinstance(v := form.get(k), str) and v}
-    fields.setdefault("title", file.filename or "")
-    try:
-        return msgspec.convert({"text": text, **fields}, DocumentUpload)
+    try:  # the fields as the JSON form checks them; the text is the file's, once converted
+        checked = msgspec.convert({"text": "-", **fields}, DocumentUpload)
     except msgspec.ValidationError as exc:
-        raise HTTPError(422, "ValidationError", str(exc), param_named(str(exc), ["text", "document_id", "title"])) \
-            from None
+        raise HTTPError(422, "ValidationError", str(exc), param_named(str(exc), ["document_id", "title"])) from None
+    collection = _collection(checked.collection)
+    content = await file.read()
+    try:
+        return await asyncio.to_thread(
+            open_bytes, content, filename=file.filename or "", media_type=file.content_type or "",
+            collection=collection, document_id=checked.document_id or _upload_id(content), title=checked.title,
+            source="http")
+    except UnsupportedFormat as exc:
+        raise HTTPError(415, "UnsupportedFormat", str(exc), "file") from None
+    except UnreadableDocument as exc:
+        raise HTTPError(422, "UnreadableDocument", str(exc), "file") from None

@@ -74,14 +74,15 @@ def document(title: str = "ragbus", version: str = "0.1.0", *, auth: bool = Fals
         "/v1/models": {"get": {"summary": "the model ids", "responses": {"200": _json(ModelList, "models"),
                                                                         **_errors(401)}}},
         "/v1/documents": {"post": {
-            "summary": "ingest a document through the pipeline (JSON text, or a multipart file upload)",
+            "summary": "ingest a document through the pipeline (JSON text, or a multipart upload of a file of any "
+                       "format ragbus ingest reads: PDF, Word, PowerPoint, HTML, Markdown, text in any encoding)",
             "requestBody": {"required": True, "content": {
                 "application/json": {"schema": _ref(DocumentUpload)},
                 "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
                     "file": {"type": "string", "format": "binary"}, "document_id": text, "title": text,
                     "collection": text}}},
             }},
-            "responses": {"201": _json(DocumentStored, "stored"), **failures},
+            "responses": {"201": _json(DocumentStored, "stored"), **failures, **_errors(415)},
         }},
         "/v1/documents/{document_id}": {"delete": {
             "summary": "remove a document from every store",

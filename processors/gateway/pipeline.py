@@ -1,7 +1,7 @@
 """What the gateway asks of the pipeline, over the bus: typed clients on one ``RequestClient``.
 
-Storing a document is injected (``store_document``): a large upload goes in parts, which
-the ingestion code of the command line knows how to cut, and a lower layer must not import.
+Storing a document goes through the ingestion layer (``processors/ingestion``), as ``ragbus
+ingest`` does: a large upload in parts, on a client of its own that does not resend (loads are slow).
 
 Whether a collection holds anything is documents-query's to say, as for ``ragbus collections``;
 the gateway asks only when an answer was drawn from nothing, and a yes counts for
@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 from processors.bus.base import BusError
+from processors.ingestion import DocumentSource, send_document
 from processors.runtime.client import RequestClient, RequestTimeout
 from processors.runtime.clients import DocumentRagClient, RemoteError
 from schema import (
     DeleteDocument,
-    Document,
     DocumentList,
     DocumentRagPiece,
     DocumentRagRequest,
@@ -42,14 +42,14 @@ class BusPipeline:
         *,
         timeout_s: float,
         store_timeout_s: float,
-        store_document: Callable[[Document], Awaitable[int]],
+        store_client: RequestClient | None = None,
         ready_check_s: float = 5.0,
         collection_check_s: float = 5.0,
     ) -> None:
         self.client = client
         self.timeout_s = timeout_s
         self.store_timeout_s = store_timeout_s
-        self.store_document = store_document
+        self.store_client = store_client or client
         self.rag = DocumentRagClient(client, timeout=timeout_s)
         self.ready_check_s = ready_check_s
         self._ready_until = 0.0
@@ -70,9 +70,11 @@ class BusPipeline:
             raise RemoteError(t.KG_QUERY, r.error)
         return r
 
-    async def store(self, document: Document) -> int:
-        """The number of chunks stored; raises as ``ingest`` reports a failed document."""
-        return await self.store_document(document)
+    async def store(self, document: DocumentSource) -> int:
+        """The number of chunks stored (or held already, when unchanged); raises ``DocumentRejected`` for
+        document-load's error answer, else what stopped the sending (a time-out, the bus)."""
+        sent = await send_document(self.store_client, document, timeout=self.store_timeout_s)
+        return sent.chunks
 
     async def delete(self, document_id: str, collection: str) -> IngestResult:
         request = DeleteDocument(document_id=document_id, collection=collection)

@@ -23,7 +23,7 @@ from processors.bus import connect
 from processors.chunker.chunking import chunk_document
 from processors.cli.common import command_client, embedded_processors
 from processors.cli.documents import builtin_corpus
-from processors.cli.ingest import ingest
+from processors.ingestion import ingest
 from processors.embed.onnx_backend import OnnxBackend
 from processors.runtime.worker import build_processor
 

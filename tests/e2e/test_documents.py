@@ -12,7 +12,7 @@ from config import pipelines
 from config.settings import load_settings
 from processors.bus import connect
 from processors.cli.documents import document_id, load_documents
-from processors.cli.ingest import ingest
+from processors.ingestion import ingest
 from processors.runtime.client import RequestClient
 from processors.runtime.clients import DocumentRagClient
 from processors.runtime.worker import processors_running

@@ -156,3 +156,40 @@ def test_a_file_whose_extra_is_missing_names_the_pip_line(tmp_path, monkeypatch)
 def test_a_path_that_does_not_exist_is_named(tmp_path, suffix):
     docs, skipped = load_documents([str(tmp_path / f"gone{suffix}")])
     assert docs == [] and skipped == [f"{tmp_path / f'gone{suffix}'}: no such file or directory"]
+
+
+def test_an_upload_reads_as_the_same_file_on_disk_does(tmp_path):
+    from processors.ingestion import open_bytes
+
+    path = write_docx(tmp_path / "kettle.docx", "Acme Kettle Warranty", [
+        ("How long is the warranty?", ["Seven years from purchase."]), ("How do I claim?", ["Post it to Leeds."])])
+    doc, text = read(path)
+    upload = open_bytes(path.read_bytes(), filename="kettle.docx", collection="default", document_id="k")
+    assert "".join(upload.read()) == text and upload.sections == doc.sections and upload.title == doc.title
+    assert upload.content_hash == doc.content_hash  # the same bytes: the library sees the same content
+
+
+@pytest.mark.parametrize("filename, media_type, content, error", [
+    ("notes", "application/octet-stream", b"plain words", "UnsupportedFormat"),
+    ("scan.pdf", "", b"%PDF-1.4 broken", "UnreadableDocument"),
+    ("cafe.txt", "", b"caf\xe9 cr\xe8me \x00\x00\x00", "UnreadableDocument"),
+])
+def test_an_upload_that_cannot_be_read_raises_a_typed_error_naming_it(filename, media_type, content, error):
+    from processors import ingestion
+
+    with pytest.raises(getattr(ingestion, error)) as raised:
+        ingestion.open_bytes(content, filename=filename, media_type=media_type, collection="default", document_id="x")
+    assert type(raised.value).__name__ == error and str(raised.value).startswith(f"{filename}: ")
+    assert "ragbus-upload-" not in str(raised.value)
+
+
+def test_an_upload_in_cp1252_or_named_by_its_media_type_is_read():
+    from processors.ingestion import open_bytes
+
+    cafe = open_bytes("Le café coûte 3 €.".encode("cp1252"), filename="cafe.txt", collection="default",
+                      document_id="c")
+    assert "".join(cafe.read()) == "Le café coûte 3 €."
+    faq = open_bytes(b"# FAQ\n\n## Descaling\n\nUse citric acid.\n", filename="faq", media_type="text/markdown",
+                     collection="default", document_id="f")
+    assert faq.title == "FAQ" and "".join(faq.read()).strip() == "Use citric acid."
+    assert [s.heading for s in faq.sections] == [("FAQ",), ("FAQ", "Descaling")]

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 from processors.chunker.chunking import split_part, split_text
 from processors.cli.documents import load_documents
-from processors.cli.ingest import ingest, send_document
+from processors.ingestion import ingest, send_document
 from schema import IngestResult, encode
 
 SENTENCE = "The quick brown fox jumps over the lazy dog while the lighthouse keeper logs ship {i}. "

@@ -70,6 +70,17 @@ async def interrupted_first_use(stored: int) -> None:
     drop_memory_broker(url.removeprefix("memory://"))
 
 
+async def corpus_stored() -> set[str] | None:
+    """What documents-query says of the default collection: the corpus's topics it holds while first use is
+    unfinished, None once it is done."""
+    url = f"memory://{uuid.uuid4().hex[:8]}"
+    async with processors_running(load_settings(), ["documents-query"], url, ready_timeout=120):
+        async with await connect(url) as bus, RequestClient(bus, name="check") as client:
+            stored = await seed.corpus_stored(client, "default", timeout=30)
+    drop_memory_broker(url.removeprefix("memory://"))
+    return stored
+
+
 async def stored_topics_and_germany_facts() -> tuple[list[str], list[str]]:
     url = f"memory://{uuid.uuid4().hex[:8]}"
     async with processors_running(load_settings(), ["fetch-chunk", "kg-query"], url, ready_timeout=120):
@@ -88,7 +99,8 @@ def ask(capsys, *args: str) -> tuple[int, str, str]:
 
 def test_an_interrupted_first_use_is_finished_by_the_next_ask(data, capsys):
     asyncio.run(interrupted_first_use(stored=3))
-    assert not (data / "default" / "first-use.done").exists()
+    unfinished = asyncio.run(corpus_stored())
+    assert unfinished is not None and 3 <= len(unfinished) < len(TOPICS)
 
     code, out, err = ask(capsys, "What does the with statement do?", "--json")
     assert code == 0, err
@@ -100,7 +112,8 @@ def test_an_interrupted_first_use_is_finished_by_the_next_ask(data, capsys):
     # The documents stored before the interruption (3, or one more answered in the same instant) were not sent again.
     resumed = re.search(r"resuming: (\d+) already in", err)
     assert resumed and 3 <= int(resumed[1]) < len(TOPICS), err
-    assert (data / "default" / "first-use.done").exists() and not (data / "default" / "first-use.progress").exists()
+    assert asyncio.run(corpus_stored()) is None  # done: the whole corpus is in
+    assert list(data.rglob("first-use*")) == []  # known from the stores, no marks beside them
 
     # Done: the next ask seeds nothing, so starts no writer, so runs beside a writer of the data dir.
     held = [take_writer_lock(data, store, processor="another writer") for store in ("keyword", "kg")]

@@ -17,8 +17,8 @@ from config.settings import load_settings
 from processors.bus import connect
 from processors.chunker import chunk_document
 from processors.cli.documents import DocumentSource, builtin_corpus, load_documents
-from processors.cli.ingest import ingest
 from processors.cli.library import list_collections, list_documents
+from processors.ingestion import ingest
 from processors.runtime import metrics
 from processors.runtime.client import RequestClient
 from processors.runtime.clients import DocEmbeddingsClient, EmbedClient, FetchChunkClient, KeywordClient, RemoteError

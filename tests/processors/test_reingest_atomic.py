@@ -18,7 +18,7 @@ import pytest
 
 from config import pipelines
 from processors.chunker import chunk_document
-from processors.cli.ingest import ingest
+from processors.ingestion import ingest
 from processors.cli.library import list_documents
 from processors.runtime.client import RequestClient
 from processors.runtime.clients import (

@@ -43,7 +43,7 @@ from processors.bus import SubscriptionClosed, connect, dead_letter_topic
 from processors.bus.consume import H_ATTEMPTS, H_ERROR, H_ORIGIN, H_REASON
 from processors.bus.memory import _BROKERS, drop_memory_broker
 from processors.cli.graph_files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology
-from processors.cli.ingest import ingest
+from processors.ingestion import ingest
 from processors.runtime import metrics
 from processors.runtime.client import RequestClient
 from processors.runtime.clients import (

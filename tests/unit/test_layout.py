@@ -52,13 +52,13 @@ GRAPH = {name: imports(name, path, modules()) for name, path in modules().items(
 
 
 def layer(name: str) -> int:
-    """config and schema < bus < runtime < a processor package < testing < cli."""
+    """config and schema < bus < runtime < ingestion < a processor package < testing < cli."""
     parts = name.split(".")
     if parts[0] in ("config", "schema"):
         return 0
     if len(parts) == 1:
         return 0  # processors/__init__.py
-    return {"bus": 1, "runtime": 2, "testing": 4, "cli": 5}.get(parts[1], 3)
+    return {"bus": 1, "runtime": 2, "ingestion": 2.5, "testing": 4, "cli": 5}.get(parts[1], 3)
 
 
 def test_every_module_imports():

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from ..errors import UnreadableDocument, UnsupportedFormat
 from .html import open_html
 from .markdown import open_markdown
 from .office import open_docx, open_pptx
@@ -38,11 +39,18 @@ SUFFIXES = tuple(CONVERTERS)
 
 
 def convert(path: Path) -> Opened:
-    """The converter for ``path``'s suffix, opened; ``ValueError`` (or ``OSError``) says why not."""
+    """The converter for ``path``'s suffix, opened; ``UnsupportedFormat``, ``UnreadableDocument`` (or
+    ``OSError``) says why not."""
     suffix = path.suffix.lower()
     opener = CONVERTERS.get(suffix)
     if opener is None:
-        raise ValueError(f"{path}: unsupported file type {suffix or '(no suffix)'!r}; ragbus reads {' '.join(SUFFIXES)}")
+        raise UnsupportedFormat(f"{path}: unsupported file type {suffix or '(no suffix)'!r}; "
+                                f"ragbus reads {' '.join(SUFFIXES)}")
     if path.stat().st_size == 0:
-        raise ValueError(f"{path}: empty file")
-    return opener(path)
+        raise UnreadableDocument(f"{path}: empty file")
+    try:
+        return opener(path)
+    except UnreadableDocument:
+        raise
+    except ValueError as exc:  # the converters' own refusals: corrupt, binary, no text, a missing extra
+        raise UnreadableDocument(str(exc)) from None

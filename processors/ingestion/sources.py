@@ -1,0 +1,147 @@
+"""Where a document's text comes from: a file on disk, the bytes of an upload, or a text in memory.
+
+A source becomes a ``DocumentSource``: its id and title now, its text only while it is sent, in
+blocks (a page at a time for a PDF), so a 20 MB file is never held whole, let alone several times.
+The section headings met while reading are kept in ``sections``, each with the offset in the text
+where its section starts.
+
+An upload's bytes are written to a file in a private temporary folder, named as the upload is (its
+suffix, else one its media type implies), and read by the same converters as a file on disk: the
+libraries behind them (pypdf, python-docx, charset-normalizer) read paths, and one way in means an
+upload is read exactly as ``ragbus ingest`` reads the same file. Its text is taken whole before the
+folder goes (an upload is bounded by the gateway's body limit), so nothing outlives the call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mimetypes
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from schema import Document
+
+from .convert import Heading, Piece, convert
+from .errors import UnreadableDocument, UnsupportedFormat
+
+BUILTIN_PREFIX = "pydoc:"
+
+
+def document_id(name: str | Path) -> str:
+    """The id ``ingest`` gives a document, and so the one ``delete`` must ask for.
+
+    ``pydoc:TOPIC`` for a topic of the built-in corpus; otherwise a file's
+    absolute path with symlinks resolved, so that ``docs/a.txt`` ingested in
+    one directory is deleted as ``./a.txt`` from another, and one file
+    reached by two paths is one document.
+    """
+    if isinstance(name, str) and name.startswith(BUILTIN_PREFIX):
+        return name
+    return str(Path(name).resolve())
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """Where in a document's text a section starts, and its heading path (outermost first)."""
+
+    offset: int
+    heading: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentSource:
+    """A document to ingest whose text is read only when it is sent, in pieces, in order."""
+
+    document_id: str
+    title: str
+    collection: str
+    source: str
+    # About how many characters ``read`` yields (a file's size in bytes): for progress only.
+    size: int
+    read: Callable[[], Iterator[str]]
+    # The sections met by the last ``read``, filled as it goes.
+    sections: list[Section] = field(default_factory=list, compare=False)
+    # "sha256:<hex>" of the file's bytes (of title and text for a document from memory): the same
+    # hash as the library holds means the stores hold this content already.
+    content_hash: str = ""
+
+    @classmethod
+    def of(cls, doc: Document) -> DocumentSource:
+        """A document already in memory."""
+        digest = hashlib.sha256(doc.title.encode() + b"\0" + doc.text.encode()).hexdigest()
+        return cls(doc.document_id, doc.title, doc.collection, doc.source, len(doc.text), lambda: iter((doc.text,)),
+                   content_hash=f"sha256:{digest}")
+
+
+def file_hash(path: Path) -> str:
+    """sha256 of a file's bytes, read a MiB at a time."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return f"sha256:{digest.hexdigest()}"
+
+
+def _texts(pieces: Iterator[Piece], sections: list[Section]) -> Iterator[str]:
+    """The text of a converter's pieces; each heading goes to ``sections`` at the offset it is met."""
+    sections.clear()
+    offset = 0
+    for piece in pieces:
+        if isinstance(piece, Heading):
+            sections.append(Section(offset, piece.path))
+        elif piece:
+            offset += len(piece)
+            yield piece
+
+
+def open_document(path: Path, collection: str) -> DocumentSource:
+    """One file as a ``DocumentSource``; raises ``UnreadableDocument`` (or ``OSError``) saying what is wrong."""
+    opened = convert(path)
+    sections: list[Section] = []
+    return DocumentSource(
+        document_id(path), opened.title or path.stem, collection, str(path), path.stat().st_size,
+        lambda: _texts(opened.read(), sections), sections, file_hash(path),
+    )
+
+
+def upload_name(filename: str, media_type: str = "") -> str:
+    """The name an upload is read under: its own (no folders), with the suffix its media type implies
+    when the name has none a converter knows."""
+    from .convert import SUFFIXES
+
+    name = Path(filename.replace("\\", "/")).name.strip() or "upload"
+    if Path(name).suffix.lower() in SUFFIXES:
+        return name
+    implied = mimetypes.guess_extension(media_type.partition(";")[0].strip().lower()) if media_type else None
+    if implied in SUFFIXES:
+        return name + implied
+    return name
+
+
+def open_bytes(data: bytes, *, filename: str = "", media_type: str = "", collection: str, document_id: str,
+               title: str = "", source: str = "") -> DocumentSource:
+    """An upload as a ``DocumentSource``, its format found from ``filename``'s suffix, else ``media_type``.
+
+    ``title`` "" takes the document's own (a PDF's or Word file's title), else the file's name.
+    Raises ``UnsupportedFormat`` or ``UnreadableDocument``, whose text names the upload, not a path here.
+    """
+    name = upload_name(filename, media_type)
+    with tempfile.TemporaryDirectory(prefix="ragbus-upload-") as folder:
+        path = Path(folder) / name
+        path.write_bytes(data)
+        try:
+            opened = convert(path)
+            sections: list[Section] = []
+            text = "".join(_texts(opened.read(), sections))
+        except UnsupportedFormat as exc:
+            raise UnsupportedFormat(str(exc).replace(str(path), name)) from None
+        except (UnreadableDocument, OSError) as exc:
+            raise UnreadableDocument(str(exc).replace(str(path), name)) from None
+        except Exception as exc:  # a library failing on a page deep inside: the upload cannot be read
+            raise UnreadableDocument(f"{name}: cannot be read ({type(exc).__name__}: {str(exc)[:200]})") from None
+    if not text.strip():
+        raise UnreadableDocument(f"{name}: no text")
+    return DocumentSource(document_id, title or opened.title or filename or name, collection, source or name,
+                          len(text), lambda: iter((text,)), sections, f"sha256:{hashlib.sha256(data).hexdigest()}")
