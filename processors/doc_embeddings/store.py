@@ -216,8 +216,8 @@ class VectorStore:
             index.hnsw.efSearch = max(self.hnsw_ef_search, k)  # fewer candidates than k cannot give k
         scores, labels = index.search(matrix, k)
         best: dict[int, float] = {}
-        for row_scores, row_labels in zip(scores.tolist(), labels.tolist()):
-            for score, label in zip(row_scores, row_labels):
+        for row_scores, row_labels in zip(scores.tolist(), labels.tolist(), strict=True):
+            for score, label in zip(row_scores, row_labels, strict=True):
                 if label >= 0 and score > best.get(label, float("-inf")):
                     best[label] = score
         rows = self._rows

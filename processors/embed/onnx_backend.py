@@ -42,6 +42,7 @@ under contention the cores go to the questions' work first.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import json
@@ -164,10 +165,8 @@ def yield_to_others() -> None:
     Linux: niceness is a thread's own, and ``setpriority`` of its thread id changes only it.
     Elsewhere (or refused) a no-op: the thread then competes as any other.
     """
-    try:
+    with contextlib.suppress(AttributeError, OSError):
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BULK_NICENESS)
-    except (AttributeError, OSError):
-        pass
 
 
 def cpu_count() -> int:

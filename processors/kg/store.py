@@ -190,7 +190,9 @@ class GraphStore:
             result.unchanged += not added
             reasons = self._check(fact) if warn else []
             if reasons:
-                result.warnings.append(f"{what}: stored, but the collection's ontology rejects it: {'; '.join(reasons)}")
+                result.warnings.append(
+                    f"{what}: stored, but the collection's ontology rejects it: {'; '.join(reasons)}"
+                )
         if batch.retract_sources:
             result.retracted = self._retract(batch.retract_sources, when)
         if result.count or result.retracted or result.ontology_changed:
@@ -227,7 +229,8 @@ class GraphStore:
             check_text("alias", alias)
         node = self.nodes.get(entity_id)
         if node is not None and node.declared:
-            if (node.name, node.type, node.aliases, node.start, node.end) == (name, entity.type or None, aliases, start, end):
+            declared = (node.name, node.type, node.aliases, node.start, node.end)
+            if declared == (name, entity.type or None, aliases, start, end):
                 return False
             raise ValueError(f"duplicate entity id {entity_id!r} with other content: the first declaration is kept")
         if node is None:
@@ -333,7 +336,9 @@ class GraphStore:
             f = v.fact
             head, tail = self.nodes[f.head], self.nodes[f.tail]
             if at_time is not None and not (
-                covers(v.start, v.end, at_time) and covers(head.start, head.end, at_time) and covers(tail.start, tail.end, at_time)
+                covers(v.start, v.end, at_time)
+                and covers(head.start, head.end, at_time)
+                and covers(tail.start, tail.end, at_time)
             ):
                 continue
             same = (f.head, f.relation, f.tail, v.start, v.end)

@@ -265,7 +265,8 @@ class Processor(Generic[Req, Resp]):
             env = f"RAGBUS_PROCESSORS__{self.name.upper().replace('-', '_')}__MAX_MESSAGE_BYTES"
             whose, raise_it = "this processor's", f"[processors.{self.name}] max_message_bytes ({env})"
         else:
-            whose, raise_it = "the bus's", "RAGBUS_BUS__MAX_MESSAGE_BYTES ([bus] max_message_bytes) where the workers run"
+            whose = "the bus's"
+            raise_it = "RAGBUS_BUS__MAX_MESSAGE_BYTES ([bus] max_message_bytes) where the workers run"
         message = (
             f"{self.name}: the request is {len(d.body)} bytes, over {whose} max_message_bytes={limit}; "
             f"send less or raise {raise_it}"
@@ -366,7 +367,8 @@ class Processor(Generic[Req, Resp]):
             if streamed:
                 error, final = error_response(self.piece_type, error.error), True
             body = encode(error)
-        await bus.publish(envelope.reply_to, body, response_headers(envelope, seq=seq if streamed else None, final=final))
+        headers = response_headers(envelope, seq=seq if streamed else None, final=final)
+        await bus.publish(envelope.reply_to, body, headers)
         return final
 
 

@@ -97,7 +97,7 @@ async def run_workers(
     bus = await connect(bus_url, settings.bus)
     try:
         joined = [asyncio.Event() for _ in processors]
-        tasks = [asyncio.ensure_future(p.run(bus, stop, r)) for p, r in zip(processors, joined)]
+        tasks = [asyncio.ensure_future(p.run(bus, stop, r)) for p, r in zip(processors, joined, strict=True)]
         # One processor failing (say, its store cannot open) stops the others cleanly.
         for task in tasks:
             task.add_done_callback(lambda t: t.cancelled() or t.exception() is None or stop.set())
@@ -116,7 +116,7 @@ async def run_workers(
         failures = [r for r in results if isinstance(r, BaseException)]
         if failures:
             raise failures[0]
-        return {p.name: r for p, r in zip(processors, results)}
+        return {p.name: r for p, r in zip(processors, results, strict=True)}
     finally:
         await bus.close()
         for sig in signals:
