@@ -130,7 +130,8 @@ async def replay(
     if speed is not None and speed <= 0:
         raise ValueError(f"speed must be > 0, got {speed}")
     count = 0
-    first_recorded = started = None
+    first_recorded: float | None = None
+    started = 0.0  # set with first_recorded
     for item in read_recording(path):
         if speed is not None:
             if first_recorded is None:
