@@ -88,6 +88,10 @@ class _Version:
     superseded: datetime | None = None
     retracted: bool = False  # ``superseded`` is when its source document was deleted
 
+    def believed_at(self, when: datetime) -> bool:
+        """False once its retraction had happened by ``when``; a revision after it does not count here."""
+        return not (self.retracted and self.superseded is not None and self.superseded <= when)
+
 
 @dataclass(slots=True)
 class QueryResult:
@@ -179,7 +183,8 @@ class GraphStore:
             what = _item("fact", i, fact_text(f.head, f.relation, f.tail))
             try:
                 if (kept := first_under_id(f, i, first)) is not None:
-                    raise ValueError(f"fact id {f.id.strip()!r} is given twice in this batch; fact {kept} is kept")
+                    fact_id = (f.id or "").strip()
+                    raise ValueError(f"fact id {fact_id!r} is given twice in this batch; fact {kept} is kept")
                 fact, added = self._add_fact(f, stamp)
             except (TimeError, ValueError) as exc:
                 result.rejected.append(f"{what}: {exc}")
@@ -269,8 +274,7 @@ class GraphStore:
         times = [self.versions[s].recorded for s in chain]
         at = bisect.bisect_right(times, recorded)
         before = self.versions[chain[at - 1]] if at else None
-        believed = before is not None and not (before.retracted and before.superseded <= recorded)
-        if believed and fact_content(before.fact) == fact_content(fact):
+        if before is not None and before.believed_at(recorded) and fact_content(before.fact) == fact_content(fact):
             return fact, False  # what the store already believed then (a reload, a redelivery): nothing to revise
         if before is not None and times[at - 1] == recorded:
             raise ValueError(f"duplicate fact {fact.id or fact_text(fact.head, fact.relation, fact.tail)!r}: "
