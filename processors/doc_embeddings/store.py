@@ -67,7 +67,7 @@ import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import IO, TYPE_CHECKING, Literal, cast
 
 import msgspec
 import numpy as np
@@ -213,7 +213,8 @@ class VectorStore:
         index = self._ensure_index()
         k = min(limit, len(self._rows))
         if self.index_kind == "hnsw":
-            index.hnsw.efSearch = max(self.hnsw_ef_search, k)  # fewer candidates than k cannot give k
+            # Fewer candidates than k cannot give k.
+            cast("faiss.IndexHNSW", index).hnsw.efSearch = max(self.hnsw_ef_search, k)
         scores, labels = index.search(matrix, k)
         best: dict[int, float] = {}
         for row_scores, row_labels in zip(scores.tolist(), labels.tolist(), strict=True):
@@ -388,7 +389,7 @@ class VectorStore:
             and rows[:old_n] == old_rows
             and np.array_equal(vectors[:old_n], old_vectors)
         )
-        if appends_only and n > old_n:
+        if appends_only and index is not None and n > old_n:
             index.add(vectors[old_n:])
         self._index = index if appends_only else None  # else built again on the next search
         self._generation = generation
@@ -519,7 +520,7 @@ def _flock(fd: int) -> None:
     fcntl.flock(fd, fcntl.LOCK_EX)
 
 
-def _write_atomic(path: Path, write: Callable[[object], object]) -> None:
+def _write_atomic(path: Path, write: Callable[[IO[bytes]], object]) -> None:
     tmp = path.with_name(path.name + ".tmp")  # one writer at a time: the lock is held
     with open(tmp, "wb") as f:
         write(f)
