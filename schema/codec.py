@@ -30,7 +30,8 @@ class DecodeError(ValueError):
     """A body that is not a valid message of the expected type; says which field and why."""
 
 
-def encode(message: msgspec.Struct) -> bytes:
+def encode(message: object) -> bytes:
+    """A message as its body; any other value msgspec can encode too, as size estimates need."""
     return _encoder.encode(message)
 
 
@@ -41,7 +42,8 @@ def _decoder(message_type: type) -> msgspec.msgpack.Decoder:
 
 def decode(body: bytes, message_type: type[T]) -> T:
     try:
-        return _decoder(message_type).decode(body)
+        # Every class is hashable, but mypy does not treat a type[T] as Hashable.
+        return _decoder(message_type).decode(body)  # type: ignore[arg-type]
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise DecodeError(f"invalid {message_type.__name__}: {exc}") from None
     except RecursionError:  # a kilobyte of nested arrays is enough to get here

@@ -66,7 +66,7 @@ async def _call_all(client: RequestClient, topics: list[str], message, timeout: 
     results = await asyncio.gather(
         *(client.request(topic, message, IngestResult, timeout=timeout) for topic in topics)
     )
-    for topic, r in zip(topics, results):
+    for topic, r in zip(topics, results, strict=True):
         if r.error is not None:
             raise RemoteError(topic, r.error)
     return results
@@ -85,15 +85,22 @@ class _Calls(Processor):
         """Remove the document from every chunk store, then from the library; the chunks removed."""
         s = self.settings
         results = await _call_all(
-            self.client, s.delete_topics, DeleteDocument(document_id=document_id, collection=collection), s.call_timeout_s
+            self.client,
+            s.delete_topics,
+            DeleteDocument(document_id=document_id, collection=collection),
+            s.call_timeout_s,
         )
         await self.record(DocumentInfo(document_id=document_id, collection=collection), removed=True)
         return max((r.count for r in results), default=0)
 
     async def record(self, document: DocumentInfo, *, removed: bool = False) -> None:
         if self.settings.record_topic:
-            await _call_all(self.client, [self.settings.record_topic], RecordDocument(document=document, removed=removed),
-                            self.settings.call_timeout_s)
+            await _call_all(
+                self.client,
+                [self.settings.record_topic],
+                RecordDocument(document=document, removed=removed),
+                self.settings.call_timeout_s,
+            )
 
     async def held(self, doc: Document) -> DocumentInfo | None:
         """The library's entry of ``doc`` if it holds it with the same content hash."""
@@ -207,7 +214,7 @@ class ChunkerProcessor(_Calls):
         if len(vectors) != len(chunks):
             raise ValueError(f"embed returned {len(vectors)} vectors for {len(chunks)} chunks")
         budget = body_budget(self.bus.max_message_bytes)
-        sizes = [len(encode(c)) + len(encode(v)) for c, v in zip(chunks, vectors)]
+        sizes = [len(encode(c)) + len(encode(v)) for c, v in zip(chunks, vectors, strict=True)]
         overhead = len(encode(EmbeddedChunks(chunks=[], vectors=[], staged=True))) + 2 * _PREFIX
         try:
             runs = list(pack(sizes, budget, overhead=overhead))

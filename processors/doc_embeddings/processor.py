@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar, overload
 
 from config.settings import data_dir
 from processors.runtime.processor import Processor, RequestContext
@@ -74,6 +74,11 @@ class _StoreProcessor(Processor):
         if self._thread is None:
             raise RuntimeError(f"{self.name} is not started")
         return await self._thread.run(fn, *args)
+
+    @overload
+    def _store(self, collection: str, *, create: Literal[True]) -> VectorStore: ...
+    @overload
+    def _store(self, collection: str, *, create: bool) -> VectorStore | None: ...
 
     def _store(self, collection: str, *, create: bool) -> VectorStore | None:
         """The open store of ``collection``; None if it was never written and ``create`` is false.

@@ -67,7 +67,7 @@ import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import IO, TYPE_CHECKING, Literal, cast
 
 import msgspec
 import numpy as np
@@ -217,11 +217,12 @@ class VectorStore:
         index = self._ensure_index()
         k = min(limit, len(self._rows))
         if self.index_kind == "hnsw":
-            index.hnsw.efSearch = max(self.hnsw_ef_search, k)  # fewer candidates than k cannot give k
+            # Fewer candidates than k cannot give k.
+            cast("faiss.IndexHNSW", index).hnsw.efSearch = max(self.hnsw_ef_search, k)
         scores, labels = index.search(matrix, k)
         best: dict[int, float] = {}
-        for row_scores, row_labels in zip(scores.tolist(), labels.tolist()):
-            for score, label in zip(row_scores, row_labels):
+        for row_scores, row_labels in zip(scores.tolist(), labels.tolist(), strict=True):
+            for score, label in zip(row_scores, row_labels, strict=True):
                 if label >= 0 and score > best.get(label, float("-inf")):
                     best[label] = score
         rows = self._rows
@@ -392,7 +393,7 @@ class VectorStore:
             and rows[:old_n] == old_rows
             and np.array_equal(vectors[:old_n], old_vectors)
         )
-        if appends_only and n > old_n:
+        if appends_only and index is not None and n > old_n:
             index.add(vectors[old_n:])
         self._index = index if appends_only else None  # else built again on the next search
         self._generation = generation
@@ -523,7 +524,7 @@ def _flock(fd: int) -> None:
     fcntl.flock(fd, fcntl.LOCK_EX)
 
 
-def _write_atomic(path: Path, write: Callable[[object], object]) -> None:
+def _write_atomic(path: Path, write: Callable[[IO[bytes]], object]) -> None:
     tmp = path.with_name(path.name + ".tmp")  # one writer at a time: the lock is held
     with open(tmp, "wb") as f:
         write(f)

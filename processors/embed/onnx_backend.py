@@ -42,6 +42,7 @@ under contention the cores go to the questions' work first.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import json
@@ -49,6 +50,7 @@ import logging
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -164,10 +166,8 @@ def yield_to_others() -> None:
     Linux: niceness is a thread's own, and ``setpriority`` of its thread id changes only it.
     Elsewhere (or refused) a no-op: the thread then competes as any other.
     """
-    try:
+    with contextlib.suppress(AttributeError, OSError):
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BULK_NICENESS)
-    except (AttributeError, OSError):
-        pass
 
 
 def cpu_count() -> int:
@@ -184,8 +184,8 @@ class OnnxBackend:
         self.dimension = 0
         self._thread: OneThread | None = None  # from start to close: questions' requests
         self._bulk_thread: OneThread | None = None  # bulk requests (ingestion's), beside them
-        self._session = None
-        self._tokenizer = None
+        self._session: Any = None  # onnxruntime's InferenceSession (a library without types), once loaded
+        self._tokenizer: WordPiece | None = None
         self.loaded_from: Path | None = None  # the file the session was built from: the export, or its cache
 
     async def start(self) -> None:
@@ -291,16 +291,18 @@ class OnnxBackend:
 
     def embed_sync(self, texts: list[str]) -> np.ndarray:
         """Unit vectors of ``texts``, one row each, in input order."""
-        if self._session is None:
+        if self._session is None or self._tokenizer is None:
             self.load()
+        tokenizer = self._tokenizer
+        assert tokenizer is not None  # load() set it or raised
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         if not texts:
             return out
-        encodings = [self._tokenizer.encode(text) for text in texts]
+        encodings = [tokenizer.encode(text) for text in texts]
         lengths = np.array([len(e) for e in encodings])
         order = np.argsort(lengths, kind="stable")
-        for rows in batches(lengths[order], self.settings.batch_size, self.settings.batch_tokens):
-            rows = order[rows]
+        for run in batches(lengths[order], self.settings.batch_size, self.settings.batch_tokens):
+            rows = order[run]
             width = int(lengths[rows].max())
             ids = np.full((len(rows), width), self._pad_id, dtype=np.int64)
             mask = np.zeros((len(rows), width), dtype=np.int64)

@@ -238,7 +238,7 @@ class KeywordIndex:
         self.maybe_reload()
         query = Query.term_query(self.schema, "document_id", document_id, index_option="basic")
         searcher = self._index.searcher()
-        found = searcher.search(query, 1, count=True).count or 0
+        found = searcher.search(query, 1, count=True).count or 0  # type: ignore[attr-defined]  # stub lacks count
         counts: dict[str, int] = {}
         if not found:
             return counts
@@ -251,7 +251,7 @@ class KeywordIndex:
         """Remove every chunk of ``document_id``; visible after ``commit``. Returns how many committed ones go."""
         writer = self._require_writer()
         query = Query.term_query(self.schema, "document_id", document_id, index_option="basic")
-        found = self._index.searcher().search(query, 1, count=True).count or 0
+        found = self._index.searcher().search(query, 1, count=True).count or 0  # type: ignore[attr-defined]  # as above
         writer.delete_documents_by_term("document_id", document_id)
         return found
 
@@ -303,7 +303,7 @@ class KeywordIndex:
             doc = searcher.doc(address)
             matches.append(
                 ChunkMatch(
-                    chunk_id=doc.get_first("chunk_id"),
+                    chunk_id=doc.get_first("chunk_id") or "",  # always stored: upsert writes it
                     score=float(score),
                     text=doc.get_first("text"),
                     document_id=doc.get_first("document_id"),
@@ -342,7 +342,8 @@ class KeywordIndex:
                 q = Query.term_query(schema, "ident", ident, index_option="freq")
                 clauses.append((Occur.Should, Query.boost_query(q, s.identifier_boost)))
         if s.phrase_boost > 0 and 2 <= len(all_words) <= s.max_query_terms and len(set(all_words)) > 1:
-            phrase = Query.phrase_query(schema, "text", all_words)
+            phrase_words: list[str | tuple[int, str]] = [*all_words]  # the stub's type: words or (offset, word)
+            phrase = Query.phrase_query(schema, "text", phrase_words)
             clauses.append((Occur.Should, Query.boost_query(phrase, s.phrase_boost)))
         if not clauses:
             return None

@@ -138,7 +138,10 @@ class KgQueryProcessor(_GraphProcessor[KgQueryRequest, KgQueryResponse]):
         if request.limit < 0:
             raise BadRequest(f"limit must be 0 or more, got {request.limit}")
         if len(request.question) > self.settings.max_question_chars:
-            raise BadRequest(f"question is {len(request.question)} characters, over max_question_chars={self.settings.max_question_chars}")
+            raise BadRequest(
+                f"question is {len(request.question)} characters, "
+                f"over max_question_chars={self.settings.max_question_chars}"
+            )
         if not request.question.strip():
             raise BadRequest("question is empty")
         check_collection(request.collection)

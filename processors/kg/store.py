@@ -88,6 +88,10 @@ class _Version:
     superseded: datetime | None = None
     retracted: bool = False  # ``superseded`` is when its source document was deleted
 
+    def believed_at(self, when: datetime) -> bool:
+        """False once its retraction had happened by ``when``; a revision after it does not count here."""
+        return not (self.retracted and self.superseded is not None and self.superseded <= when)
+
 
 @dataclass(slots=True)
 class QueryResult:
@@ -179,7 +183,8 @@ class GraphStore:
             what = _item("fact", i, fact_text(f.head, f.relation, f.tail))
             try:
                 if (kept := first_under_id(f, i, first)) is not None:
-                    raise ValueError(f"fact id {f.id.strip()!r} is given twice in this batch; fact {kept} is kept")
+                    fact_id = (f.id or "").strip()
+                    raise ValueError(f"fact id {fact_id!r} is given twice in this batch; fact {kept} is kept")
                 fact, added = self._add_fact(f, stamp)
             except (TimeError, ValueError) as exc:
                 result.rejected.append(f"{what}: {exc}")
@@ -190,7 +195,9 @@ class GraphStore:
             result.unchanged += not added
             reasons = self._check(fact) if warn else []
             if reasons:
-                result.warnings.append(f"{what}: stored, but the collection's ontology rejects it: {'; '.join(reasons)}")
+                result.warnings.append(
+                    f"{what}: stored, but the collection's ontology rejects it: {'; '.join(reasons)}"
+                )
         if batch.retract_sources:
             result.retracted = self._retract(batch.retract_sources, when)
         if result.count or result.retracted or result.ontology_changed:
@@ -227,7 +234,8 @@ class GraphStore:
             check_text("alias", alias)
         node = self.nodes.get(entity_id)
         if node is not None and node.declared:
-            if (node.name, node.type, node.aliases, node.start, node.end) == (name, entity.type or None, aliases, start, end):
+            declared = (node.name, node.type, node.aliases, node.start, node.end)
+            if declared == (name, entity.type or None, aliases, start, end):
                 return False
             raise ValueError(f"duplicate entity id {entity_id!r} with other content: the first declaration is kept")
         if node is None:
@@ -266,8 +274,7 @@ class GraphStore:
         times = [self.versions[s].recorded for s in chain]
         at = bisect.bisect_right(times, recorded)
         before = self.versions[chain[at - 1]] if at else None
-        believed = before is not None and not (before.retracted and before.superseded <= recorded)
-        if believed and fact_content(before.fact) == fact_content(fact):
+        if before is not None and before.believed_at(recorded) and fact_content(before.fact) == fact_content(fact):
             return fact, False  # what the store already believed then (a reload, a redelivery): nothing to revise
         if before is not None and times[at - 1] == recorded:
             raise ValueError(f"duplicate fact {fact.id or fact_text(fact.head, fact.relation, fact.tail)!r}: "
@@ -333,7 +340,9 @@ class GraphStore:
             f = v.fact
             head, tail = self.nodes[f.head], self.nodes[f.tail]
             if at_time is not None and not (
-                covers(v.start, v.end, at_time) and covers(head.start, head.end, at_time) and covers(tail.start, tail.end, at_time)
+                covers(v.start, v.end, at_time)
+                and covers(head.start, head.end, at_time)
+                and covers(tail.start, tail.end, at_time)
             ):
                 continue
             same = (f.head, f.relation, f.tail, v.start, v.end)

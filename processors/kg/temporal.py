@@ -30,7 +30,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -74,7 +74,10 @@ class RetrievedContext:
 
 
 class Retriever(Protocol):
-    def retrieve(self, query: str, **kwargs: Any) -> list[RetrievedContext]: ...
+    # Whatever keywords its own retrieve takes (the store's: k, as_of): the caller's pass through, and a
+    # wrong one is that retriever's TypeError. A method with **kwargs here would admit only catch-alls.
+    @property
+    def retrieve(self) -> Callable[..., list[Any]]: ...
 
 
 @dataclass(frozen=True)
@@ -160,7 +163,8 @@ def _hashable(value: Any) -> bool:
     return True
 
 
-def _copy_with(context: Any, entities: list[dict[str, Any]], relationships: list[dict[str, Any]]) -> RetrievedContext:
+def _copy_with(context: Any, entities: list[dict[str, Any]], relationships: list[dict[str, Any]]) -> Any:
+    """A copy of the retriever's own dataclass where it has our fields (its callers keep their type), else ours."""
     metadata = copy.copy(getattr(context, "metadata", None))
     if dataclasses.is_dataclass(context) and not isinstance(context, type):
         try:

@@ -44,7 +44,7 @@ def passages(inp: PromptInput) -> list[Passage]:
     """Document sentences, then facts, in the order given, each text once."""
     out: list[Passage] = []
     seen: set[str] = set()
-    for rank, (document, citation) in enumerate(zip(inp.documents, inp.citations)):
+    for rank, (document, citation) in enumerate(zip(inp.documents, inp.citations, strict=True)):
         for sentence in sentences(document):
             key = sentence.casefold()
             if key not in seen:
@@ -73,7 +73,9 @@ def compose_lines(inp: PromptInput, settings: ExtractiveSettings) -> list[str]:
     """The answer's lines: each cited sentence, then the header and each cited fact (the pieces of a stream)."""
     found = passages(inp)
     scores = bm25(terms(inp.query), [terms(p.text) for p in found], k1=settings.k1, b=settings.b)
-    scores = [s if p.is_fact else s * (1 + settings.rank_weight / (1 + p.rank)) for s, p in zip(scores, found)]
+    scores = [
+        s if p.is_fact else s * (1 + settings.rank_weight / (1 + p.rank)) for s, p in zip(scores, found, strict=True)
+    ]
     sentence_ids = [i for i, p in enumerate(found) if not p.is_fact]
     fact_ids = [i for i, p in enumerate(found) if p.is_fact]
     picked_sentences = best(scores, sentence_ids, settings.max_sentences, settings.min_score)

@@ -20,7 +20,7 @@ from .lexical import IDENT, is_stopword
 from .variables import one_line
 
 MAX_WORDS = 4
-_SENTENCE_END = ".!?…。！？"
+_SENTENCE_END = ".!?…。！？"  # noqa: RUF001  (CJK sentence ends: fullwidth ! and ?)
 
 
 def _case(word: str) -> int:

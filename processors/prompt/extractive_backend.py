@@ -45,7 +45,9 @@ class ExtractiveBackend:
             thread, self._thread = self._thread, None
             await thread.close(cancel_pending=True)
 
-    async def answer(self, template_id: str, prompt: str, inp: PromptInput, deadline: float | None = None) -> PromptResult:
+    async def answer(
+        self, template_id: str, prompt: str, inp: PromptInput, deadline: float | None = None
+    ) -> PromptResult:
         """The answer; ``deadline`` is not needed here: the processor's time limit cancels the wait."""
         if self._thread is None:
             raise RuntimeError("the extractive backend is not started")

@@ -25,7 +25,7 @@ _WORD = re.compile(r"[^\W_]+")
 # Word characters joined by . : / @ - (and C++ or C#): an identifier, kept whole.
 IDENT = re.compile(r"\w+(?:[.:/@\-]+\w+)*(?:\+\+|#)?")
 # The end of a sentence: its punctuation, closing quotes or brackets, then white space.
-_SENTENCE_END = re.compile(r"[.!?…。！？]+[\"'”’»)\]]*\s+")
+_SENTENCE_END = re.compile(r"[.!?…。！？]+[\"'”’»)\]]*\s+")  # noqa: RUF001  (CJK ends, typographic quotes)
 _PARAGRAPH = re.compile(r"\n\s*\n")
 
 # Function words and question words in English: they say nothing about what a text is about.
@@ -71,7 +71,7 @@ def _without_headings(text: str) -> str:
             if i > 0 and lines[i - 1].strip() and not _UNDERLINE.match(lines[i - 1]):
                 keep[i - 1] = False  # the title it underlines
     # A removed title leaves a paragraph break, so the text around it does not run together.
-    return "\n".join(line if k else "" for line, k in zip(lines, keep))
+    return "\n".join(line if k else "" for line, k in zip(lines, keep, strict=True))
 
 
 def sentences(text: str) -> Iterator[str]:
@@ -132,7 +132,7 @@ def bm25(query: Sequence[str], passages: Sequence[Sequence[str]], *, k1: float =
     idf = {t: math.log(1.0 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
     avg_len = sum(len(p) for p in passages) / n or 1.0
     scores = []
-    for passage, c in zip(passages, counts):
+    for passage, c in zip(passages, counts, strict=True):
         norm = k1 * (1.0 - b + b * len(passage) / avg_len)
         # sorted: the float sum is the same whatever order the Counter happens to hold
         scores.append(sum(idf[t] * tf * (k1 + 1.0) / (tf + norm) for t, tf in sorted(c.items())))

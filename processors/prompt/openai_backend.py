@@ -107,7 +107,9 @@ class OpenAIBackend:
     async def close(self) -> None:
         await self.endpoint.close()
 
-    async def answer(self, template_id: str, prompt: str, inp: PromptInput, deadline: float | None = None) -> PromptResult:
+    async def answer(
+        self, template_id: str, prompt: str, inp: PromptInput, deadline: float | None = None
+    ) -> PromptResult:
         text, usage = await self.complete(prompt, deadline)
         if template_id == EXTRACT_CONCEPTS:
             lines = concept_lines(text, inp.query, self.max_concepts)
@@ -162,7 +164,8 @@ class OpenAIBackend:
             raise self.endpoint.error("the stream ended before the answer did (no finish_reason)")
         text = "".join(parts)
         if template_id == EXTRACT_CONCEPTS:
-            result = self._result("lines", "\n".join(concept_lines(text, inp.query, self.max_concepts)), template_id, usage)
+            lines = "\n".join(concept_lines(text, inp.query, self.max_concepts))
+            result = self._result("lines", lines, template_id, usage)
         else:
             result = self._result("text", text.strip(), template_id, usage)
         yield PromptPiece(result=result)

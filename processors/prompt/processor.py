@@ -22,7 +22,9 @@ class Backend(Protocol):
 
     async def start(self) -> None: ...
 
-    async def answer(self, template_id: str, prompt: str, inp: PromptInput, deadline: float | None = None) -> PromptResult:
+    async def answer(
+        self, template_id: str, prompt: str, inp: PromptInput, deadline: float | None = None
+    ) -> PromptResult:
         """The result for the rendered ``prompt``; ``deadline`` is on the event loop's clock."""
         ...
 

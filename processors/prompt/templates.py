@@ -87,7 +87,9 @@ def parse(template_id: str, text: str, allowed: Iterable[str] | None = None) -> 
     return Template(template_id, tuple(parts))
 
 
-def load_dir(directory: Path, allowed_for: Mapping[str, Iterable[str]], default_allowed: Iterable[str]) -> dict[str, Template]:
+def load_dir(
+    directory: Path, allowed_for: Mapping[str, Iterable[str]], default_allowed: Iterable[str]
+) -> dict[str, Template]:
     """Every ``*.txt`` template of ``directory``, by id (the file name without ``.txt``).
 
     ``allowed_for[template_id]`` bounds the placeholders of that template;

@@ -76,7 +76,7 @@ class PromptInput:
 
     def _value(self, name: str) -> str:
         if name == "documents":
-            lines = [f"{c} {one_line(d)}" for c, d in zip(self.citations, self.documents)]
+            lines = [f"{c} {one_line(d)}" for c, d in zip(self.citations, self.documents, strict=True)]
             return "\n".join(lines) or NONE_LINE
         if name == "facts":
             lines = [f"[fact: {one_line(f)}]" for f in self.facts] or [NONE_LINE]

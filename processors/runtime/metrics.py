@@ -82,7 +82,7 @@ class Readiness:
 
 
 class _Quiet(WSGIRequestHandler):
-    def log_message(self, format, *args) -> None:  # noqa: A002  (the stdlib's name)
+    def log_message(self, format, *args) -> None:
         pass  # a scrape every few seconds is not news
 
 

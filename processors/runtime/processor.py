@@ -41,7 +41,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import msgspec
 
@@ -132,7 +132,7 @@ class Processor(Generic[Req, Resp]):
         """The answer in ``piece_type`` pieces, the last one final; same time limit as ``handle``."""
         raise NotImplementedError
 
-    def is_final(self, piece: msgspec.Struct) -> bool:
+    def is_final(self, piece: Any) -> bool:  # Any: a piece of the subclass's own piece_type
         """Whether ``piece`` is the last of its stream (a piece with an error always is)."""
         raise NotImplementedError
 
@@ -224,7 +224,8 @@ class Processor(Generic[Req, Resp]):
             log.info("%s: dropped request %s, deadline passed", self.name, envelope.request_id)
             return
         try:
-            request = decode(d.body, self.request_type)
+            # A ClassVar cannot name Req: request_type is the subclass's Req, which decode checked.
+            request = cast(Req, decode(d.body, self.request_type))
         except DecodeError as exc:
             if envelope.reply_to is None or self.response_type is None:
                 raise Undecodable(str(exc)) from None
@@ -265,7 +266,8 @@ class Processor(Generic[Req, Resp]):
             env = f"RAGBUS_PROCESSORS__{self.name.upper().replace('-', '_')}__MAX_MESSAGE_BYTES"
             whose, raise_it = "this processor's", f"[processors.{self.name}] max_message_bytes ({env})"
         else:
-            whose, raise_it = "the bus's", "RAGBUS_BUS__MAX_MESSAGE_BYTES ([bus] max_message_bytes) where the workers run"
+            whose = "the bus's"
+            raise_it = "RAGBUS_BUS__MAX_MESSAGE_BYTES ([bus] max_message_bytes) where the workers run"
         message = (
             f"{self.name}: the request is {len(d.body)} bytes, over {whose} max_message_bytes={limit}; "
             f"send less or raise {raise_it}"
@@ -330,7 +332,7 @@ class Processor(Generic[Req, Resp]):
         if tracing.ENABLED:
             tracing.outcome("error", error_type)
         assert self.response_type is not None
-        return error_response(self.response_type, Error(error_type, message[:2000]))
+        return cast(Resp, error_response(self.response_type, Error(error_type, message[:2000])))
 
     def _bad_request(self, error_type: str, message: str, request_id: str = "") -> Resp:
         """An error response for the caller's mistake: logged without a stack, counted in ``ragbus_bad_requests``.
@@ -342,7 +344,7 @@ class Processor(Generic[Req, Resp]):
             tracing.outcome("bad_request", error_type)
         log.info("%s: refused request %s: %s: %s", self.name, request_id, error_type, message[:300])
         assert self.response_type is not None
-        return error_response(self.response_type, Error(error_type, message[:2000]))
+        return cast(Resp, error_response(self.response_type, Error(error_type, message[:2000])))
 
     async def _reply(
         self, bus: Bus, envelope: Envelope, response: msgspec.Struct, *, seq: int | None = None, final: bool = True
@@ -353,20 +355,21 @@ class Processor(Generic[Req, Resp]):
         body, an oversized one) goes as the one, final piece, in ``piece_type``.
         """
         assert envelope.reply_to is not None
-        streamed = envelope.stream and self.piece_type is not None
-        if streamed and (seq is None or not isinstance(response, self.piece_type)):
-            response = error_response(self.piece_type, getattr(response, "error", None) or Error("Error", "failed"))
+        piece_type = self.piece_type if envelope.stream else None
+        streamed = piece_type is not None
+        if piece_type is not None and (seq is None or not isinstance(response, piece_type)):
+            response = error_response(piece_type, getattr(response, "error", None) or Error("Error", "failed"))
             seq, final = seq or 0, True
         body = encode(response)
         if len(body) > bus.max_message_bytes and self.response_type is not None:
             # Doing the work again would give the same answer: tell the caller why instead.
-            error = self._error(
-                "ResponseTooLarge", f"the answer is {len(body)} bytes, over max_message_bytes={bus.max_message_bytes}"
-            )
-            if streamed:
-                error, final = error_response(self.piece_type, error.error), True
+            message = f"the answer is {len(body)} bytes, over max_message_bytes={bus.max_message_bytes}"
+            error: msgspec.Struct = self._error("ResponseTooLarge", message)
+            if piece_type is not None:
+                error, final = error_response(piece_type, Error("ResponseTooLarge", message)), True
             body = encode(error)
-        await bus.publish(envelope.reply_to, body, response_headers(envelope, seq=seq if streamed else None, final=final))
+        headers = response_headers(envelope, seq=seq if streamed else None, final=final)
+        await bus.publish(envelope.reply_to, body, headers)
         return final
 
 

@@ -72,7 +72,7 @@ class Staging:
         latest: dict[str, tuple[Chunk, list[float] | None]] = {}
         for path in sorted(directory.glob("*.msgpack")):
             batch = _decode(path.read_bytes())
-            vectors = batch.vectors or [None] * len(batch.chunks)
+            vectors: list[list[float] | None] = [*batch.vectors] or [None] * len(batch.chunks)
             for chunk, vector in zip(batch.chunks, vectors, strict=True):
                 latest[chunk.chunk_id] = (chunk, vector)
         ordered = sorted(latest.values(), key=lambda item: item[0].position)

@@ -97,10 +97,17 @@ async def run_workers(
     bus = await connect(bus_url, settings.bus)
     try:
         joined = [asyncio.Event() for _ in processors]
-        tasks = [asyncio.ensure_future(p.run(bus, stop, r)) for p, r in zip(processors, joined)]
+        tasks: list[asyncio.Future] = [
+            asyncio.ensure_future(p.run(bus, stop, r)) for p, r in zip(processors, joined, strict=True)
+        ]
+
+        def stop_on_failure(task: asyncio.Future) -> None:
+            if not task.cancelled() and task.exception() is not None:
+                stop.set()
+
         # One processor failing (say, its store cannot open) stops the others cleanly.
         for task in tasks:
-            task.add_done_callback(lambda t: t.cancelled() or t.exception() is None or stop.set())
+            task.add_done_callback(stop_on_failure)
         waiting = asyncio.ensure_future(asyncio.gather(*(r.wait() for r in joined)))
         await asyncio.wait([waiting, *tasks], return_when=asyncio.FIRST_COMPLETED)
         if waiting.done() and not stop.is_set():
@@ -113,10 +120,12 @@ async def run_workers(
         else:
             waiting.cancel()
         results = (await asyncio.gather(*tasks, return_exceptions=True))[: len(processors)]
-        failures = [r for r in results if isinstance(r, BaseException)]
-        if failures:
-            raise failures[0]
-        return {p.name: r for p, r in zip(processors, results)}
+        stats: dict[str, ConsumeStats] = {}
+        for p, r in zip(processors, results, strict=True):
+            if isinstance(r, BaseException):
+                raise r  # the first processor's failure, in the order given
+            stats[p.name] = r
+        return stats
     finally:
         await bus.close()
         for sig in signals:

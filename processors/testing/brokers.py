@@ -82,11 +82,10 @@ class BrokerProcess:
         return f"{self.scheme}://{self.host}:{self.port}"
 
     def start(self, timeout: float = READY_TIMEOUT_S) -> BrokerProcess:
-        log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(
-            self.argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir, start_new_session=True
-        )
-        log.close()
+        with open(self.log_path, "ab") as log:  # the child keeps its own copy of the descriptor
+            self.process = subprocess.Popen(
+                self.argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir, start_new_session=True
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -99,7 +98,9 @@ class BrokerProcess:
             except OSError:
                 time.sleep(0.05)
         self.stop()
-        raise BrokerStartError(f"{self.name} did not accept clients on port {self.port} within {timeout}s:\n{self.log_tail()}")
+        raise BrokerStartError(
+            f"{self.name} did not accept clients on port {self.port} within {timeout}s:\n{self.log_tail()}"
+        )
 
     def stop(self, *, kill: bool = False) -> None:
         proc, self.process = self.process, None

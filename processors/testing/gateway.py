@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 import httpx
 
@@ -33,16 +34,16 @@ class GatewayProcess:
         return self.wait_ready()
 
     def launch(self) -> GatewayProcess:
-        log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
-        try:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "processors.cli", "serve", "--port", str(self.port), "--bus", self.bus_url],
-                env=self.env, stdout=log, stderr=subprocess.STDOUT if self.log_path else subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        finally:
-            if self.log_path:
-                log.close()
+        if self.log_path:
+            with open(self.log_path, "ab") as log:  # the child keeps its own copy of the descriptor
+                return self._spawn(log, subprocess.STDOUT)
+        return self._spawn(subprocess.DEVNULL, subprocess.DEVNULL)
+
+    def _spawn(self, stdout: IO[bytes] | int, stderr: int) -> GatewayProcess:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "processors.cli", "serve", "--port", str(self.port), "--bus", self.bus_url],
+            env=self.env, stdout=stdout, stderr=stderr, start_new_session=True,
+        )
         return self
 
     def wait_ready(self) -> GatewayProcess:
