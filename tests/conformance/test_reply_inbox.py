@@ -9,7 +9,7 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
 from processors.bus import connect
-from processors.bus.kafka import SHARED_REPLY_TOPIC
+from processors.bus.kafka.bus import SHARED_REPLY_TOPIC
 from processors.runtime.client import RequestClient
 from processors.runtime.envelope import REQUEST_ID
 from schema import REPLY_PREFIX

@@ -150,7 +150,7 @@ async def test_pulsar_status_without_metrics_says_it_cannot_tell(pulsar_broker):
 
 
 def test_pulsar_gauges_are_read_as_pulsar_lite_and_pulsar_label_them():
-    from processors.bus.pulsar_stats import parse
+    from processors.bus.pulsar.stats import parse
 
     text = "\n".join([
         "# TYPE pulsar_subscription_back_log gauge",

@@ -357,7 +357,8 @@ def recording(calls: list) -> type:
 def kafka_clients(monkeypatch):
     import aiokafka.helpers
 
-    from processors.bus import kafka, kafka_status
+    from processors.bus.kafka import bus as kafka
+    from processors.bus.kafka import status as kafka_status
 
     calls = {"producer": [], "consumer": [], "admin": [], "ssl": []}
     ssl_context = object()
@@ -375,7 +376,7 @@ def kafka_clients(monkeypatch):
 
 
 async def test_kafka_security_settings_reach_every_aiokafka_client(kafka_clients):
-    from processors.bus.kafka import KafkaListener, KafkaSubscription
+    from processors.bus.kafka.bus import KafkaListener, KafkaSubscription
 
     calls, ssl_context = kafka_clients
     settings = load_settings(environ={**SECURITY_ENV, "RAGBUS_BUS__KAFKA__SSL_CERTFILE": "/etc/ragbus/client.pem",
