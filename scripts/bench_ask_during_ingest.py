@@ -37,8 +37,8 @@ from processors.bus import connect
 from processors.cli.documents import DocumentSource
 from processors.cli.ingest import send_document
 from processors.cli.seed import first_use
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import DocumentRagClient
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import DocumentRagClient
 from processors.runtime.worker import processors_running
 from processors.testing import brokers
 from schema import Document

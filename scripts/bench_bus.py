@@ -59,8 +59,8 @@ from config.bus import BusSettings
 from config.settings import ProcessorSettings, bus_settings
 from processors.bus import Bus, connect
 from processors.bus.memory import drop_memory_broker
-from processors.runtime.client import RequestClient
 from processors.runtime.processor import Processor, RequestContext
+from processors.runtime.request_client import RequestClient
 from processors.testing import brokers
 from schema import Error
 

@@ -57,8 +57,8 @@ from config.settings import load_settings  # noqa: E402
 from processors.bus import connect  # noqa: E402
 from processors.cli.documents import builtin_corpus  # noqa: E402
 from processors.cli.seed import build_stores  # noqa: E402
-from processors.runtime.client import RequestClient  # noqa: E402
-from processors.runtime.clients import DocumentRagClient  # noqa: E402
+from processors.runtime.request_client import RequestClient  # noqa: E402
+from processors.runtime.typed_clients import DocumentRagClient  # noqa: E402
 from processors.testing import brokers  # noqa: E402
 from processors.testing.chaos import WorkerProcess, worker_env  # noqa: E402
 from processors.testing.gateway import GatewayProcess  # noqa: E402

@@ -32,8 +32,8 @@ from config import pipelines  # noqa: E402
 from config.settings import load_settings  # noqa: E402
 from processors.bus import connect  # noqa: E402
 from processors.cli.seed import build_stores  # noqa: E402
-from processors.runtime.client import RequestClient  # noqa: E402
-from processors.runtime.clients import DocumentRagClient  # noqa: E402
+from processors.runtime.request_client import RequestClient  # noqa: E402
+from processors.runtime.typed_clients import DocumentRagClient  # noqa: E402
 from processors.runtime.worker import processors_running, put_stores_in  # noqa: E402
 from processors.testing import brokers  # noqa: E402
 from schema import Document  # noqa: E402

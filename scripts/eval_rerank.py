@@ -76,8 +76,8 @@ from processors.bus import connect  # noqa: E402
 from processors.bus.memory import drop_memory_broker  # noqa: E402
 from processors.document_rag.fusion import fuse  # noqa: E402
 from processors.document_rag.settings import DocumentRagSettings  # noqa: E402
-from processors.runtime.client import RequestClient  # noqa: E402
-from processors.runtime.clients import DocEmbeddingsClient, EmbedClient, KeywordClient  # noqa: E402
+from processors.runtime.request_client import RequestClient  # noqa: E402
+from processors.runtime.typed_clients import DocEmbeddingsClient, EmbedClient, KeywordClient  # noqa: E402
 from processors.runtime.worker import processors_running  # noqa: E402
 from schema import ChunkMatch  # noqa: E402
 

@@ -72,8 +72,8 @@ from processors.bus.memory import drop_memory_broker  # noqa: E402
 from processors.chunker.settings import ChunkerSettings  # noqa: E402
 from processors.cli.documents import builtin_corpus  # noqa: E402
 from processors.cli.ingest import ingest  # noqa: E402
-from processors.runtime.client import RequestClient  # noqa: E402
-from processors.runtime.clients import DocumentRagClient, FetchChunkClient  # noqa: E402
+from processors.runtime.request_client import RequestClient  # noqa: E402
+from processors.runtime.typed_clients import DocumentRagClient, FetchChunkClient  # noqa: E402
 from processors.runtime.worker import processors_running, put_stores_in  # noqa: E402
 
 K = 10

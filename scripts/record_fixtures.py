@@ -17,8 +17,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from processors.bus import connect  # noqa: E402
-from processors.runtime.client import RequestClient  # noqa: E402
 from processors.runtime.recording import record  # noqa: E402
+from processors.runtime.request_client import RequestClient  # noqa: E402
 from tests.runtime import two_step  # noqa: E402
 
 

@@ -32,7 +32,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_hops  # noqa: E402  (its pipeline, collection and questions)
 
 from processors.bus.base import Bus, Subscription  # noqa: E402
-from processors.runtime import client, processor, replies  # noqa: E402
+from processors.runtime import processor, replies  # noqa: E402
+from processors.runtime import request_client as client  # noqa: E402
 from processors.runtime.envelope import REQUEST_ID  # noqa: E402
 from schema.topics import REPLY_PREFIX  # noqa: E402
 

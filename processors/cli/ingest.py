@@ -31,7 +31,7 @@ import msgspec
 from config import pipelines
 from config.settings import load_settings
 from processors.bus import connect
-from processors.runtime.client import RequestClient
+from processors.runtime.request_client import RequestClient
 from processors.runtime.sizing import body_budget
 from schema import DeleteDocument, Document, Error, IngestResult, Section, encode, parts_generation
 from schema import topics as t

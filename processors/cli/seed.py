@@ -35,7 +35,7 @@ from processors.bus import connect
 from processors.doc_embeddings.store import collection_dir
 from processors.keyword.index import exists, index_path
 from processors.kg.store import graph_path, load_log
-from processors.runtime.client import RequestClient
+from processors.runtime.request_client import RequestClient
 from processors.runtime.worker import processors_running, put_stores_in
 from schema import DEFAULT_COLLECTION, Document, check_collection
 

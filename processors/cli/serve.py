@@ -20,8 +20,8 @@ from config import pipelines
 from config.settings import GatewaySettings, Settings, load_settings
 from processors.bus import connect
 from processors.bus.base import BusError
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import RemoteError
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import RemoteError
 from schema import DEFAULT_COLLECTION, Document, Error
 from schema import topics as t
 

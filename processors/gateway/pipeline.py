@@ -15,8 +15,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from processors.bus.base import BusError
-from processors.runtime.client import RequestClient, RequestTimeout
-from processors.runtime.clients import DocumentRagClient, RemoteError
+from processors.runtime.request_client import RequestClient, RequestTimeout
+from processors.runtime.typed_clients import DocumentRagClient, RemoteError
 from schema import (
     DeleteDocument,
     Document,

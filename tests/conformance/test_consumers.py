@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from processors.runtime.client import NotServed, RequestClient, RequestTimeout
+from processors.runtime.request_client import NotServed, RequestClient, RequestTimeout
 
 from ..runtime.echo import EchoPiece, EchoProcessor, EchoRequest, EchoResponse, EchoSettings, StreamingEcho
 from ..runtime.test_processor import serving

@@ -10,8 +10,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from processors.bus import connect
 from processors.bus.kafka.bus import SHARED_REPLY_TOPIC
-from processors.runtime.client import RequestClient
 from processors.runtime.envelope import REQUEST_ID
+from processors.runtime.request_client import RequestClient
 from schema import REPLY_PREFIX
 
 from ..conftest import settings_for_tests

@@ -25,8 +25,8 @@ from processors.bus import connect
 from processors.cli.ask import show
 from processors.cli.graph_files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology
 from processors.cli.ingest import ingest
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import DocumentRagClient, RemoteError
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import DocumentRagClient, RemoteError
 from processors.runtime.worker import processors_running
 from schema import Document
 

@@ -14,8 +14,8 @@ from config.settings import load_settings
 from processors.bus import connect
 from processors.chunker import chunk_document
 from processors.cli.ingest import ingest
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import DocumentRagClient
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import DocumentRagClient
 from processors.runtime.worker import processors_running
 from schema import Document
 

@@ -129,7 +129,7 @@ def test_without_otel_settings_nothing_of_opentelemetry_is_loaded():
     """Off is free: the processor and the client check one flag, and the SDK is never imported."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     probe = (
-        "import sys; import processors.runtime.processor, processors.runtime.client, processors.runtime.worker;"
+        "import sys; import processors.runtime.processor, processors.runtime.request_client, processors.runtime.worker;"
         "from processors.runtime import tracing;"
         "print(tracing.ENABLED, sorted(m for m in sys.modules if m.startswith('opentelemetry')))"
     )

@@ -24,8 +24,8 @@ import pytest
 from config import pipelines
 from processors.bus import connect
 from processors.cli.seed import build_stores
-from processors.runtime.client import RequestClient, RequestTimeout
-from processors.runtime.clients import DocumentRagClient, RemoteError
+from processors.runtime.request_client import RequestClient, RequestTimeout
+from processors.runtime.typed_clients import DocumentRagClient, RemoteError
 from processors.testing.brokers import free_port
 from processors.testing.chaos import QueryLoad, WorkerProcess, worker_env
 

@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from processors.cli.ask import show, show_stream
-from processors.runtime.clients import RemoteError
+from processors.runtime.typed_clients import RemoteError
 
 from ..conftest import settings_for_tests
 from .test_ask import pipeline

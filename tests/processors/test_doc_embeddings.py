@@ -27,8 +27,8 @@ from processors.doc_embeddings import (
     StoreError,
     VectorStore,
 )
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import DocEmbeddingsClient, FetchChunkClient, RemoteError
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import DocEmbeddingsClient, FetchChunkClient, RemoteError
 from processors.runtime.worker import build_processor
 from schema import Chunk, DeleteDocument, EmbeddedChunks, IngestResult
 from schema import topics as t

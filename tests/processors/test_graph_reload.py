@@ -17,7 +17,7 @@ import pytest
 
 from processors.cli.graph_files import load_graph
 from processors.kg.store import graph_path, load_log
-from processors.runtime.clients import KgClient
+from processors.runtime.typed_clients import KgClient
 from schema.times import iso, parse_instant
 
 from .test_kg import kg_processors

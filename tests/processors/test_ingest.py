@@ -20,9 +20,15 @@ from processors.cli.documents import DocumentSource, builtin_corpus, load_docume
 from processors.cli.ingest import ingest
 from processors.cli.library import list_collections, list_documents
 from processors.runtime import metrics
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import DocEmbeddingsClient, EmbedClient, FetchChunkClient, KeywordClient, RemoteError
 from processors.runtime.processor import Processor
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import (
+    DocEmbeddingsClient,
+    EmbedClient,
+    FetchChunkClient,
+    KeywordClient,
+    RemoteError,
+)
 from processors.runtime.worker import processors_running
 from schema import DeleteDocument, Document, EmbeddedChunks, Fact, IngestResult, LoadTriples
 from schema import topics as t

@@ -19,8 +19,8 @@ from config import pipelines
 from config.settings import load_settings
 from processors.bus import connect
 from processors.cli.graph_files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_items, read_ontology
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import KgClient, RemoteError
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import KgClient, RemoteError
 from processors.runtime.worker import processors_running
 from schema import Entity, Fact, IngestResult, LoadTriples
 from schema import topics as t

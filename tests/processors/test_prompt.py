@@ -24,8 +24,8 @@ from processors.prompt.lexical import bm25, sentences, terms
 from processors.prompt.processor import load_templates
 from processors.prompt.templates import TemplateError, parse
 from processors.prompt.variables import ValidationError, check
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import PromptClient, RemoteError
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import PromptClient, RemoteError
 from processors.runtime.worker import build_processor
 
 from ..runtime.test_processor import serving

@@ -33,7 +33,7 @@ import pytest_asyncio
 
 from processors.prompt import OpenAISettings, PromptProcessor, PromptSettings
 from processors.prompt.openai_backend import concept_lines, retry_after_s
-from processors.runtime.clients import RemoteError
+from processors.runtime.typed_clients import RemoteError
 from processors.testing.brokers import free_port, in_ci
 from schema import PromptResult
 

@@ -20,15 +20,15 @@ from config import pipelines
 from processors.chunker import chunk_document
 from processors.cli.ingest import ingest
 from processors.cli.library import list_documents
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import (
+from processors.runtime.processor import Processor
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import (
     DocEmbeddingsClient,
     DocumentRagClient,
     EmbedClient,
     FetchChunkClient,
     KeywordClient,
 )
-from processors.runtime.processor import Processor
 from schema import ChunkMatch, DeleteDocument, Document, EmbeddedChunks, IngestResult
 from schema import topics as t
 

@@ -45,16 +45,6 @@ from processors.bus.memory import _BROKERS, drop_memory_broker
 from processors.cli.graph_files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology
 from processors.cli.ingest import ingest
 from processors.runtime import metrics
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import (
-    DocEmbeddingsClient,
-    DocumentRagClient,
-    EmbedClient,
-    FetchChunkClient,
-    KeywordClient,
-    KgClient,
-    PromptClient,
-)
 from processors.runtime.envelope import (
     ATTEMPT,
     CONTENT_TYPE_HEADER,
@@ -64,6 +54,16 @@ from processors.runtime.envelope import (
     TRACEPARENT,
     now_ms,
     request_headers,
+)
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import (
+    DocEmbeddingsClient,
+    DocumentRagClient,
+    EmbedClient,
+    FetchChunkClient,
+    KeywordClient,
+    KgClient,
+    PromptClient,
 )
 from processors.runtime.worker import processors_running
 from schema import (

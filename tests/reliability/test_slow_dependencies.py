@@ -34,9 +34,9 @@ from config.settings import ProcessorSettings
 from processors.bus import connect
 from processors.document_rag import DocumentRagProcessor
 from processors.document_rag.settings import DocumentRagSettings
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import DocumentRagClient, RemoteError
 from processors.runtime.processor import Processor, RequestContext
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import DocumentRagClient, RemoteError
 from processors.runtime.worker import processors_running
 from schema import ChunkMatch, EmbedResponse, KeywordQueryResponse, KgQueryResponse
 from schema import topics as t

@@ -10,9 +10,9 @@ import pytest
 from processors.bus import dead_letter_topic
 from processors.bus.consume import H_REASON
 from processors.runtime import metrics
-from processors.runtime.client import RequestClient, RequestTimeout
 from processors.runtime.envelope import DEADLINE, REPLY_TO, REQUEST_ID, now_ms, request_headers
 from processors.runtime.processor import error_response
+from processors.runtime.request_client import RequestClient, RequestTimeout
 from schema import REPLY_PREFIX, Error, PromptResult, encode
 
 from ..conformance.test_delivery import receive

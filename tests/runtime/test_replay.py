@@ -6,7 +6,7 @@ from pathlib import Path
 
 import msgspec
 
-from processors.runtime.client import RequestClient
+from processors.runtime.request_client import RequestClient
 from processors.testing.replay import RecordedResponder, compare_with_recording, recorded_exchanges
 
 from .echo import EchoRequest, EchoResponse, EchoSettings

@@ -10,8 +10,8 @@ import asyncio
 
 import pytest
 
-from processors.runtime.client import RequestClient, RequestTimeout
 from processors.runtime.processor import RequestContext
+from processors.runtime.request_client import RequestClient, RequestTimeout
 
 from .echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
 from .test_processor import client_on, serving

@@ -15,9 +15,9 @@ import pytest
 
 from processors.bus import Bus
 from processors.runtime import replies
-from processors.runtime.client import ClientClosed, RequestClient
 from processors.runtime.envelope import REPLY_TO, REQUEST_ID
 from processors.runtime.processor import RequestContext
+from processors.runtime.request_client import ClientClosed, RequestClient
 from schema import REPLY_PREFIX, decode, encode
 
 from .echo import EchoPiece, EchoProcessor, EchoRequest, EchoResponse, EchoSettings, StreamingEcho

@@ -7,7 +7,7 @@ processor, feeds the answer to a second, and returns the second answer.
 
 from __future__ import annotations
 
-from processors.runtime.client import RequestClient
+from processors.runtime.request_client import RequestClient
 
 from .echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
 
