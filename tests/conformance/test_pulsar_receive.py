@@ -21,7 +21,8 @@ from processors.bus import connect
 from processors.bus.base import SubscriptionClosed
 from processors.bus.pulsar import bus as pulsar_backend
 from processors.bus.pulsar.inbox import Inbox, InboxClosed
-from tests.conftest import settings_for_tests
+
+from ..helpers.brokers import settings_for_tests
 
 
 class _Core:

@@ -18,11 +18,11 @@ import pytest
 from processors.runtime import tracing
 from schema import topics
 
+from ..helpers.forgetful_echo import ForgetsFirstAttempts
+from ..helpers.rag_pipeline import pipeline
+from ..helpers.serving import client_on, serving
 from ..runtime.echo import EchoRequest, EchoResponse
-from ..runtime.test_processor import client_on, serving
-from ..runtime.test_resend import ForgetsFirstAttempts
 from ..runtime.workers import REPO, Worker, write_config
-from .test_ask import pipeline
 
 HOPS = {topics.EMBED, topics.DOC_EMBEDDINGS_QUERY, topics.KEYWORD_QUERY, topics.KG_QUERY, topics.PROMPT}
 
@@ -215,7 +215,7 @@ async def test_a_worker_exports_its_spans_by_otlp_to_the_endpoint_the_environmen
 async def _bus(url):
     from processors.bus import connect
 
-    from ..conftest import settings_for_tests
+    from ..helpers.brokers import settings_for_tests
 
     return await connect(url, settings_for_tests())
 

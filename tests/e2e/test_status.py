@@ -38,7 +38,7 @@ from processors.testing import brokers
 from schema import REPLY_PREFIX, EmbedRequest, encode
 from schema import topics as t
 
-from ..conftest import settings_for_tests, start_test_broker
+from ..helpers.brokers import settings_for_tests, start_test_broker
 
 REPO = Path(__file__).resolve().parents[2]
 PATIENCE = 60.0  # Pulsar Lite refreshes its gauges every few seconds; a poll gives up after this

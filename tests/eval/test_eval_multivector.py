@@ -14,9 +14,10 @@ import pytest
 from processors.embed.onnx_backend import OnnxBackend, default_vocab_path, load_vocab
 from processors.embed.settings import OnnxSettings
 from processors.embed.wordpiece import WordPiece
-from tests.eval.test_eval_rerank import _load
 
-mv = _load("eval_multivector")
+from ..helpers.scripts import load_script
+
+mv = load_script("eval_multivector")
 
 
 def _unit(m: np.ndarray) -> np.ndarray:

@@ -7,28 +7,15 @@ must rank a chunk about the question above one that is not, in each of its three
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from processors.document_rag.fusion import fuse
 from schema import ChunkMatch
 
-ROOT = Path(__file__).resolve().parents[2]
+from ..helpers.scripts import load_script
 
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(name, module)
-    spec.loader.exec_module(module)
-    return module
-
-
-rerank = _load("eval_rerank")
+rerank = load_script("eval_rerank")
 
 
 @pytest.mark.parametrize("method", ["minmax", "rrf"])

@@ -33,7 +33,7 @@ from processors.runtime.worker import build_processor
 from schema import Chunk, DeleteDocument, EmbeddedChunks, IngestResult
 from schema import topics as t
 
-from ..runtime.test_processor import serving
+from ..helpers.serving import serving
 
 DIM = 64
 

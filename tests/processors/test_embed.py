@@ -24,7 +24,7 @@ from processors.runtime.request_client import RequestClient
 from processors.runtime.typed_clients import EmbedClient, RemoteError
 from processors.runtime.worker import build_processor
 
-from ..runtime.test_processor import serving
+from ..helpers.serving import serving
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

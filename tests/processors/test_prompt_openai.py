@@ -37,7 +37,7 @@ from processors.runtime.typed_clients import RemoteError
 from processors.testing.brokers import free_port, in_ci
 from schema import PromptResult
 
-from .test_prompt import serve as serve_on_private_bus
+from ..helpers.serving import serve_prompt as serve_on_private_bus
 
 module_loop = pytest.mark.asyncio(loop_scope="module")
 

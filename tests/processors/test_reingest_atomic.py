@@ -32,8 +32,8 @@ from processors.runtime.typed_clients import (
 from schema import ChunkMatch, DeleteDocument, Document, EmbeddedChunks, IngestResult
 from schema import topics as t
 
-from ..conftest import settings_for_tests
-from .test_ingest import DOCS, LARGE_ENV, large_text, pipeline
+from ..helpers.brokers import settings_for_tests
+from ..helpers.ingest_pipeline import DOCS, LARGE_ENV, large_text, pipeline
 
 NAMES = tuple(dict.fromkeys((*pipelines.INGEST, *pipelines.QUERY)))
 

@@ -29,9 +29,9 @@ from processors.bus.consume import H_ERROR, H_REASON
 from processors.runtime.envelope import REQUEST_ID, request_headers
 from schema import REPLY_PREFIX, decode, encode
 
-from ..conformance.test_delivery import receive
+from ..helpers.receiving import receive
+from ..helpers.serving import client_on, echo, serving
 from ..runtime.echo import EchoRequest, EchoResponse
-from ..runtime.test_processor import client_on, echo, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("processors", "schema", "config")

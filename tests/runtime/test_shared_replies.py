@@ -20,8 +20,8 @@ from processors.runtime.processor import RequestContext
 from processors.runtime.request_client import ClientClosed, RequestClient
 from schema import REPLY_PREFIX, decode, encode
 
+from ..helpers.serving import client_on, serving
 from .echo import EchoPiece, EchoProcessor, EchoRequest, EchoResponse, EchoSettings, StreamingEcho
-from .test_processor import client_on, serving
 
 
 def reply_subscriptions(bus: Bus) -> list:

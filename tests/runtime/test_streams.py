@@ -9,8 +9,8 @@ import pytest
 
 from processors.runtime.request_client import NotStreamed, RequestTimeout
 
+from ..helpers.serving import client_on, serving
 from .echo import EchoPiece, EchoProcessor, EchoRequest, EchoResponse, EchoSettings, StreamingEcho
-from .test_processor import client_on, serving
 
 TEXT = "one two three four five six"
 

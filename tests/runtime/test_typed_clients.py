@@ -20,7 +20,7 @@ from processors.runtime.typed_clients import (
 from schema import SCHEMAS, ChunkMatch, Error, Fact, KgQueryResponse, PromptResult
 from schema import topics as t
 
-from .test_processor import serving
+from ..helpers.serving import serving
 
 
 class Inspector(Processor):
