@@ -1,7 +1,7 @@
 """OpenTelemetry: one question is one trace of real spans, every hop's ``process`` under the ``send`` that asked.
 
 The spans are the SDK's own, caught by its in-memory exporter; the pipeline is the real one
-(tests/e2e/test_ask.py), on the memory bus and on Kafka. Run with ``-s`` to see the trace.
+(tests/helpers/rag_pipeline.py), on the memory bus and on Kafka. Run with ``-s`` to see the trace.
 """
 
 from __future__ import annotations
