@@ -88,7 +88,7 @@ class PulsarOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # Lite 0.2 refuses KeyShared consumers with equal ids from two clients).
     subscription_type: str = "Shared"
     # Messages a consumer holds beyond those its handlers run: half prefetched by the client, half
-    # handed to the event loop, waiting for a free handler slot (processors/bus/pulsar_inbox.py).
+    # handed to the event loop, waiting for a free handler slot (processors/bus/pulsar/inbox.py).
     receiver_queue_size: PositiveInt = 100
     # Pulsar Lite 0.2 refuses a second consumer in one subscription whose
     # client-assigned consumer id (a per-client counter from 0) is already
@@ -99,7 +99,7 @@ class PulsarOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     consumer_id_spread: NonNegativeInt = 0
     operation_timeout_seconds: PositiveInt = 10
     # The broker's Prometheus endpoint, where `ragbus status` reads each subscription's backlog and
-    # consumers (processors/bus/pulsar_stats.py): a Pulsar broker's http://HOST:8080/metrics/, or
+    # consumers (processors/bus/pulsar/stats.py): a Pulsar broker's http://HOST:8080/metrics/, or
     # Pulsar Lite's [metrics] addr. None: status cannot tell them.
     metrics_url: str | None = None
 

@@ -67,7 +67,7 @@ class Document(msgspec.Struct, kw_only=True):
     # the version the parts build (``generation_of``): required when a document comes in several parts.
     content_hash: str = ""
     # The sections of this part, in order of offset: the one it starts in at offset 0, then each that
-    # begins inside it (a converter's headings: ``processors/cli/convert``). Chunks carry theirs in their title.
+    # begins inside it (a converter's headings: ``processors/ingestion/convert``). Chunks carry theirs in their title.
     sections: list[Section] = []
 
 

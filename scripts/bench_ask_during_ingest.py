@@ -35,8 +35,8 @@ from processors.bus import connect
 from processors.cli.documents import DocumentSource
 from processors.cli.seed import first_use
 from processors.ingestion import send_document
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import DocumentRagClient
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import DocumentRagClient
 from processors.runtime.worker import processors_running
 from processors.testing import brokers
 from schema import Document

@@ -53,8 +53,8 @@ from config.settings import load_settings
 from processors.bus import connect
 from processors.cli.documents import builtin_corpus
 from processors.cli.seed import build_stores
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import DocumentRagClient
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import DocumentRagClient
 from processors.testing import brokers
 from processors.testing.chaos import WorkerProcess, worker_env
 from processors.testing.gateway import GatewayProcess

@@ -25,8 +25,8 @@ from config import pipelines
 from config.settings import load_settings
 from processors.bus import connect
 from processors.cli.seed import build_stores
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import DocumentRagClient
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import DocumentRagClient
 from processors.runtime.worker import processors_running, put_stores_in
 from processors.testing import brokers
 from scripts.bench.brokers import broker_for

@@ -32,8 +32,8 @@ from pathlib import Path
 from processors.bus import connect
 from processors.kg import KgQueryProcessor, KgSettings
 from processors.kg.store import GraphLog, GraphStore, graph_path, load_log, stamped
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import KgClient
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import KgClient
 from schema import Entity, Fact, LoadTriples
 from schema.times import parse_instant
 from scripts.bench.stats import percentile

@@ -56,8 +56,10 @@ from config.settings import load_settings
 from processors.bus import connect
 from processors.cli.seed import first_use
 from processors.document_rag import DocumentRag
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import (
+from processors.runtime.envelope import Envelope
+from processors.runtime.processor import RequestContext
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import (
     DocEmbeddingsClient,
     DocumentRagClient,
     EmbedClient,
@@ -66,8 +68,6 @@ from processors.runtime.clients import (
     KgClient,
     PromptClient,
 )
-from processors.runtime.envelope import Envelope
-from processors.runtime.processor import RequestContext
 from processors.runtime.worker import build_processor, processors_running
 from processors.testing import brokers
 from scripts.bench import pingpong

@@ -49,8 +49,8 @@ from processors.ingestion import ingest
 from processors.keyword import processor as keyword_processor
 from processors.keyword.index import KeywordIndex
 from processors.keyword.settings import KeywordSettings
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import DocEmbeddingsClient, KeywordClient
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import DocEmbeddingsClient, KeywordClient
 from processors.runtime.worker import processors_running
 from schema import DEFAULT_COLLECTION, Chunk
 from scripts.bench.stats import percentile

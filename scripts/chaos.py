@@ -31,7 +31,7 @@ from config.settings import bus_settings
 from processors.bus import connect
 from processors.cli.documents import builtin_corpus
 from processors.cli.seed import build_stores
-from processors.runtime.client import RequestClient
+from processors.runtime.request_client import RequestClient
 from processors.testing import brokers
 from processors.testing.chaos import QueryLoad, WorkerProcess, worker_env
 from scripts.bench.brokers import broker_for

@@ -65,8 +65,8 @@ from processors.bus.memory import drop_memory_broker
 from processors.chunker.settings import ChunkerSettings
 from processors.cli.documents import builtin_corpus
 from processors.ingestion import ingest
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import DocumentRagClient, FetchChunkClient
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import DocumentRagClient, FetchChunkClient
 from processors.runtime.worker import processors_running, put_stores_in
 from scripts.eval import evalset
 

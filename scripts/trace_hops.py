@@ -29,8 +29,9 @@ from config.settings import load_settings
 from processors.bus import connect
 from processors.bus.base import Bus, Subscription
 from processors.cli.seed import build_stores
-from processors.runtime import client, processor, replies
-from processors.runtime.clients import DocumentRagClient
+from processors.runtime import processor, replies
+from processors.runtime import request_client as client
+from processors.runtime.typed_clients import DocumentRagClient
 from processors.runtime.envelope import REQUEST_ID
 from processors.runtime.worker import processors_running, put_stores_in
 from processors.testing import brokers

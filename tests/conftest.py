@@ -9,10 +9,11 @@ import uuid
 
 import pytest
 
-from config.bus import BusSettings, KafkaOptions, PulsarOptions
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
 from processors.testing import brokers
+
+from .helpers.brokers import settings_for_tests, start_test_broker
 
 BACKENDS = ["memory", "kafka", "pulsar"]
 
@@ -51,17 +52,6 @@ def pytest_unconfigure(config):
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def start_test_broker(factory, workdir):
-    """A test broker started in ``workdir``; in CI one that cannot start fails the test, elsewhere skips it."""
-    try:
-        broker = factory(workdir).start()
-    except Exception as exc:
-        if brokers.in_ci():
-            pytest.fail(f"test broker {factory.__name__} could not start in CI: {exc}", pytrace=False)
-        pytest.skip(f"test broker {factory.__name__} unavailable: {exc}")
-    return broker
-
-
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory):
     broker = start_test_broker(brokers.tansu, tmp_path_factory.mktemp("tansu"))
@@ -82,17 +72,6 @@ def pulsar_broker(tmp_path_factory):
     broker = start_test_broker(brokers.pulsar_lite, tmp_path_factory.mktemp("pulsar_lite"))
     yield broker
     broker.stop()
-
-
-def settings_for_tests(**overrides) -> BusSettings:
-    base = {
-        "connect_timeout_s": 5.0,
-        "max_attempts": 3,
-        "kafka": KafkaOptions(commit_interval_ms=50, fetch_max_wait_ms=5),  # Tansu: brokers.TEST_BROKER_ENV
-        "pulsar": PulsarOptions(negative_ack_redelivery_delay_ms=50, consumer_id_spread=8),
-    }
-    base.update(overrides)
-    return BusSettings(**base)
 
 
 @pytest.fixture(params=BACKENDS)

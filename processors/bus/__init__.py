@@ -79,11 +79,11 @@ async def connect(url: str | None = None, settings: BusSettings | None = None) -
             retention_bytes=settings.memory_retention_bytes,
         )
     elif address.scheme == "kafka":
-        from .kafka import KafkaBus
+        from .kafka.bus import KafkaBus
 
         bus = await KafkaBus.open(url, address, settings)
     else:
-        from .pulsar import PulsarBus
+        from .pulsar.bus import PulsarBus
 
         bus = await PulsarBus.open(url, address, settings)
     bus.dead_letter_suffix = settings.dead_letter_suffix

@@ -32,10 +32,10 @@ import logging
 
 import msgspec
 
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import EmbedClient, RemoteError
 from processors.runtime.processor import Processor, RequestContext
+from processors.runtime.request_client import RequestClient
 from processors.runtime.sizing import body_budget, pack
+from processors.runtime.typed_clients import EmbedClient, RemoteError
 from schema import (
     BadRequest,
     Chunk,

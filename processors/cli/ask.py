@@ -23,8 +23,8 @@ import msgspec
 from config import pipelines
 from config.settings import load_settings
 from processors.bus import connect
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import DocumentRagClient
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import DocumentRagClient
 from schema import DocumentRagPiece, DocumentRagResponse, Fact
 
 from .common import (

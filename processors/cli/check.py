@@ -16,18 +16,29 @@ import uuid
 
 from config.bus import BusSettings
 from config.settings import load_settings
-from processors.bus import Undecodable, connect, consume, dead_letter_topic
+from processors.bus import Bus, Undecodable, connect, consume, dead_letter_topic
 from processors.bus.consume import H_ATTEMPTS, H_REASON
 
-from .common import BUS_HELP
+from .common import BUS_HELP, add_timeout_option, call_timeout
 
 
-async def run_selfcheck(url: str | None, settings: BusSettings, *, out=print) -> int:
+async def run_selfcheck(url: str | None, settings: BusSettings, *, timeout_s: float, out=print) -> int:
+    async with await connect(url, settings) as bus:
+        return await check_bus(bus, settings, timeout_s=timeout_s, out=out)
+
+
+async def check_bus(bus: Bus, settings: BusSettings, *, timeout_s: float, out=print) -> int:
+    """0 when every message came back as it should within ``timeout_s``, else 1.
+
+    One deadline for the whole wait: a message the bus loses is what this command
+    exists to find, so waiting for it without one would hang instead of saying FAILED.
+    """
     topic = f"ragbus-check-{uuid.uuid4().hex[:8]}"
     good = [f"good-{i}".encode() for i in range(5)]
     expected_dlq = {b"poison": str(settings.max_attempts), b"garbage": "1"}
     handled: list[bytes] = []
     attempts: dict[bytes, int] = {}
+    all_handled = asyncio.Event()
     started = time.perf_counter()
 
     async def handler(d) -> None:
@@ -37,31 +48,33 @@ async def run_selfcheck(url: str | None, settings: BusSettings, *, out=print) ->
         if d.body == b"poison" or (d.body == b"flaky" and d.attempt == 1):
             raise RuntimeError(f"handler failed on {d.body!r}")
         handled.append(d.body)
+        if len(handled) >= len(good) + 1:
+            all_handled.set()
 
     # The dead letters are the point of this check: report them here, not as warnings.
     logging.getLogger("processors.bus.consume").setLevel(logging.ERROR)
-    async with await connect(url, settings) as bus:
-        out(f"bus {bus.url}: topic {topic}, max_attempts={settings.max_attempts}")
-        sub = await bus.subscribe(topic, "ragbus-check")
-        dlq = await bus.subscribe(dead_letter_topic(topic, settings.dead_letter_suffix), "ragbus-check")
-        for body in [*good, b"flaky", b"poison", b"garbage"]:
-            await bus.publish(topic, body)
-        stop = asyncio.Event()
-        worker = asyncio.ensure_future(consume(bus, sub, handler, max_attempts=settings.max_attempts, stop=stop))
-        dead: dict[bytes, str] = {}
-        try:
+    out(f"bus {bus.url}: topic {topic}, max_attempts={settings.max_attempts}")
+    sub = await bus.subscribe(topic, "ragbus-check")
+    dlq = await bus.subscribe(dead_letter_topic(topic, settings.dead_letter_suffix), "ragbus-check")
+    for body in [*good, b"flaky", b"poison", b"garbage"]:
+        await bus.publish(topic, body)
+    stop = asyncio.Event()
+    worker = asyncio.ensure_future(consume(bus, sub, handler, max_attempts=settings.max_attempts, stop=stop))
+    dead: dict[bytes, str] = {}
+    try:
+        async with asyncio.timeout(timeout_s):
             while len(dead) < len(expected_dlq):
-                d = await asyncio.wait_for(dlq.receive(), 30)
+                d = await dlq.receive()
                 dead[d.body] = d.headers.get(H_ATTEMPTS, "?")
                 out(f"  dead-lettered {d.body!r} after {dead[d.body]} attempt(s): {d.headers.get(H_REASON)}")
                 await d.ack()
-            while len(handled) < len(good) + 1:
-                await asyncio.sleep(0.01)
-        except asyncio.TimeoutError:
-            out("  timed out waiting for the dead-letter topic")
-        finally:
-            stop.set()
-            stats = await worker
+            await all_handled.wait()
+    except TimeoutError:
+        missing = [b for b in [*good, b"flaky"] if b not in handled] + [b for b in expected_dlq if b not in dead]
+        out(f"  timed out after {timeout_s:g}s still waiting for {b', '.join(missing).decode()}")
+    finally:
+        stop.set()
+        stats = await worker
     ok = sorted(handled) == sorted([*good, b"flaky"]) and dead == expected_dlq and attempts.get(b"flaky") == 2
     out(f"  handled {len(handled)} (flaky on attempt {attempts.get(b'flaky')}), "
         f"dead-lettered {stats.dead_lettered}, nacked {stats.nacked}, "
@@ -70,10 +83,12 @@ async def run_selfcheck(url: str | None, settings: BusSettings, *, out=print) ->
 
 
 async def _check(args: argparse.Namespace) -> int:
-    return await run_selfcheck(args.bus, load_settings().bus)
+    settings = load_settings()
+    return await run_selfcheck(args.bus, settings.bus, timeout_s=call_timeout(args, settings))
 
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("check", help="prove delivery, retry and dead-lettering work on a bus")
     p.add_argument("--bus", help=BUS_HELP)
+    add_timeout_option(p, "every message to come back (a lost one then reports FAILED)", "request_timeout_s")
     p.set_defaults(run=_check)

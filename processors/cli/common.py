@@ -24,7 +24,7 @@ import msgspec
 
 from config.settings import ClientSettings, Settings
 from processors.bus import Bus
-from processors.runtime.client import NotServed, RequestClient, RequestTimeout
+from processors.runtime.request_client import NotServed, RequestClient, RequestTimeout
 from processors.runtime.worker import processors_running
 from schema import check_collection
 from schema.times import TimeError, parse_instant

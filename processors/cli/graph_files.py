@@ -39,7 +39,7 @@ import config
 from processors.kg.ontology import Ontology, OntologyError, read_mapping
 from processors.kg.store import batch_item, fact_text
 from processors.kg.validation import first_under_id
-from processors.runtime.client import RequestClient
+from processors.runtime.request_client import RequestClient
 from schema import DEFAULT_COLLECTION, Entity, Fact, IngestResult, LoadTriples
 from schema import topics as t
 

@@ -18,7 +18,7 @@ from config import pipelines
 from config.settings import load_settings
 from processors.bus import connect
 from processors.ingestion import DocumentSource, IngestSummary, ingest
-from processors.runtime.client import RequestClient
+from processors.runtime.request_client import RequestClient
 from schema import DeleteDocument, IngestResult
 from schema import topics as t
 

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterable
 
 from config.settings import Settings, data_dir
-from processors.runtime.client import RequestClient
+from processors.runtime.request_client import RequestClient
 from processors.runtime.staging import Staging, staging_dir
 from schema import DeleteDocument, IngestResult, parts_generation
 from schema import topics as t

@@ -16,7 +16,7 @@ import msgspec
 from config import pipelines
 from config.settings import load_settings
 from processors.bus import connect
-from processors.runtime.clients import KgClient
+from processors.runtime.typed_clients import KgClient
 from schema import KgQueryResponse
 
 from .common import (

@@ -15,8 +15,8 @@ import msgspec
 from config import pipelines
 from config.settings import load_settings
 from processors.bus import connect
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import RemoteError
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import RemoteError
 from schema import DEFAULT_COLLECTION, DocumentInfo, DocumentList, ListDocuments
 from schema import topics as t
 

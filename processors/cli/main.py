@@ -10,7 +10,7 @@ import sys
 
 from config.settings import load_settings
 from processors.bus import BusError
-from processors.runtime.clients import RemoteError
+from processors.runtime.typed_clients import RemoteError
 
 from . import ask, brokers, check, dlq, ingest, kg, library, records, serve, status, topics, worker
 from .common import describe, text, utf8

@@ -34,7 +34,7 @@ from config import pipelines
 from config.settings import Settings, load_settings
 from processors.bus import connect
 from processors.ingestion import ingest
-from processors.runtime.client import RequestClient
+from processors.runtime.request_client import RequestClient
 from processors.runtime.worker import processors_running, put_stores_in
 from schema import DEFAULT_COLLECTION, Document, check_collection
 

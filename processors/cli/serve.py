@@ -19,7 +19,7 @@ from config import pipelines
 from config.settings import GatewaySettings, Settings, load_settings
 from processors.bus import connect
 from processors.bus.base import BusError
-from processors.runtime.client import RequestClient
+from processors.runtime.request_client import RequestClient
 from schema import DEFAULT_COLLECTION
 
 from .common import BUS_HELP, CONFIG_HELP, command_client, embedded_processors

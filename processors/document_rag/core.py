@@ -1,7 +1,7 @@
 """``DocumentRag``: one question in, a cited answer out, through injected async clients.
 
 It knows nothing of the bus: the clients are anything with the methods
-below (the typed bus clients of ``processors/clients.py`` in production,
+below (the typed bus clients of ``processors/runtime/typed_clients.py`` in production,
 stubs in unit tests). It holds no per-query state, so one instance serves
 any number of concurrent queries.
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import (
+from processors.runtime.processor import Processor, RequestContext
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import (
     DocEmbeddingsClient,
     EmbedClient,
     FetchChunkClient,
@@ -20,7 +21,6 @@ from processors.runtime.clients import (
     KgClient,
     PromptClient,
 )
-from processors.runtime.processor import Processor, RequestContext
 from schema import BadRequest, DocumentRagPiece, DocumentRagRequest, DocumentRagResponse, check_collection
 
 from .core import DocumentRag, RagAnswer

@@ -15,8 +15,8 @@ import re
 import msgspec
 from starlette.responses import Response
 
-from processors.runtime.client import NotServed, RequestTimeout
-from processors.runtime.clients import RemoteError
+from processors.runtime.request_client import NotServed, RequestTimeout
+from processors.runtime.typed_clients import RemoteError
 from schema.http import ErrorBody, ErrorDetail
 
 # Error types the processors give the caller's own mistakes (see schema.BadRequest and its kin).

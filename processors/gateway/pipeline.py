@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator
 
 from processors.bus.base import BusError
 from processors.ingestion import DocumentSource, send_document
-from processors.runtime.client import RequestClient, RequestTimeout
-from processors.runtime.clients import DocumentRagClient, RemoteError
+from processors.runtime.request_client import RequestClient, RequestTimeout
+from processors.runtime.typed_clients import DocumentRagClient, RemoteError
 from schema import (
     DeleteDocument,
     DocumentList,

@@ -8,7 +8,7 @@ so whatever maps a processor's error answer maps it too, by its ``error.type``.
 
 from __future__ import annotations
 
-from processors.runtime.clients import RemoteError
+from processors.runtime.typed_clients import RemoteError
 from schema import Error
 from schema import topics as t
 

@@ -21,7 +21,7 @@ from typing import NamedTuple
 import msgspec
 
 from config.settings import ClientSettings
-from processors.runtime.client import RequestClient
+from processors.runtime.request_client import RequestClient
 from processors.runtime.sizing import body_budget
 from schema import DeleteDocument, Document, IngestResult, Section, encode, parts_generation
 from schema import topics as t

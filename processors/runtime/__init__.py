@@ -1,9 +1,9 @@
 """What every processor and caller shares above the bus, and below any one processor.
 
 - ``processor.py``: the base class that does all transport work for a processor;
-- ``client.py``: ``RequestClient``, request/response over the bus, correlated by request id;
+- ``request_client.py``: ``RequestClient``, request/response over the bus, correlated by request id;
 - ``replies.py``: the one reply inbox every ``RequestClient`` on a bus shares, its replies routed by request id;
-- ``clients.py``: one typed client per request topic;
+- ``typed_clients.py``: one typed client per request topic, each over a ``RequestClient``;
 - ``envelope.py``: the headers every request and response carries;
 - ``worker.py``: processors built from settings and run as workers of one process;
 - ``metrics.py``: Prometheus counters and histograms;

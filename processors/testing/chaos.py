@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from config import pipelines
-from processors.runtime.client import RequestClient, RequestTimeout
-from processors.runtime.clients import DocumentRagClient, RemoteError
+from processors.runtime.request_client import RequestClient, RequestTimeout
+from processors.runtime.typed_clients import DocumentRagClient, RemoteError
 from processors.testing import brokers
 
 

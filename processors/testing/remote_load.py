@@ -16,7 +16,7 @@ import sys
 
 from config.settings import load_settings
 from processors.bus import connect
-from processors.runtime.client import RequestClient
+from processors.runtime.request_client import RequestClient
 
 from .chaos import QueryLoad
 

@@ -24,10 +24,10 @@ from typing import Any
 import msgspec
 
 from processors.bus import Bus
-from processors.runtime.client import RequestClient, RequestTimeout
 from processors.runtime.envelope import REPLY_TO, REQUEST_ID, parse_envelope, response_headers
 from processors.runtime.processor import error_response
 from processors.runtime.recording import Recorded, read_recording
+from processors.runtime.request_client import RequestClient, RequestTimeout
 from schema import SCHEMAS, Error, encode
 
 log = logging.getLogger(__name__)

@@ -27,7 +27,7 @@ from config.bus import BusSettings
 from config.settings import ProcessorSettings
 from processors.bus import Bus, connect
 from processors.bus.memory import drop_memory_broker
-from processors.runtime.client import RequestClient
+from processors.runtime.request_client import RequestClient
 from processors.runtime.processor import Processor, RequestContext
 from schema import Error
 from scripts.bench.stats import percentile

@@ -7,7 +7,7 @@ import asyncio
 from processors.bus import Undecodable, consume, dead_letter_topic
 from processors.bus.consume import H_ATTEMPTS, H_ERROR, H_GROUP, H_ORIGIN, H_REASON
 
-from .test_delivery import receive, receive_until
+from ..helpers.receiving import receive, receive_until
 
 
 def start(bus, sub, handler, **kwargs):

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from processors.runtime.client import NotServed, RequestClient, RequestTimeout
+from processors.runtime.request_client import NotServed, RequestClient, RequestTimeout
 
+from ..helpers.serving import serving
 from ..runtime.echo import EchoPiece, EchoProcessor, EchoRequest, EchoResponse, EchoSettings, StreamingEcho
-from ..runtime.test_processor import serving
 
 TELLS = {"memory": True, "kafka": True, "pulsar": False}
 

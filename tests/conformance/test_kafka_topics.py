@@ -9,9 +9,9 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from config.bus import KafkaOptions, TopicLayout
 from processors.bus import connect, dead_letter_topic
-from processors.bus.kafka import retry_topic
+from processors.bus.kafka.bus import retry_topic
 
-from ..conftest import settings_for_tests
+from ..helpers.brokers import settings_for_tests
 
 pytestmark = pytest.mark.brokers
 

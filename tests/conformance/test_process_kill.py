@@ -15,8 +15,8 @@ import pytest
 
 from processors.bus import connect
 
-from ..conftest import settings_for_tests
-from .test_delivery import receive
+from ..helpers.brokers import settings_for_tests
+from ..helpers.receiving import receive
 
 CHILD = """
 import asyncio, sys

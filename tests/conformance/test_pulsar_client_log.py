@@ -22,7 +22,7 @@ SCRIPT = """
 import asyncio, collections, json, logging, os, sys
 from config.settings import load_settings
 from processors.bus import connect
-from processors.bus import pulsar_log as backend
+from processors.bus.pulsar import log as backend
 from processors.testing import brokers
 
 backend.CLIENT_LOG.setLevel(getattr(logging, sys.argv[2]))

@@ -3,7 +3,7 @@
 Pulling (``receive(0)``, then ``receive_async``) held the event loop ~0.1 ms each time the
 consumer's queue was empty, which at concurrency 1 is every receive, twice per hop on the
 critical path (the processor's next request, the caller's next reply): the core tries its
-queue with a timed wait on the calling thread. The listener (``pulsar_inbox.py``) keeps the
+queue with a timed wait on the calling thread. The listener (``processors/bus/pulsar/inbox.py``) keeps the
 semantics: back-pressure at ``receiver_queue_size``, nothing acknowledged that was not handled,
 and what a closed consumer held goes to another member.
 """
@@ -18,10 +18,11 @@ import pytest
 
 from config.bus import PulsarOptions
 from processors.bus import connect
-from processors.bus import pulsar as pulsar_backend
 from processors.bus.base import SubscriptionClosed
-from processors.bus.pulsar_inbox import Inbox, InboxClosed
-from tests.conftest import settings_for_tests
+from processors.bus.pulsar import bus as pulsar_backend
+from processors.bus.pulsar.inbox import Inbox, InboxClosed
+
+from ..helpers.brokers import settings_for_tests
 
 
 class _Core:

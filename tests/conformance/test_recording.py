@@ -12,7 +12,7 @@ import pytest
 
 from processors.runtime.recording import read_recording, record, replay
 
-from .test_delivery import receive
+from ..helpers.receiving import receive
 
 # One key per topic: Kafka orders messages only within a partition.
 MESSAGES = [
@@ -119,7 +119,7 @@ async def test_record_on_the_default_memory_bus_warns_that_it_is_private(tmp_pat
 async def test_record_and_replay_commands_against_a_real_broker(which, request, topic, tmp_path):
     from processors.bus import connect
 
-    from ..conftest import settings_for_tests
+    from ..helpers.brokers import settings_for_tests
 
     url = request.getfixturevalue(f"{which}_broker").url
     env = dict(os.environ, RAGBUS_BUS__PULSAR__CONSUMER_ID_SPREAD="8")

@@ -9,14 +9,14 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
 from processors.bus import connect
-from processors.bus.kafka import SHARED_REPLY_TOPIC
-from processors.runtime.client import RequestClient
+from processors.bus.kafka.bus import SHARED_REPLY_TOPIC
 from processors.runtime.envelope import REQUEST_ID
+from processors.runtime.request_client import RequestClient
 from schema import REPLY_PREFIX
 
-from ..conftest import settings_for_tests
+from ..helpers.brokers import settings_for_tests
+from ..helpers.serving import serving
 from ..runtime.echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
-from ..runtime.test_processor import serving
 
 
 @contextlib.asynccontextmanager

@@ -8,77 +8,19 @@ faiss, tantivy, networkx).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
 import io
 import json
 import os
 import sys
 import uuid
 
-import msgspec
 import pytest
 
-from config import pipelines
-from config.settings import load_settings
-from processors.bus import connect
 from processors.cli.ask import show
-from processors.cli.graph_files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology
-from processors.ingestion import ingest
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import DocumentRagClient, RemoteError
-from processors.runtime.worker import processors_running
-from schema import Document
+from processors.runtime.typed_clients import RemoteError
 
-from ..conftest import settings_for_tests
-
-DOCS = [
-    Document(document_id="with", title="with statement",
-             text="The with statement wraps the execution of a block with methods defined by a context "
-                  "manager. The context manager's __enter__ method is called before the block runs, and its "
-                  "__exit__ method is called after it, even when the block raises an exception."),
-    Document(document_id="loops", title="for statement",
-             text="The for statement iterates over the elements of a sequence such as a string, tuple or "
-                  "list. The else clause of a loop runs when the loop finishes without break."),
-    Document(document_id="slots", title="__slots__",
-             text="The __slots__ declaration reserves space for declared variables and prevents the "
-                  "automatic creation of __dict__ for each instance, which saves memory."),
-]
-
-
-@contextlib.asynccontextmanager
-async def pipeline(url, data_dir, monkeypatch, *, bus_settings=None, without=(), env=None, collection="default"):
-    """Every processor but ``without``, each in a consumer group of its own (brokers outlive tests).
-
-    A new group reads a topic from its start, so on a broker shared by the session a test
-    keeps to a collection of its own: earlier tests' ingestion messages then land elsewhere.
-    """
-    monkeypatch.setenv("RAGBUS_DATA_DIR", str(data_dir))
-    settings = load_settings(environ={
-        "RAGBUS_PROCESSORS__KEYWORD_QUERY__REFRESH_INTERVAL_S": "0",
-        "RAGBUS_PROCESSORS__DOC_EMBEDDINGS_QUERY__REFRESH_INTERVAL_S": "0",
-        "RAGBUS_PROCESSORS__FETCH_CHUNK__REFRESH_INTERVAL_S": "0",
-        **(env or {}),
-    })
-    suffix = uuid.uuid4().hex[:8]
-    for name in pipelines.EVERYTHING:
-        settings.processors[name]["group"] = f"{name}-{suffix}"
-    if bus_settings is not None:
-        settings.bus = bus_settings
-    names = [n for n in pipelines.EVERYTHING if n not in without]
-    async with processors_running(settings, names, url, ready_timeout=120):
-        async with await connect(url, bus_settings) as bus, RequestClient(bus, name="test") as client:
-            if "document-load" not in without:
-                docs = [msgspec.structs.replace(d, collection=collection) for d in DOCS]
-                summary = await ingest(client, docs, timeout=120)
-                assert summary.failed == [] and summary.documents == len(DOCS)
-                loaded = await load_graph(client, SAMPLE_GRAPH, ontology=read_ontology(SAMPLE_ONTOLOGY),
-                                          collection=collection)
-                assert loaded.rejected == []
-            rag = DocumentRagClient(client, timeout=60)
-            ask = functools.partial(rag.ask, collection=collection)
-            ask.stream = functools.partial(rag.ask_stream, collection=collection)  # type: ignore[attr-defined]
-            yield ask
+from ..helpers.brokers import settings_for_tests
+from ..helpers.rag_pipeline import pipeline
 
 
 async def check_modes(ask) -> None:

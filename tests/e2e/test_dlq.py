@@ -26,8 +26,8 @@ from processors.runtime.envelope import request_headers
 from processors.runtime.processor import Processor, RequestContext
 from schema import encode
 
-from ..conftest import settings_for_tests
-from ..runtime.test_processor import serving
+from ..helpers.brokers import settings_for_tests
+from ..helpers.serving import serving
 
 REPO = Path(__file__).resolve().parents[2]
 MAX_ATTEMPTS = 2

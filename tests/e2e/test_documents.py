@@ -13,8 +13,8 @@ from config.settings import load_settings
 from processors.bus import connect
 from processors.cli.documents import document_id, load_documents
 from processors.ingestion import ingest
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import DocumentRagClient
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import DocumentRagClient
 from processors.runtime.worker import processors_running
 
 from ..documents_made import NOISY_PAGE, write_docx, write_pdf, write_pptx

@@ -4,7 +4,7 @@ Issue 13 item 1: any document over about 200 KB of text failed to ingest. Here a
 ~1.3 MB document goes through the real processors on the memory bus with the
 default ``max_message_bytes`` (1 MB): it travels in two parts, and
 document-rag's answer about its last page cites a chunk from there. A 20 MB
-file is measured by ``scripts/ingest_large.py`` (minutes of embedding on 2 cores).
+file is measured by ``python -m scripts.bench_large_document`` (minutes of embedding on 2 cores).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from config.settings import load_settings
 from processors.bus import connect
 from processors.chunker import chunk_document
 from processors.ingestion import ingest
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import DocumentRagClient
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import DocumentRagClient
 from processors.runtime.worker import processors_running
 from schema import Document
 

@@ -4,7 +4,7 @@ On Kafka (Tansu) the broker can tell that no consumer group serves the topic, so
 command ends within seconds although ``--timeout`` allows an hour. These tests start a
 Tansu of their own: on the session's broker earlier tests ran document-rag workers, and
 Tansu keeps listing a member that left in its group's first generation (see
-processors/bus/kafka.py), which would make the topic look served. Pulsar Lite has no
+processors/bus/kafka/bus.py), which would make the topic look served. Pulsar Lite has no
 admin API, so the command waits out ``--timeout`` and then says which topic got no
 answer and asks whether a worker is running on that bus.
 """

@@ -1,7 +1,7 @@
 """OpenTelemetry: one question is one trace of real spans, every hop's ``process`` under the ``send`` that asked.
 
 The spans are the SDK's own, caught by its in-memory exporter; the pipeline is the real one
-(tests/e2e/test_ask.py), on the memory bus and on Kafka. Run with ``-s`` to see the trace.
+(tests/helpers/rag_pipeline.py), on the memory bus and on Kafka. Run with ``-s`` to see the trace.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import pytest
 from processors.runtime import tracing
 from schema import topics
 
+from ..helpers.forgetful_echo import ForgetsFirstAttempts
+from ..helpers.rag_pipeline import pipeline
+from ..helpers.serving import client_on, serving
 from ..runtime.echo import EchoRequest, EchoResponse
-from ..runtime.test_processor import client_on, serving
-from ..runtime.test_resend import ForgetsFirstAttempts
 from ..runtime.workers import REPO, Worker, write_config
-from .test_ask import pipeline
 
 HOPS = {topics.EMBED, topics.DOC_EMBEDDINGS_QUERY, topics.KEYWORD_QUERY, topics.KG_QUERY, topics.PROMPT}
 
@@ -129,7 +129,7 @@ def test_without_otel_settings_nothing_of_opentelemetry_is_loaded():
     """Off is free: the processor and the client check one flag, and the SDK is never imported."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     probe = (
-        "import sys; import processors.runtime.processor, processors.runtime.client, processors.runtime.worker;"
+        "import sys; import processors.runtime.processor, processors.runtime.request_client, processors.runtime.worker;"
         "from processors.runtime import tracing;"
         "print(tracing.ENABLED, sorted(m for m in sys.modules if m.startswith('opentelemetry')))"
     )
@@ -215,7 +215,7 @@ async def test_a_worker_exports_its_spans_by_otlp_to_the_endpoint_the_environmen
 async def _bus(url):
     from processors.bus import connect
 
-    from ..conftest import settings_for_tests
+    from ..helpers.brokers import settings_for_tests
 
     return await connect(url, settings_for_tests())
 

@@ -24,14 +24,14 @@ import pytest
 from config import pipelines
 from processors.bus import connect
 from processors.cli.seed import build_stores
-from processors.runtime.client import RequestClient, RequestTimeout
-from processors.runtime.clients import DocumentRagClient, RemoteError
+from processors.runtime.request_client import RequestClient, RequestTimeout
+from processors.runtime.typed_clients import DocumentRagClient, RemoteError
 from processors.testing.brokers import free_port
 from processors.testing.chaos import QueryLoad, WorkerProcess, worker_env
 
-from ..conftest import settings_for_tests
-from ..unit.test_monitoring_config import MONITORING, as_promql, panel_exprs, tool
-from .test_ask import DOCS
+from ..helpers.brokers import settings_for_tests
+from ..helpers.monitoring import MONITORING, as_promql, panel_exprs, tool
+from ..helpers.rag_pipeline import DOCS
 
 QUESTIONS = [
     "How does a context manager wrap a block of code?", "__slots__", "What does the else clause of a for loop do?",

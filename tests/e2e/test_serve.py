@@ -20,8 +20,9 @@ from processors.cli.seed import build_stores
 from processors.runtime.worker import processors_running
 from processors.testing.gateway import GatewayProcess
 
-from ..conftest import settings_for_tests
-from .test_ask import DOCS
+from ..helpers.brokers import settings_for_tests
+from ..helpers.rag_pipeline import DOCS
+from ..helpers.serve_stores import stores
 
 QUESTION = "How does a context manager wrap a block of code?"
 
@@ -44,13 +45,6 @@ def check_chat(client: openai.OpenAI, **extra) -> None:
     assert chunks[0].choices[0].delta.role == "assistant" and chunks[0].ragbus["kind"] == "sources"
     assert chunks[-1].choices[0].finish_reason == "stop" and chunks[-1].ragbus["response"]["cited"] == sources["cited"]
     assert len({c.id for c in chunks}) == 1
-
-
-def stores(tmp_path_factory):
-    """A data dir holding DOCS and the sample graph: the default collection is not empty, so no first use."""
-    directory = tmp_path_factory.mktemp("serve-data")
-    asyncio.run(build_stores(directory, "default", DOCS))
-    return directory
 
 
 @pytest.fixture(scope="module")

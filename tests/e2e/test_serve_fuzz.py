@@ -11,7 +11,7 @@ from schemathesis import GenerationMode
 
 from processors.testing.gateway import GatewayProcess
 
-from .test_serve import stores
+from ..helpers.serve_stores import stores
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import uvicorn
 from processors.gateway.http_limits import HeadLimits, protocol_with
 from processors.testing.gateway import GatewayProcess
 
-from .test_serve import stores
+from ..helpers.serve_stores import stores
 
 LIMITS = HeadLimits(max_head_bytes=64 * 1024, head_timeout_s=1.0, idle_timeout_s=1.0)
 BOUND_S = 5.0  # a connection the limits above end must end well within this

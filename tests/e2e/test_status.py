@@ -38,7 +38,7 @@ from processors.testing import brokers
 from schema import REPLY_PREFIX, EmbedRequest, encode
 from schema import topics as t
 
-from ..conftest import settings_for_tests, start_test_broker
+from ..helpers.brokers import settings_for_tests, start_test_broker
 
 REPO = Path(__file__).resolve().parents[2]
 PATIENCE = 60.0  # Pulsar Lite refreshes its gauges every few seconds; a poll gives up after this
@@ -150,7 +150,7 @@ async def test_pulsar_status_without_metrics_says_it_cannot_tell(pulsar_broker):
 
 
 def test_pulsar_gauges_are_read_as_pulsar_lite_and_pulsar_label_them():
-    from processors.bus.pulsar_stats import parse
+    from processors.bus.pulsar.stats import parse
 
     text = "\n".join([
         "# TYPE pulsar_subscription_back_log gauge",

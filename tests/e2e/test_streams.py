@@ -13,10 +13,10 @@ import uuid
 import pytest
 
 from processors.cli.ask import show, show_stream
-from processors.runtime.clients import RemoteError
+from processors.runtime.typed_clients import RemoteError
 
-from ..conftest import settings_for_tests
-from .test_ask import pipeline
+from ..helpers.brokers import settings_for_tests
+from ..helpers.rag_pipeline import pipeline
 
 QUESTION = "How does a context manager wrap a block of code?"
 

@@ -8,7 +8,7 @@ from processors.bus import Bus
 from processors.runtime.envelope import ATTEMPT, REPLY_TO, TRACEPARENT
 from schema import topics
 
-from .test_ask import pipeline
+from ..helpers.rag_pipeline import pipeline
 
 SUB_REQUESTS = {topics.EMBED, topics.DOC_EMBEDDINGS_QUERY, topics.KEYWORD_QUERY, topics.KG_QUERY, topics.PROMPT}
 

@@ -27,13 +27,13 @@ from processors.doc_embeddings import (
     StoreError,
     VectorStore,
 )
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import DocEmbeddingsClient, FetchChunkClient, RemoteError
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import DocEmbeddingsClient, FetchChunkClient, RemoteError
 from processors.runtime.worker import build_processor
 from schema import Chunk, DeleteDocument, EmbeddedChunks, IngestResult
 from schema import topics as t
 
-from ..runtime.test_processor import serving
+from ..helpers.serving import serving
 
 DIM = 64
 

@@ -20,11 +20,11 @@ from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
 from processors.embed import EmbedProcessor, EmbedSettings, OnnxSettings, OpenAISettings
 from processors.embed.onnx_backend import BULK_NICENESS, ModelError, OnnxBackend, default_vocab_path, load_vocab
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import EmbedClient, RemoteError
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import EmbedClient, RemoteError
 from processors.runtime.worker import build_processor
 
-from ..runtime.test_processor import serving
+from ..helpers.serving import serving
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

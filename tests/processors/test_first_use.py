@@ -20,9 +20,9 @@ from processors.bus.memory import drop_memory_broker
 from processors.cli import documents, seed
 from processors.cli.main import main
 from processors.kg.store import graph_path
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import FetchChunkClient, KgClient
+from processors.runtime.request_client import RequestClient
 from processors.runtime.store_lock import take_writer_lock
+from processors.runtime.typed_clients import FetchChunkClient, KgClient
 from processors.runtime.worker import processors_running
 from schema import topics as t
 

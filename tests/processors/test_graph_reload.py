@@ -17,10 +17,10 @@ import pytest
 
 from processors.cli.graph_files import load_graph
 from processors.kg.store import graph_path, load_log
-from processors.runtime.clients import KgClient
+from processors.runtime.typed_clients import KgClient
 from schema.times import iso, parse_instant
 
-from .test_kg import kg_processors
+from ..helpers.kg_pipeline import kg_processors
 
 GOOD = [
     {"kind": "entity", "id": "Atlantis", "type": "Country"},

@@ -6,65 +6,29 @@ On the memory bus, and on Kafka and Pulsar against the real brokers.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 
 import msgspec
 import pytest
 
-from config import pipelines
-from config.settings import load_settings
-from processors.bus import connect
 from processors.chunker import chunk_document
 from processors.cli.documents import DocumentSource, builtin_corpus, load_documents
 from processors.cli.library import list_collections, list_documents
 from processors.ingestion import ingest
 from processors.runtime import metrics
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import DocEmbeddingsClient, EmbedClient, FetchChunkClient, KeywordClient, RemoteError
 from processors.runtime.processor import Processor
-from processors.runtime.worker import processors_running
+from processors.runtime.typed_clients import (
+    DocEmbeddingsClient,
+    EmbedClient,
+    FetchChunkClient,
+    KeywordClient,
+    RemoteError,
+)
 from schema import DeleteDocument, Document, EmbeddedChunks, Fact, IngestResult, LoadTriples
 from schema import topics as t
 
-from ..conftest import settings_for_tests
-
-PIPELINE = (*pipelines.INGEST, *pipelines.RETRIEVAL)
-
-DOCS = [
-    Document(document_id="slots", title="__slots__",
-             text="The __slots__ declaration reserves space for declared variables and prevents the "
-                  "automatic creation of __dict__ for each instance. Clause 7.3.2 covers it."),
-    Document(document_id="loops", title="for statement",
-             text="The for statement iterates over the elements of a sequence such as a string, "
-                  "tuple or list. The else clause runs when the loop finishes without break."),
-    Document(document_id="exceptions", title="try statement",
-             text="The try statement specifies exception handlers and cleanup code. Error E1101 is "
-                  "raised here as an example. The finally clause always runs."),
-]
-
-
-@contextlib.asynccontextmanager
-async def pipeline(url, data_dir, monkeypatch, *, bus_settings=None, extra_env=None, list_settings=None,
-                   names=PIPELINE):
-    monkeypatch.setenv("RAGBUS_DATA_DIR", str(data_dir))
-    env = {
-        "RAGBUS_PROCESSORS__KEYWORD_QUERY__REFRESH_INTERVAL_S": "0",
-        "RAGBUS_PROCESSORS__DOC_EMBEDDINGS_QUERY__REFRESH_INTERVAL_S": "0",
-        "RAGBUS_PROCESSORS__FETCH_CHUNK__REFRESH_INTERVAL_S": "0",
-        "RAGBUS_PROCESSORS__DOCUMENT_LOAD__CHUNK_SIZE": "200",
-        "RAGBUS_PROCESSORS__DOCUMENT_LOAD__CHUNK_OVERLAP": "20",
-        **(extra_env or {}),
-    }
-    settings = load_settings(environ=env)
-    for name, value in (list_settings or {}).items():
-        section, key = name.split(".")
-        settings.processors[section][key] = value
-    if bus_settings is not None:
-        settings.bus = bus_settings
-    async with processors_running(settings, names, url, ready_timeout=120):
-        async with await connect(url, bus_settings) as bus, RequestClient(bus, name="test") as client:
-            yield client
+from ..helpers.brokers import settings_for_tests
+from ..helpers.ingest_pipeline import DOCS, LARGE_ENV, large_text, pipeline
 
 
 async def _check_ingest_then_query(client):
@@ -180,22 +144,6 @@ def test_the_builtin_corpus_is_the_python_language_reference():
 
 
 # --- documents larger than a message (issue 13 item 1) ------------------------------------------------
-
-LAST_PAGE = ("Appendix Z. The Skarvøy lighthouse was automated in 1987. Its last keeper, Ingrid Solvang, "
-             "kept the lamp burning through the storm of 1979 and logged every passing ship by hand.")
-# Real prose, many chunks; a short embedding window keeps MiniLM fast enough for thousands of them.
-LARGE_ENV = {
-    "RAGBUS_PROCESSORS__DOCUMENT_LOAD__CHUNK_SIZE": "1000",
-    "RAGBUS_PROCESSORS__DOCUMENT_LOAD__CHUNK_OVERLAP": "150",
-    "RAGBUS_PROCESSORS__DOCUMENT_LOAD__EMBED_BATCH": "8",  # 8 vectors fit a 48 KB answer, 32 would not
-    "RAGBUS_PROCESSORS__EMBED__ONNX__MAX_TOKENS": "32",
-}
-
-
-def large_text(chars: int) -> str:
-    """About ``chars`` characters of the Python language reference, then a last page about something else."""
-    corpus = "\n\n".join(d.text for d in builtin_corpus("default"))
-    return (corpus * (chars // len(corpus) + 1))[:chars] + "\n\n" + LAST_PAGE
 
 
 async def test_store_writes_are_split_to_fit_the_bus(tmp_path, monkeypatch):

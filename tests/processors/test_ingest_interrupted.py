@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from .test_ingest import large_text
+from ..helpers.ingest_pipeline import large_text
 
 REPO = Path(__file__).resolve().parents[2]
 # The command's own bound on ending, well under the 10 s the drain took.

@@ -21,13 +21,13 @@ from processors.keyword import (
     KeywordStoreProcessor,
 )
 from processors.keyword.index import identifier_tokens, stems, words
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import KeywordClient, RemoteError
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import KeywordClient, RemoteError
 from processors.runtime.worker import build_processor
 from schema import Chunk, DeleteDocument, EmbeddedChunks, IngestResult
 from schema import topics as t
 
-from ..runtime.test_processor import serving
+from ..helpers.serving import serving
 
 TIMEOUT = 30
 

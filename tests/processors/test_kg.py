@@ -6,7 +6,6 @@ through the ``ragbus kg`` command in a process of its own.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -15,32 +14,13 @@ import uuid
 
 import pytest
 
-from config import pipelines
-from config.settings import load_settings
-from processors.bus import connect
 from processors.cli.graph_files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_items, read_ontology
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import KgClient, RemoteError
-from processors.runtime.worker import processors_running
+from processors.runtime.typed_clients import KgClient, RemoteError
 from schema import Entity, Fact, IngestResult, LoadTriples
 from schema import topics as t
 
-from ..conftest import settings_for_tests
-
-
-@contextlib.asynccontextmanager
-async def kg_processors(url, data_dir, monkeypatch, bus_settings=None):
-    """kg-store and kg-query on ``url``, with their own consumer groups (a broker outlives a test)."""
-    monkeypatch.setenv("RAGBUS_DATA_DIR", str(data_dir))
-    settings = load_settings(environ={})
-    suffix = uuid.uuid4().hex[:8]
-    for name in pipelines.GRAPH:
-        settings.processors[name]["group"] = f"{name}-{suffix}"
-    if bus_settings is not None:
-        settings.bus = bus_settings
-    async with processors_running(settings, pipelines.GRAPH, url, ready_timeout=120):
-        async with await connect(url, bus_settings) as bus, RequestClient(bus, name="test") as client:
-            yield client
+from ..helpers.brokers import settings_for_tests
+from ..helpers.kg_pipeline import kg_processors
 
 
 async def load_sample(client, collection: str = "default") -> None:

@@ -6,7 +6,6 @@ through ``PromptClient``, as a caller sees it.
 
 from __future__ import annotations
 
-import contextlib
 import time
 import uuid
 
@@ -14,8 +13,6 @@ import pytest
 import pytest_asyncio
 
 from config.settings import SettingsError, load_settings
-from processors.bus import connect
-from processors.bus.memory import drop_memory_broker
 from processors.prompt import ExtractiveSettings, PromptProcessor, PromptSettings
 from processors.prompt import templates as tpl
 from processors.prompt.answer import compose
@@ -24,11 +21,10 @@ from processors.prompt.lexical import bm25, sentences, terms
 from processors.prompt.processor import load_templates
 from processors.prompt.templates import TemplateError, parse
 from processors.prompt.variables import ValidationError, check
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import PromptClient, RemoteError
+from processors.runtime.typed_clients import RemoteError
 from processors.runtime.worker import build_processor
 
-from ..runtime.test_processor import serving
+from ..helpers.serving import serve_prompt as serve
 
 # The async tests share the module's event loop, which the module-scoped processor runs on.
 module_loop = pytest.mark.asyncio(loop_scope="module")
@@ -249,19 +245,6 @@ def test_the_answer_is_the_same_every_time():
 
 
 # The processor, over a private memory bus.
-
-
-@contextlib.asynccontextmanager
-async def serve(processor: PromptProcessor, timeout: float = 10):
-    """A PromptClient talking to ``processor`` on a private memory bus."""
-    name = f"prompt-{uuid.uuid4().hex[:12]}"
-    bus = await connect(f"memory://{name}")
-    try:
-        async with serving(bus, processor), RequestClient(bus) as client:
-            yield PromptClient(client, topic=processor.settings.topic, timeout=timeout)
-    finally:
-        await bus.close()
-        drop_memory_broker(name)
 
 
 def processor(**settings) -> PromptProcessor:

@@ -28,7 +28,7 @@ import pytest_asyncio
 
 from processors.prompt import OpenAISettings, PromptProcessor, PromptSettings
 from processors.prompt.openai_backend import concept_lines, retry_after_s
-from processors.runtime.clients import RemoteError
+from processors.runtime.typed_clients import RemoteError
 from processors.testing.brokers import in_ci
 from processors.testing.llama import API_KEY, GGUF, MODEL_ALIAS, LlamaServer, smollm2_gguf
 from schema import PromptResult

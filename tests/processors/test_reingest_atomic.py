@@ -20,20 +20,20 @@ from config import pipelines
 from processors.chunker import chunk_document
 from processors.ingestion import ingest
 from processors.cli.library import list_documents
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import (
+from processors.runtime.processor import Processor
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import (
     DocEmbeddingsClient,
     DocumentRagClient,
     EmbedClient,
     FetchChunkClient,
     KeywordClient,
 )
-from processors.runtime.processor import Processor
 from schema import ChunkMatch, DeleteDocument, Document, EmbeddedChunks, IngestResult
 from schema import topics as t
 
-from ..conftest import settings_for_tests
-from .test_ingest import DOCS, LARGE_ENV, large_text, pipeline
+from ..helpers.brokers import settings_for_tests
+from ..helpers.ingest_pipeline import DOCS, LARGE_ENV, large_text, pipeline
 
 NAMES = tuple(dict.fromkeys((*pipelines.INGEST, *pipelines.QUERY)))
 

@@ -17,12 +17,12 @@ import pytest
 from config import pipelines
 from processors.bus import connect
 from processors.cli.seed import build_stores
-from processors.runtime.client import RequestClient
+from processors.runtime.request_client import RequestClient
 from processors.testing import brokers
 from processors.testing.chaos import QueryLoad, WorkerProcess, worker_env
 
-from ..conftest import settings_for_tests, start_test_broker
-from .test_worker_crash import QUESTIONS, documents
+from ..helpers.brokers import settings_for_tests, start_test_broker
+from ..helpers.rag_pipeline import QUESTIONS, documents
 
 QUERIES = int(os.environ.get("RAGBUS_CHAOS_QUERIES", "2000")) // 2
 CALL_TIMEOUT_S = 60.0

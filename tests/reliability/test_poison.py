@@ -38,23 +38,10 @@ import msgspec
 import pytest
 
 from config import pipelines
-from config.settings import load_settings
 from processors.bus import SubscriptionClosed, connect, dead_letter_topic
 from processors.bus.consume import H_ATTEMPTS, H_ERROR, H_ORIGIN, H_REASON
 from processors.bus.memory import _BROKERS, drop_memory_broker
-from processors.cli.graph_files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology
-from processors.ingestion import ingest
 from processors.runtime import metrics
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import (
-    DocEmbeddingsClient,
-    DocumentRagClient,
-    EmbedClient,
-    FetchChunkClient,
-    KeywordClient,
-    KgClient,
-    PromptClient,
-)
 from processors.runtime.envelope import (
     ATTEMPT,
     CONTENT_TYPE_HEADER,
@@ -64,6 +51,16 @@ from processors.runtime.envelope import (
     TRACEPARENT,
     now_ms,
     request_headers,
+)
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import (
+    DocEmbeddingsClient,
+    DocumentRagClient,
+    EmbedClient,
+    FetchChunkClient,
+    KeywordClient,
+    KgClient,
+    PromptClient,
 )
 from processors.runtime.worker import processors_running
 from schema import (
@@ -82,10 +79,11 @@ from schema import (
 )
 from schema import topics as t
 
-from ..conftest import settings_for_tests
-from ..e2e.test_ask import DOCS
+from ..helpers.brokers import settings_for_tests
+from ..helpers.rag_pipeline import ELSE_QUESTION, UK_QUESTION, ingest_corpus, query_settings
+from ..helpers.serving import serving
+from ..helpers.waiting import until
 from ..runtime.echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
-from ..runtime.test_processor import serving
 
 # The request topics under attack (each processor's section name is its default topic), and the corpus:
 # the query processors of a worker, and the documents of the end-to-end tests.
@@ -95,29 +93,10 @@ HOSTILE = "x-hostile"  # the id of a hostile message; headers survive dead-lette
 NUDGE = "x-nudge"  # the recorder's own no-op message (Recorder.nudge); its readers drop it
 
 CONTEXT_MANAGER_QUESTION = "How does a context manager wrap a block of code?"
-ELSE_QUESTION = "What does the else clause of a for loop do?"
-UK_QUESTION = "Who was head of government of the United Kingdom?"
 CAMERON = "David Cameron head_of_government_of United Kingdom"
 
 
 # -- the corpus, ingested once per module ---------------------------------------------------------
-
-
-async def ingest_corpus(data_dir: Path) -> None:
-    """DOCS and the sample graph into ``data_dir``, through the real ingestion processors."""
-    name = f"ingest-{uuid.uuid4().hex[:8]}"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("RAGBUS_DATA_DIR", str(data_dir))
-        settings = load_settings(environ={})
-        try:
-            async with processors_running(settings, pipelines.EVERYTHING, f"memory://{name}", ready_timeout=120), \
-                    await connect(f"memory://{name}") as bus, RequestClient(bus, name="ingest") as client:
-                summary = await ingest(client, DOCS, timeout=120)
-                assert summary.failed == [] and summary.documents == len(DOCS)
-                loaded = await load_graph(client, SAMPLE_GRAPH, ontology=read_ontology(SAMPLE_ONTOLOGY))
-                assert loaded.rejected == []
-        finally:
-            drop_memory_broker(name)
 
 
 @pytest.fixture(scope="module")
@@ -125,28 +104,6 @@ def corpus(tmp_path_factory) -> Path:
     data_dir = tmp_path_factory.mktemp("corpus")
     asyncio.run(ingest_corpus(data_dir))
     return data_dir
-
-
-def query_settings(bus_settings, *, rename_topics: bool, names=pipelines.QUERY):
-    """Settings running ``names`` in groups of their own; ``rename_topics`` gives them private topics too.
-
-    On a broker shared by the test session a new group reads a topic from its start, so there
-    each run uses topics of its own; on a private memory bus the real topic names are used.
-    Returns the settings and the topic of each processor.
-    """
-    settings = load_settings(environ={})
-    suffix = uuid.uuid4().hex[:8]
-    topics = {name: f"{name}-{suffix}" if rename_topics else name for name in pipelines.QUERY}
-    for name in names:
-        settings.processors[name]["group"] = f"{name}-{suffix}"
-        settings.processors[name]["topic"] = topics[name]
-    settings.processors[t.DOCUMENT_RAG].update(
-        prompt_topic=topics[t.PROMPT], embed_topic=topics[t.EMBED],
-        doc_embeddings_topic=topics[t.DOC_EMBEDDINGS_QUERY], fetch_chunk_topic=topics[t.FETCH_CHUNK],
-        keyword_topic=topics[t.KEYWORD_QUERY], kg_topic=topics[t.KG_QUERY],
-    )
-    settings.bus = bus_settings
-    return settings, topics
 
 
 # -- real traffic, through the typed clients ------------------------------------------------------
@@ -646,32 +603,6 @@ class Accounting:
 
 def expired_counts() -> dict[str, float]:
     return {n: metrics.expired.labels(n)._value.get() for n in pipelines.QUERY}
-
-
-async def until(condition, timeout: float, describe, *, progress=None, stall: float | None = None,
-                on_stall=None) -> None:
-    """Wait for ``condition()`` (a state of the bus, not an event anyone signals), at most ``timeout``.
-
-    With ``progress``, give up early once its value has not changed for ``stall`` seconds; with
-    ``on_stall`` as well, first await it once and wait another ``stall`` seconds.
-    """
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    last, changed = None, loop.time()
-    while not condition():
-        now = loop.time()
-        if progress is not None:
-            value = progress()
-            if value != last:
-                last, changed = value, now
-            elif now - changed > stall:
-                if on_stall is None:
-                    raise AssertionError(f"stalled for {stall:g}s: {describe()}")
-                await on_stall()
-                on_stall, changed = None, loop.time()
-        if now > end:
-            raise AssertionError(f"not settled within {timeout:g}s: {describe()}")
-        await asyncio.sleep(0.02)
 
 
 # -- one wave -------------------------------------------------------------------------------------

@@ -29,9 +29,9 @@ from processors.bus.consume import H_ERROR, H_REASON
 from processors.runtime.envelope import REQUEST_ID, request_headers
 from schema import REPLY_PREFIX, decode, encode
 
-from ..conformance.test_delivery import receive
+from ..helpers.receiving import receive
+from ..helpers.serving import client_on, echo, serving
 from ..runtime.echo import EchoRequest, EchoResponse
-from ..runtime.test_processor import client_on, echo, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("processors", "schema", "config")
@@ -356,7 +356,8 @@ def recording(calls: list) -> type:
 def kafka_clients(monkeypatch):
     import aiokafka.helpers
 
-    from processors.bus import kafka, kafka_status
+    from processors.bus.kafka import bus as kafka
+    from processors.bus.kafka import status as kafka_status
 
     calls = {"producer": [], "consumer": [], "admin": [], "ssl": []}
     ssl_context = object()
@@ -374,7 +375,7 @@ def kafka_clients(monkeypatch):
 
 
 async def test_kafka_security_settings_reach_every_aiokafka_client(kafka_clients):
-    from processors.bus.kafka import KafkaListener, KafkaSubscription
+    from processors.bus.kafka.bus import KafkaListener, KafkaSubscription
 
     calls, ssl_context = kafka_clients
     settings = load_settings(environ={**SECURITY_ENV, "RAGBUS_BUS__KAFKA__SSL_CERTFILE": "/etc/ragbus/client.pem",

@@ -25,7 +25,7 @@ from processors.cli.seed import build_stores
 from processors.testing import brokers, netns
 from processors.testing.chaos import WorkerProcess, worker_env
 
-from ..e2e.test_ask import DOCS
+from ..helpers.rag_pipeline import DOCS
 
 pytestmark = pytest.mark.brokers
 

@@ -34,16 +34,17 @@ from config.settings import ProcessorSettings
 from processors.bus import connect
 from processors.document_rag import DocumentRagProcessor
 from processors.document_rag.settings import DocumentRagSettings
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import DocumentRagClient, RemoteError
 from processors.runtime.processor import Processor, RequestContext
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import DocumentRagClient, RemoteError
 from processors.runtime.worker import processors_running
 from schema import ChunkMatch, EmbedResponse, KeywordQueryResponse, KgQueryResponse
 from schema import topics as t
 
-from ..conftest import settings_for_tests
-from ..runtime.test_processor import serving
-from .test_poison import ELSE_QUESTION, UK_QUESTION, ingest_corpus, query_settings, until
+from ..helpers.brokers import settings_for_tests
+from ..helpers.rag_pipeline import ELSE_QUESTION, UK_QUESTION, ingest_corpus, query_settings
+from ..helpers.serving import serving
+from ..helpers.waiting import until
 
 PATH_TIMEOUT_S = 1.0
 # Well above the path timeout, so an answer within it shows that the path timeout cut the call.

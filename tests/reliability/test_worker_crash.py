@@ -15,30 +15,20 @@ import asyncio
 import os
 import uuid
 
-import msgspec
 import pytest
 
 from config import pipelines
 from processors.bus import connect
 from processors.cli.seed import build_stores
-from processors.runtime.client import RequestClient
+from processors.runtime.request_client import RequestClient
 from processors.testing.chaos import QueryLoad, WorkerProcess, worker_env
 
-from ..conftest import settings_for_tests
-from ..e2e.test_ask import DOCS
+from ..helpers.brokers import settings_for_tests
+from ..helpers.rag_pipeline import QUESTIONS, documents
 
 QUERIES = int(os.environ.get("RAGBUS_CHAOS_QUERIES", "2000"))
 CONCURRENCY = 64
 CALL_TIMEOUT_S = 60.0
-QUESTIONS = [
-    "How does a context manager wrap a block of code?", "__slots__", "What does the else clause of a for loop do?",
-    "Who was head of government of the United Kingdom?", "What saves memory per instance?",
-    "When is __exit__ called?", "How do I iterate over a list?", "Who was chancellor of Germany?",
-]
-
-
-def documents(collection: str) -> list:
-    return [msgspec.structs.replace(d, collection=collection) for d in DOCS]
 
 
 @pytest.mark.timeout(600)

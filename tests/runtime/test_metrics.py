@@ -13,7 +13,7 @@ import urllib.request
 from config.settings import load_settings
 from processors.bus import connect
 from processors.runtime import metrics
-from processors.runtime.client import RequestClient
+from processors.runtime.request_client import RequestClient
 from processors.runtime.worker import run_workers
 from processors.testing.brokers import free_port
 from schema import EmbedRequest

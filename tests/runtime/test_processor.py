@@ -3,51 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 import pytest
 
 from processors.bus import dead_letter_topic
 from processors.bus.consume import H_REASON
 from processors.runtime import metrics
-from processors.runtime.client import RequestClient, RequestTimeout
 from processors.runtime.envelope import DEADLINE, REPLY_TO, REQUEST_ID, now_ms, request_headers
 from processors.runtime.processor import error_response
+from processors.runtime.request_client import RequestTimeout
 from schema import REPLY_PREFIX, Error, PromptResult, encode
 
-from ..conformance.test_delivery import receive
+from ..helpers.metrics import counter
+from ..helpers.receiving import receive
+from ..helpers.serving import client_on, echo, serving
 from .echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
-
-
-def echo(topic: str, **settings) -> EchoProcessor:
-    return EchoProcessor("echo", EchoSettings(topic=topic, group=f"echo-{topic}", **settings))
-
-
-@contextlib.asynccontextmanager
-async def serving(bus, processor):
-    stop, ready = asyncio.Event(), asyncio.Event()
-    task = asyncio.ensure_future(processor.run(bus, stop, ready))
-    await asyncio.wait([task, asyncio.ensure_future(ready.wait())], timeout=60, return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        task.result()  # failed to start: show why
-    try:
-        yield task
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 60)
-
-
-@contextlib.asynccontextmanager
-async def client_on(bus, **kwargs):
-    client = await RequestClient(bus, **kwargs).start()
-    try:
-        yield client
-    finally:
-        await client.close()
-
-
-def counter(c, *labels) -> float:
-    return c.labels(*labels)._value.get()
 
 
 async def test_request_gets_its_response_with_the_same_request_id(open_bus, topic):

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import msgspec
 
-from processors.runtime.client import RequestClient
+from processors.runtime.request_client import RequestClient
 from processors.testing.replay import RecordedResponder, compare_with_recording, recorded_exchanges
 
+from ..helpers.serving import serving
 from .echo import EchoRequest, EchoResponse, EchoSettings
-from .test_processor import serving
 from .two_step import FIRST, FIXTURE, QUESTIONS, SECOND, processors, two_step
 
 FIXTURE_PATH = Path(__file__).resolve().parents[2] / FIXTURE

@@ -14,9 +14,9 @@ import signal
 import pytest
 
 from processors.bus import connect
-from processors.runtime.client import RequestClient
+from processors.runtime.request_client import RequestClient
 
-from ..conftest import settings_for_tests
+from ..helpers.brokers import settings_for_tests
 from .echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
 from .workers import Worker, write_config
 

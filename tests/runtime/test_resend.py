@@ -10,25 +10,11 @@ import asyncio
 
 import pytest
 
-from processors.runtime.client import RequestClient, RequestTimeout
-from processors.runtime.processor import RequestContext
+from processors.runtime.request_client import RequestClient, RequestTimeout
 
+from ..helpers.forgetful_echo import ForgetsFirstAttempts
+from ..helpers.serving import client_on, serving
 from .echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
-from .test_processor import client_on, serving
-
-
-class ForgetsFirstAttempts(EchoProcessor):
-    """Swallows attempt 1 of every request (acked, no reply), answers later attempts."""
-
-    def __init__(self, topic: str) -> None:
-        super().__init__("echo", EchoSettings(topic=topic, group=f"echo-{topic}"))
-        self.attempts: list[int] = []
-
-    async def handle(self, request: EchoRequest, context: RequestContext) -> EchoResponse | None:
-        self.attempts.append(context.envelope.attempt)
-        if context.envelope.attempt == 1:
-            return None
-        return await super().handle(request, context)
 
 
 async def test_an_unanswered_request_is_sent_again_under_the_same_id(open_bus, topic):

@@ -15,13 +15,13 @@ import pytest
 
 from processors.bus import Bus
 from processors.runtime import replies
-from processors.runtime.client import ClientClosed, RequestClient
 from processors.runtime.envelope import REPLY_TO, REQUEST_ID
 from processors.runtime.processor import RequestContext
+from processors.runtime.request_client import ClientClosed, RequestClient
 from schema import REPLY_PREFIX, decode, encode
 
+from ..helpers.serving import client_on, serving
 from .echo import EchoPiece, EchoProcessor, EchoRequest, EchoResponse, EchoSettings, StreamingEcho
-from .test_processor import client_on, serving
 
 
 def reply_subscriptions(bus: Bus) -> list:

@@ -7,10 +7,10 @@ import asyncio
 import msgspec
 import pytest
 
-from processors.runtime.client import NotStreamed, RequestTimeout
+from processors.runtime.request_client import NotStreamed, RequestTimeout
 
+from ..helpers.serving import client_on, serving
 from .echo import EchoPiece, EchoProcessor, EchoRequest, EchoResponse, EchoSettings, StreamingEcho
-from .test_processor import client_on, serving
 
 TEXT = "one two three four five six"
 

@@ -6,8 +6,9 @@ import msgspec
 import pytest
 
 from processors.bus import connect
-from processors.runtime.client import RequestClient
-from processors.runtime.clients import (
+from processors.runtime.processor import Processor
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import (
     DocEmbeddingsClient,
     EmbedClient,
     FetchChunkClient,
@@ -16,11 +17,10 @@ from processors.runtime.clients import (
     PromptClient,
     RemoteError,
 )
-from processors.runtime.processor import Processor
 from schema import SCHEMAS, ChunkMatch, Error, Fact, KgQueryResponse, PromptResult
 from schema import topics as t
 
-from .test_processor import serving
+from ..helpers.serving import serving
 
 
 class Inspector(Processor):

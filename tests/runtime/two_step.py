@@ -12,7 +12,7 @@ import asyncio
 from pathlib import Path
 
 from processors.bus import connect
-from processors.runtime.client import RequestClient
+from processors.runtime.request_client import RequestClient
 from processors.runtime.recording import record
 
 from .echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings

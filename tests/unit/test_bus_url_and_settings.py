@@ -104,7 +104,7 @@ def test_bad_settings_are_named(env, says):
 
 
 async def test_kafka_security_options_reach_the_client():
-    from processors.bus.kafka import KafkaBus
+    from processors.bus.kafka.bus import KafkaBus
 
     settings = bus_settings(
         {

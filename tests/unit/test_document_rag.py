@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from processors.document_rag import RRF_K, DocumentRag, DocumentRagSettings, rrf_fuse
-from processors.runtime.clients import KgClient, PromptClient
+from processors.runtime.typed_clients import KgClient, PromptClient
 from schema import DEFAULT_COLLECTION, ChunkMatch, Fact, KgQueryResponse, PromptResult
 
 QUESTION = "Who led the government of Germany in 2015?"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from processors.gateway.errors import HTTPError, decode_body, from_pipeline
-from processors.runtime.client import NotServed, RequestTimeout
-from processors.runtime.clients import RemoteError
+from processors.runtime.request_client import NotServed, RequestTimeout
+from processors.runtime.typed_clients import RemoteError
 from schema import Error
 from schema.http import AskRequest
 

@@ -130,3 +130,39 @@ def test_each_processor_speaks_its_topics_schema(name):
     topic = processor_settings(settings, name, cls.Settings).topic
     assert topic in SCHEMAS, f"{name} consumes {topic!r}, which schema/topics.py does not list"
     assert (cls.request_type, cls.response_type) == tuple(SCHEMAS[topic])
+
+
+@pytest.mark.parametrize("client, package", [("aiokafka", "processors.bus.kafka"), ("pulsar", "processors.bus.pulsar"),
+                                             ("_pulsar", "processors.bus.pulsar")])
+def test_a_broker_client_is_imported_only_in_its_backend(client, package):
+    """The memory bus and everything above the bus load no broker client; each backend keeps its own."""
+    outside = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                roots = [alias.name.split(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                roots = [(node.module or "").split(".")[0]]
+            else:
+                continue
+            if client in roots and not name.startswith(f"{package}."):
+                outside.append(name)
+    assert outside == []
+
+
+def test_no_test_module_imports_another():
+    """What tests share lives in tests/helpers/; a test module or conftest imported for a helper would run
+    or register its tests and fixtures a second time, under another name."""
+    tests = ROOT / "tests"
+    found = []
+    for path in tests.rglob("*.py"):
+        package = list(path.relative_to(ROOT).parent.parts)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("tests")):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                target = [*base, *(node.module or "").split(".")] if node.module else base
+                names = [target + [alias.name] for alias in node.names] if not node.module else [target]
+                for parts in names:
+                    if parts[-1].startswith("test_") or parts[-1] == "conftest":
+                        found.append(f"{path.relative_to(ROOT)}: {'.'.join(parts)}")
+    assert found == []

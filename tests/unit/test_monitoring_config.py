@@ -8,31 +8,17 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 from prometheus_client import Counter, Gauge, Histogram
 
 from processors.runtime import metrics
-from processors.testing.brokers import in_ci
 
-MONITORING = Path(__file__).resolve().parents[2] / "config" / "monitoring"
-DASHBOARD = MONITORING / "grafana-dashboard.json"
+from ..helpers.monitoring import MONITORING, as_promql, panel_exprs, tool
+
 # Label names a metric may have: each takes few values. A request id, a document id, a question: never.
 LABELS = {"processor", "topic", "type", "reason"}
-
-
-def tool(name: str) -> str:
-    """The path of a Prometheus command; fails in CI when it is missing, else skips."""
-    path = shutil.which(name)
-    if path is None:
-        message = f"{name} is not installed (Debian's prometheus package; .ci/run installs it)"
-        if in_ci():
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
-    return path
 
 
 def promtool(*args: str, cwd: Path = MONITORING) -> str:
@@ -52,16 +38,6 @@ def exposed_names() -> set[str]:
 
 def metric_names(expr: str) -> set[str]:
     return set(re.findall(r"\bragbus_[a-z0-9_]+", expr)) | ({"up"} if re.search(r"\bup\s*\{", expr) else set())
-
-
-def panel_exprs() -> list[tuple[str, str]]:
-    dashboard = json.loads(DASHBOARD.read_text())
-    return [(panel["title"], target["expr"]) for panel in dashboard["panels"] for target in panel["targets"]]
-
-
-def as_promql(expr: str) -> str:
-    """A dashboard expression with Grafana's variables filled in as Grafana would."""
-    return expr.replace("$__rate_interval", "1m").replace("$job", "ragbus")
 
 
 def test_the_alert_rules_pass_promtool_check():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from processors.kg.facade import ContextRetriever, build_prompt, reasoning_paths
+from processors.kg.store import GraphStore
 from processors.kg.temporal import RetrievedContext
 from schema.times import TimeError
 
@@ -197,9 +198,9 @@ def test_build_prompt_with_no_context():
 
 
 def test_no_argument_facade_uses_an_empty_graph_store():
-    pytest.importorskip("processors.kg.store")
     llm = FakeLLM()
     r = ContextRetriever()
+    assert isinstance(r.graph, GraphStore) and len(r.graph) == 0
     assert r.retrieve("Who governs Germany?") == []
     assert r.query_with_reasoning("Who governs Germany?", llm, at_time="2023-06-01") == "answer"
     assert "Retrieved Context:" in llm.prompts[0]

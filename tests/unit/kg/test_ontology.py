@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from processors.cli.graph_files import SAMPLE_ONTOLOGY
 from processors.kg.ontology import (
     DISJOINTNESS,
     DOMAIN_VIOLATION,
@@ -223,10 +224,6 @@ def test_load_errors_name_the_file(tmp_path):
 
 
 def test_the_sample_ontology_loads():
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[3] / "config" / "kg" / "ontology.toml"
-    if not path.exists():
-        pytest.skip("no sample ontology in this checkout")
-    onto = Ontology.load(path)
+    assert SAMPLE_ONTOLOGY.is_file(), f"the shipped sample ontology {SAMPLE_ONTOLOGY} is missing"
+    onto = Ontology.load(SAMPLE_ONTOLOGY)
     assert onto.is_a("Person", "Agent")

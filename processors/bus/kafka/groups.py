@@ -5,7 +5,7 @@ read fails in seconds, naming its topic. The answer is True (a group with a
 member reads the topic), False (none does), or None (the broker did not say).
 
 How the groups of a topic are found: every group of this bus creates its retry
-topic, ``<topic>.retry.<group>``, when it joins (``kafka.py``), so the topic
+topic, ``<topic>.retry.<group>``, when it joins (``bus.py``), so the topic
 list names them, on any broker. Tansu needs that: it lists only groups that
 committed offsets, and describes members without the topics they read. Other
 groups the broker lists (consumers that are not ragbus's) are checked by the

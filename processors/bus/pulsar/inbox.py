@@ -27,7 +27,7 @@ import threading
 
 import _pulsar
 
-from .base import BusError
+from ..base import BusError
 
 
 class InboxClosed(BusError):

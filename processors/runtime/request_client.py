@@ -50,6 +50,7 @@ from typing import TypeVar
 
 import msgspec
 
+from config.settings import ClientSettings
 from schema import DecodeError, decode, encode
 
 from ..bus import Bus, Delivery
@@ -149,12 +150,16 @@ class _Stream:
 
 
 class RequestClient:
+    """``timeout_s``, a call's time-out unless it names its own, defaults to ``[client] request_timeout_s``'s
+    default (``config.settings.ClientSettings``), written there once; callers that honour files and
+    ``RAGBUS_CLIENT__*`` variables pass the loaded value."""
+
     def __init__(
         self,
         bus: Bus,
         *,
         name: str = "client",
-        timeout_s: float = 30.0,
+        timeout_s: float = ClientSettings().request_timeout_s,
         resend_after_s: float | None = None,
         served_check_s: float | None = None,
     ) -> None:

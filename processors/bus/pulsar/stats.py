@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from .base import BusError
+from ..base import BusError
 
 BACKLOG = "pulsar_subscription_back_log"
 CONSUMERS = "pulsar_subscription_consumers_count"

@@ -12,7 +12,7 @@ Three things Kafka does not give for free, and how this module adds them:
 - Redelivery after a consumer dies. Offsets not committed when a member
   leaves (or is fenced) are read again by whoever gets the partition next.
 
-``has_consumers`` asks the broker's group coordinator (``kafka_groups.py``).
+``has_consumers`` asks the broker's group coordinator (``groups.py``).
 
 Replies share one topic, ``SHARED_REPLY_TOPIC``: a Kafka topic outlives its
 reader, so one private reply topic per caller would pile up on the broker
@@ -42,11 +42,12 @@ from aiokafka.errors import KafkaConnectionError, KafkaError
 from config.bus import BusSettings, TopicLayout
 from schema.topics import REPLY_PREFIX
 
-from . import kafka_status, kafka_topics
-from .base import Bus, BusError, BusUnavailable, Delivery, GroupStatus, Retained, Subscription, TopicInfo
-from .kafka_groups import RETRY_INFIX, consumers_of
+from ..base import Bus, BusError, BusUnavailable, Delivery, GroupStatus, Retained, Subscription, TopicInfo
+from ..url import BusAddress
+from . import status as kafka_status
+from . import topics as kafka_topics
+from .groups import RETRY_INFIX, consumers_of
 from .offsets import PartitionOffsets
-from .url import BusAddress
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from schema import (
 )
 from schema import topics as t
 
-from .client import RequestClient
+from .request_client import RequestClient
 
 
 class RemoteError(Exception):

@@ -20,8 +20,8 @@ from aiokafka.errors import TopicAlreadyExistsError
 from config.bus import TopicLayout
 from schema.topics import REPLY_PREFIX
 
-from .base import TopicInfo
-from .kafka_groups import RETRY_INFIX
+from ..base import TopicInfo
+from .groups import RETRY_INFIX
 
 RETENTION = "retention.ms"
 

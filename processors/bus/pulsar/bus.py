@@ -15,7 +15,7 @@ network thread, a hand-off of the GIL. An ack is taken at once by the core's
 ack tracker (grouped and sent within ``ackGroupingTime``, confirmed by the
 broker in neither API), so it needs no future. Nothing is pulled: each
 consumer's messages are pushed by the core's listener thread into an inbox
-on the loop (``pulsar_inbox.py``), because the core's pull (``receive(0)``,
+on the loop (``inbox.py``), because the core's pull (``receive(0)``,
 ``receive_async``) tries its queue with a timed wait that held the loop
 ~0.1 ms whenever the queue was empty: every receive at concurrency 1, right
 before a handler starts and a caller resumes. A publish still awaits the
@@ -39,10 +39,11 @@ import pulsar.asyncio as pulsar_async
 
 from config.bus import BusSettings
 
-from . import pulsar_log, pulsar_stats
-from .base import Bus, BusError, BusUnavailable, Delivery, GroupStatus, Retained, Subscription
-from .pulsar_inbox import Inbox
-from .url import BusAddress
+from ..base import Bus, BusError, BusUnavailable, Delivery, GroupStatus, Retained, Subscription
+from ..url import BusAddress
+from . import log as pulsar_log
+from . import stats as pulsar_stats
+from .inbox import Inbox
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ class PulsarSubscription(Subscription):
         self._inbox = inbox
 
     async def _receive(self) -> _pulsar.Message:
-        # Pushed by the core's listener (pulsar_inbox.py): no call into the core here, whose
+        # Pushed by the core's listener (inbox.py): no call into the core here, whose
         # receive first tries its queue with a timed wait that holds the loop when it is empty.
         return await self._inbox.get()
 

@@ -7,7 +7,7 @@ a group's position changes nothing for the consumers that serve the topic.
 A group's position is its committed offset per partition (the admin API's
 OffsetFetch); what waits is the distance from there to the end of the
 partition, on the request topic and on the group's retry topic (a nacked
-message waits there, ``kafka.py``). Where nothing was committed yet the group
+message waits there, ``bus.py``). Where nothing was committed yet the group
 starts from the oldest retained message, as ``subscribe`` does, so all of it
 waits. The oldest waiting message's age is told by its timestamp, read at
 the committed offset.
@@ -27,9 +27,9 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from config.bus import BusSettings
 
-from .base import BusError, GroupStatus, Retained
-from .kafka_groups import RETRY_INFIX
-from .url import BusAddress
+from ..base import BusError, GroupStatus, Retained
+from ..url import BusAddress
+from .groups import RETRY_INFIX
 
 
 class KafkaBus(Protocol):

@@ -1,0 +1,27 @@
+"""Receiving from a subscription with a bound, so a lost message fails a test instead of hanging it."""
+
+from __future__ import annotations
+
+import asyncio
+
+RECEIVE_TIMEOUT = 20.0
+
+
+async def receive(sub, timeout: float = RECEIVE_TIMEOUT):
+    return await asyncio.wait_for(sub.receive(), timeout)
+
+
+async def receive_until(sub, body: bytes, *, ack: bool = True):
+    """Receive (and ack) until ``body`` arrives; return the bodies seen before it.
+
+    On Kafka this proves something only for messages on the sentinel's partition:
+    publish them with the sentinel's key.
+    """
+    seen = []
+    while True:
+        d = await receive(sub)
+        if ack:
+            await d.ack()
+        if d.body == body:
+            return seen
+        seen.append(d.body)
