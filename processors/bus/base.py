@@ -60,7 +60,7 @@ class Delivery(abc.ABC):
     in milliseconds, and only the publish times keep the gaps between messages.
     """
 
-    __slots__ = ("topic", "body", "headers", "key", "attempt", "timestamp", "_settled")
+    __slots__ = ("_settled", "attempt", "body", "headers", "key", "timestamp", "topic")
 
     def __init__(
         self,

@@ -107,7 +107,8 @@ async def consume(
     stop = stop or asyncio.Event()
     slots = asyncio.Semaphore(concurrency)
     running: set[asyncio.Task[None]] = set()
-    dlq = dead_letter_topic(subscription.topic, bus.dead_letter_suffix if dead_letter_suffix is None else dead_letter_suffix)
+    suffix = bus.dead_letter_suffix if dead_letter_suffix is None else dead_letter_suffix
+    dlq = dead_letter_topic(subscription.topic, suffix)
 
     async def dead_letter(d: Delivery, reason: str, error: str) -> None:
         headers = dict(d.headers)

@@ -133,7 +133,7 @@ def drop_memory_broker(name: str) -> None:
 
 
 class MemoryDelivery(Delivery):
-    __slots__ = ("_sub", "_entry")
+    __slots__ = ("_entry", "_sub")
 
     def __init__(self, sub: MemorySubscription, entry: _Entry) -> None:
         m = entry.message

@@ -46,7 +46,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -117,7 +117,7 @@ class ClientStats:
 class _Stream:
     """The pieces of one streamed call: kept by sequence number until they can be yielded in order."""
 
-    __slots__ = ("next_seq", "final_seq", "held", "arrived", "failure")
+    __slots__ = ("arrived", "failure", "final_seq", "held", "next_seq")
 
     def __init__(self) -> None:
         self.failure: Exception | None = None
@@ -180,7 +180,7 @@ class RequestClient:
         self._pending: dict[str, asyncio.Future[bytes] | _Stream] = {}
         self._per_topic: dict[str, tuple] = {}  # labelled metric children, by topic
         self._router: replies.ReplyRouter | None = None  # the bus's shared inbox, once started
-        self._routes: dict[str, RequestClient] = {}  # the router's request id -> client, once started
+        self._routes: dict[str, replies.ReplyOwner] = {}  # the router's request id -> client, once started
         self._open = False
 
     async def start(self) -> RequestClient:
@@ -429,7 +429,7 @@ class RequestClient:
         headers: dict[str, str], span=None,
     ) -> bytes:
         """The response body, resending every ``resend_after_s``; ``_Unserved`` if ``unserved`` finishes first."""
-        waiting = {future} if unserved is None else {future, unserved}
+        waiting: set[asyncio.Future[Any]] = {future} if unserved is None else {future, unserved}
         attempt = 1
         while True:
             done, _ = await asyncio.wait(waiting, timeout=self.resend_after_s, return_when=asyncio.FIRST_COMPLETED)
@@ -463,14 +463,14 @@ class RequestClient:
         asked = self._served.get(topic)
         if asked is None or not asked[1].done() or asked[1].cancelled() or asked[1].exception() is not None:
             return False
-        fresh = asyncio.get_running_loop().time() - asked[0] < self.served_check_s  # type: ignore[operator]
+        fresh = asyncio.get_running_loop().time() - asked[0] < (self.served_check_s or 0.0)
         return fresh and asked[1].result() is False
 
     async def _has_consumers(self, topic: str) -> bool | None:
         """The bus's answer for ``topic``, asked at most once per ``served_check_s`` for every waiting call."""
         loop = asyncio.get_running_loop()
         asked = self._served.get(topic)
-        if asked is None or (asked[1].done() and loop.time() - asked[0] >= self.served_check_s):
+        if asked is None or (asked[1].done() and loop.time() - asked[0] >= (self.served_check_s or 0.0)):
             asked = self._served[topic] = (loop.time(), asyncio.ensure_future(self.bus.has_consumers(topic)))
         try:
             return await asyncio.shield(asked[1])
@@ -548,7 +548,7 @@ async def _arrival(stream: _Stream, unserved: asyncio.Future[None] | None, topic
     if unserved is None:
         await stream.arrived.wait()
         return
-    arrived = asyncio.ensure_future(stream.arrived.wait())
+    arrived: asyncio.Future[Any] = asyncio.ensure_future(stream.arrived.wait())
     try:
         done, _ = await asyncio.wait({arrived, unserved}, return_when=asyncio.FIRST_COMPLETED)
     finally:

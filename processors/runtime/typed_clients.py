@@ -201,8 +201,8 @@ class DocumentRagClient(_Typed):
         collection: str = DEFAULT_COLLECTION,
         fusion: str | None = None,
     ) -> DocumentRagResponse:
-        request = DocumentRagRequest(query=query, mode=mode, at_time=at_time, doc_limit=doc_limit, collection=collection,
-                                     fusion=fusion)
+        request = DocumentRagRequest(query=query, mode=mode, at_time=at_time, doc_limit=doc_limit,
+                                     collection=collection, fusion=fusion)
         r = await self.client.request(self.topic, request, DocumentRagResponse, timeout=self.timeout)
         return _check(self.topic, r)
 
@@ -216,6 +216,7 @@ class DocumentRagClient(_Typed):
         collection: str = DEFAULT_COLLECTION,
     ) -> AsyncIterator[DocumentRagPiece]:
         """The answer as it is written: a ``sources`` piece, ``answer`` pieces, then the ``final`` one."""
-        request = DocumentRagRequest(query=query, mode=mode, at_time=at_time, doc_limit=doc_limit, collection=collection)
+        request = DocumentRagRequest(query=query, mode=mode, at_time=at_time, doc_limit=doc_limit,
+                                     collection=collection)
         async for piece in self.client.stream(self.topic, request, DocumentRagPiece, timeout=self.timeout):
             yield _check(self.topic, piece)

@@ -15,7 +15,7 @@ from collections import deque
 class PartitionOffsets:
     """Offsets handed out for one partition, in the order they were delivered."""
 
-    __slots__ = ("_inflight", "_done", "_next", "committed")
+    __slots__ = ("_done", "_inflight", "_next", "committed")
 
     def __init__(self) -> None:
         self._inflight: deque[int] = deque()

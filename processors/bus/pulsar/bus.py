@@ -137,10 +137,10 @@ def _settle(future: asyncio.Future, result: _pulsar.Result, value) -> None:
 class _SharedClient:
     """One pulsar client per process and service: buses share its connections and id counter."""
 
-    def __init__(self, client: pulsar_async.Client) -> None:
+    def __init__(self, client: pulsar_async.Client, ready: asyncio.Future[None]) -> None:
         self.client = client
         self.users = 0
-        self.ready: asyncio.Future[None] | None = None
+        self.ready = ready  # done once the consumer ids are spread
 
 
 _CLIENTS: dict[tuple, _SharedClient] = {}
@@ -180,7 +180,7 @@ class PulsarBus(Bus):
         # timeout; probing first turns a wrong address into a prompt error.
         try:
             await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
-        except (asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, OSError) as exc:
             raise BusUnavailable(f"pulsar broker at {host}:{port} not reachable within {timeout}s: {exc!r}") from None
         opts = settings.pulsar
         kwargs: dict[str, object] = {
@@ -200,9 +200,10 @@ class PulsarBus(Bus):
         ident = (service_url, shaping, opts.auth_token, opts.consumer_id_spread, asyncio.get_running_loop())
         shared = _CLIENTS.get(ident)
         if shared is None:
-            shared = _CLIENTS[ident] = _SharedClient(pulsar_async.Client(service_url, **kwargs))
+            client = pulsar_async.Client(service_url, **kwargs)
             spread = (os.getpid() % 128) * opts.consumer_id_spread
-            shared.ready = asyncio.ensure_future(_spread_consumer_ids(shared.client, spread))
+            ready = asyncio.ensure_future(_spread_consumer_ids(client, spread))
+            shared = _CLIENTS[ident] = _SharedClient(client, ready)
         shared.users += 1
         bus = cls(url, address, settings, shared)
         try:

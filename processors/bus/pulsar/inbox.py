@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import threading
 
 import _pulsar
@@ -71,10 +72,9 @@ class Inbox:
         if self._woken:
             return  # a wake-up is on its way and will take this one in too
         self._woken = True
-        try:
+        # A closed loop raises RuntimeError: unacknowledged, the messages go to another member.
+        with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(self._take_in)
-        except RuntimeError:  # the loop is closed: unacknowledged, the messages go to another member
-            pass
 
     def _take_in(self) -> None:
         # Cleared before draining: a message the listener adds after this line either is drained
