@@ -1,6 +1,7 @@
 """Questions while a bulk load runs: ask latency during ingestion against idle, side by side in one run.
 
-    python -m scripts.bench_ask_during_ingest [--backends memory,kafka,pulsar] [--idle 30] [--documents 2] [--interval 0.2]
+    python -m scripts.bench_ask_during_ingest [--backends memory,kafka,pulsar] [--idle 30]
+                                              [--documents 2] [--interval 0.2]
 
 Per backend (``memory``: the embedded default, every processor in this process; ``kafka`` and
 ``pulsar``: the test brokers, with the query and ingestion processors as tasks of this process, as a

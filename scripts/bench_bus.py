@@ -73,7 +73,7 @@ def table(backend: str, baseline_name: str, ours: Result, base: Result, proc: Re
     for name, r in ((f"{backend} bus", ours), (baseline_name, base), ("processor path", proc)):
         print(f"  {name:<22}{r.p50_ms:>10.3f}{r.p99_ms:>10.3f}{r.rate:>11,.0f}{r.samples:>8}")
     bus_ratios = ratios(ours, base)
-    misses = [n for n, x in zip(("p50", "p99", "msg/s"), bus_ratios) if x > goal]
+    misses = [n for n, x in zip(("p50", "p99", "msg/s"), bus_ratios, strict=True) if x > goal]
     verdict = "within goal" if not misses else "over goal: " + ", ".join(misses)
     for name, xs, note in (("ratio bus/baseline", bus_ratios, verdict),
                            ("ratio processor/bus", ratios(proc, ours), "runtime overhead")):

@@ -8,8 +8,8 @@ the same questions five ways: ``DocumentRagClient.ask`` over the bus, ``POST /v1
 over HTTP with two clients, httpx (what the ``openai`` SDK uses by default) and aiohttp
 (whose HTTP parser is C), and ``POST /v1/chat/completions`` through the official ``openai``
 client twice: on its default httpx transport, and on the aiohttp transport it offers for
-concurrent use (``DefaultAioHttpClient``, ``pip install 'openai[aiohttp]'``). The corpus is the first topics of the Python language reference with the
-sample graph, written into a temporary data dir first.
+concurrent use (``DefaultAioHttpClient``, ``pip install 'openai[aiohttp]'``). The corpus is the first
+topics of the Python language reference with the sample graph, written into a temporary data dir first.
 
 Every process here shares the machine's cores, the asking one included, so at concurrency
 32 an HTTP client that spends more CPU per request than the bus client lowers the HTTP
@@ -139,7 +139,8 @@ def verdict(ok: bool) -> str:
 
 
 async def run(args) -> int:
-    with tempfile.TemporaryDirectory(prefix="bench-gateway-") as tmp:  # stores, broker data and logs: gone after the run
+    # stores, broker data and logs: gone after the run
+    with tempfile.TemporaryDirectory(prefix="bench-gateway-") as tmp:
         return await run_in(args, Path(tmp))
 
 

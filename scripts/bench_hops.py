@@ -36,19 +36,22 @@ from scripts.bench.hops import COLLECTION, DOCUMENTS, QUESTIONS
 async def measure(url: str, data_dir: str, queries: int) -> tuple[float, dict[str, float]]:
     settings = load_settings(environ=brokers.TEST_BROKER_ENV)
     put_stores_in(settings, data_dir)
-    async with processors_running(settings, list(pipelines.QUERY), url):
-        async with await connect(url, settings.bus) as bus, RequestClient(bus, name="hops") as client:
-            rag = DocumentRagClient(client, timeout=60)
-            stages: dict[str, list[float]] = {}
-            latencies = []
-            for i in range(queries + 5):
-                started = time.perf_counter()
-                response = await rag.ask(QUESTIONS[i % len(QUESTIONS)], mode="hybrid", collection=COLLECTION)
-                if i < 5:
-                    continue  # warm-up: first loads and connections
-                latencies.append((time.perf_counter() - started) * 1000)
-                for stage, ms in response.timings_ms.items():
-                    stages.setdefault(stage, []).append(ms)
+    async with (
+        processors_running(settings, list(pipelines.QUERY), url),
+        await connect(url, settings.bus) as bus,
+        RequestClient(bus, name="hops") as client,
+    ):
+        rag = DocumentRagClient(client, timeout=60)
+        stages: dict[str, list[float]] = {}
+        latencies = []
+        for i in range(queries + 5):
+            started = time.perf_counter()
+            response = await rag.ask(QUESTIONS[i % len(QUESTIONS)], mode="hybrid", collection=COLLECTION)
+            if i < 5:
+                continue  # warm-up: first loads and connections
+            latencies.append((time.perf_counter() - started) * 1000)
+            for stage, ms in response.timings_ms.items():
+                stages.setdefault(stage, []).append(ms)
     return statistics.median(latencies), {k: statistics.median(v) for k, v in stages.items()}
 
 

@@ -46,7 +46,7 @@ def share_of_a_core(pids: list[int], seconds: float) -> list[float]:
     t0 = time.monotonic()
     time.sleep(seconds)
     elapsed = time.monotonic() - t0
-    return [100 * (cpu_of(p) - b) / elapsed for p, b in zip(pids, before)]
+    return [100 * (cpu_of(p) - b) / elapsed for p, b in zip(pids, before, strict=True)]
 
 
 def connections_to(pid: int, port: int) -> int:

@@ -93,7 +93,7 @@ async def run_size(n_facts: int, queries: int, data_dir: Path) -> dict:
     people: list[str] = []
     now = datetime.now(UTC)
     last_shown = 0.0
-    for batch, people in synthetic_batches(n_facts, 5000):
+    for batch, people in synthetic_batches(n_facts, 5000):  # noqa: B007  (people: asked about below)
         batch = stamped(batch, now)
         writer.apply(batch)
         log.append(batch)

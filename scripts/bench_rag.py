@@ -127,10 +127,13 @@ async def direct_rag(settings):
 
 @contextlib.asynccontextmanager
 async def bus_rag(settings, url):
-    async with processors_running(settings, pipelines.QUERY, url, ready_timeout=300):
-        async with await connect(url, settings.bus) as bus, RequestClient(bus, name="bench") as client:
-            rag = DocumentRagClient(client, timeout=120)
-            yield lambda q: rag.ask(q, mode="hybrid")
+    async with (
+        processors_running(settings, pipelines.QUERY, url, ready_timeout=300),
+        await connect(url, settings.bus) as bus,
+        RequestClient(bus, name="bench") as client,
+    ):
+        rag = DocumentRagClient(client, timeout=120)
+        yield lambda q: rag.ask(q, mode="hybrid")
 
 
 async def idle_rate(seconds: float, broker_pid: int | None) -> tuple[float, float]:
@@ -172,7 +175,8 @@ async def measure(ask, concurrency: int, total: int, broker_pid: int | None, idl
     limit = (os.cpu_count() or 1) / cpu_per_query
     # Net of the idle rate over the same wall time: a lower bound, as busy consumers poll less.
     net_ms = max(cpu - idle[0] * wall, 0.0) / total * 1e3
-    return {"p50": percentile(latencies, 50) * 1e3, "p99": percentile(latencies, 99) * 1e3, "qps": total / wall, "cpu_ms": cpu_per_query * 1e3,
+    return {"p50": percentile(latencies, 50) * 1e3, "p99": percentile(latencies, 99) * 1e3, "qps": total / wall,
+            "cpu_ms": cpu_per_query * 1e3,
             "broker_ms": broker / total * 1e3, "net_ms": net_ms, "idle": idle[0], "idle_broker": idle[1],
             "limit": limit, "share": total / wall / limit,
             "threads": {name: s / total * 1e3 for name, s in by_thread.most_common() if s > 0}}
@@ -198,9 +202,12 @@ async def run(args, work: Path) -> None:
     os.environ["RAGBUS_DATA_DIR"] = str(data_dir)
     settings = load_settings(environ={})
     print(f"ingesting the corpus and the sample graph into {data_dir}", file=sys.stderr)
-    async with processors_running(settings, pipelines.EVERYTHING, "memory://bench-ingest", ready_timeout=300):
-        async with await connect("memory://bench-ingest") as bus, RequestClient(bus, name="ingest") as client:
-            await first_use(client, settings, "default")
+    async with (
+        processors_running(settings, pipelines.EVERYTHING, "memory://bench-ingest", ready_timeout=300),
+        await connect("memory://bench-ingest") as bus,
+        RequestClient(bus, name="ingest") as client,
+    ):
+        await first_use(client, settings, "default")
 
     rows = []
     pingpong: dict[str, pingpong.Result] = {}  # the raw client library's round trip on the same broker

@@ -68,9 +68,12 @@ async def running(names: list[str], data_dir: Path):
     settings = load_settings(environ={})
     url = f"memory://bench-{uuid.uuid4().hex[:8]}"
     try:
-        async with processors_running(settings, names, url):
-            async with await connect(url) as bus, RequestClient(bus, name="bench") as client:
-                yield client
+        async with (
+            processors_running(settings, names, url),
+            await connect(url) as bus,
+            RequestClient(bus, name="bench") as client,
+        ):
+            yield client
     finally:
         drop_memory_broker(url.removeprefix("memory://"))
 
@@ -150,7 +153,8 @@ def synthetic_chunks(n: int, rng: np.random.Generator, vocab) -> list[Chunk]:
     for i, length in enumerate(lengths.tolist()):
         doc = i // 20  # 20 chunks a document
         chunks.append(Chunk(chunk_id=f"syn{doc:06d}-{i % 20:02d}", document_id=f"syn{doc:06d}",
-                            text=" ".join(texts[start:start + length]), position=i % 20, title=f"{words[doc % 500]} {doc}"))
+                            text=" ".join(texts[start:start + length]), position=i % 20,
+                            title=f"{words[doc % 500]} {doc}"))
         start += length
     return chunks
 
@@ -229,7 +233,8 @@ async def bench_queries(n: int, n_queries: int, tmp: Path, vocab) -> list[tuple]
         ]:
             first = await timed(call, inputs[:1])  # opens the store; faiss builds its index here
             samples = await timed(call, inputs[1:])
-            rows.append((name, n, index_type, build, first[0] * 1000, percentile(samples, 50) * 1000, percentile(samples, 99) * 1000, len(samples)))
+            rows.append((name, n, index_type, build, first[0] * 1000, percentile(samples, 50) * 1000,
+                         percentile(samples, 99) * 1000, len(samples)))
     shutil.rmtree(data_dir, ignore_errors=True)
     return rows
 

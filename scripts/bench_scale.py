@@ -97,11 +97,11 @@ async def bench_backend(backend: str, workdir: Path, args) -> list[tuple[int, di
                         embed = EmbedClient(client, timeout=120)
                         rag = DocumentRagClient(client, timeout=120)
 
-                        async def embed_call(i: int) -> object:
+                        async def embed_call(i: int, embed: EmbedClient = embed) -> object:
                             start = (i * EMBED_BATCH) % (len(passages) - EMBED_BATCH)
                             return await embed.embed(passages[start:start + EMBED_BATCH])
 
-                        async def ask_call(i: int) -> object:
+                        async def ask_call(i: int, rag: DocumentRagClient = rag) -> object:
                             return await rag.ask(QUESTIONS[i % len(QUESTIONS)], mode="hybrid")
 
                         loads = (("embed-bound", embed_call, 2 * count), ("hybrid query", ask_call, 16))

@@ -203,9 +203,12 @@ async def ingest_corpus(settings: Settings, data_dir: Path, out=sys.stderr) -> N
     print(f"ingesting {len(documents)} topics into {data_dir}", file=out)
     started = time.perf_counter()
     try:
-        async with processors_running(settings, pipelines.INGEST, url, ready_timeout=300):
-            async with await connect(url, settings.bus) as bus, RequestClient(bus, name="eval-ingest") as client:
-                summary = await ingest(client, documents, timeout=600)
+        async with (
+            processors_running(settings, pipelines.INGEST, url, ready_timeout=300),
+            await connect(url, settings.bus) as bus,
+            RequestClient(bus, name="eval-ingest") as client,
+        ):
+            summary = await ingest(client, documents, timeout=600)
     finally:
         drop_memory_broker(url.removeprefix("memory://"))
     if summary.failed:
@@ -233,25 +236,28 @@ async def run_modes(settings: Settings, questions: Sequence[evalset.Question], m
     names = [*QUERY, *([CONCEPTS_PROMPT] if any(m.concepts is not None for m in modes.values()) else []),
              *(processor_of(name) for name in modes)]
     try:
-        async with processors_running(settings, names, url, ready_timeout=300):
-            async with await connect(url, settings.bus) as bus, RequestClient(bus, name="eval") as client:
-                chunks = await stored_chunks(client, expected)
-                clients = {name: DocumentRagClient(client, topic=processor_of(name), timeout=120) for name in modes}
-                for q in questions[:3]:  # warm up: first loads, first connections
-                    for name, m in modes.items():
-                        await clients[name].ask(q.question, mode=m.mode, doc_limit=K)
-                for n, q in enumerate(questions, 1):
-                    for name, m in modes.items():
-                        started = time.perf_counter()
-                        r = await clients[name].ask(q.question, mode=m.mode, doc_limit=K)
-                        runs.latency_ms[name][q.id] = (time.perf_counter() - started) * 1000
-                        runs.retrieval_ms[name][q.id] = r.timings_ms.get("total", 0.0) - r.timings_ms.get("prompt", 0.0)
-                        runs.ranked[name][q.id] = [c.chunk_id for c in r.chunks]
-                        runs.answers[name][q.id] = r.answer
-                        if r.degraded:
-                            runs.problems.append(f"{name} {q.id}: degraded: {'; '.join(r.problems)}")
-                    if n % 25 == 0:
-                        print(f"  {n}/{len(questions)} questions", file=sys.stderr)
+        async with (
+            processors_running(settings, names, url, ready_timeout=300),
+            await connect(url, settings.bus) as bus,
+            RequestClient(bus, name="eval") as client,
+        ):
+            chunks = await stored_chunks(client, expected)
+            clients = {name: DocumentRagClient(client, topic=processor_of(name), timeout=120) for name in modes}
+            for q in questions[:3]:  # warm up: first loads, first connections
+                for name, m in modes.items():
+                    await clients[name].ask(q.question, mode=m.mode, doc_limit=K)
+            for n, q in enumerate(questions, 1):
+                for name, m in modes.items():
+                    started = time.perf_counter()
+                    r = await clients[name].ask(q.question, mode=m.mode, doc_limit=K)
+                    runs.latency_ms[name][q.id] = (time.perf_counter() - started) * 1000
+                    runs.retrieval_ms[name][q.id] = r.timings_ms.get("total", 0.0) - r.timings_ms.get("prompt", 0.0)
+                    runs.ranked[name][q.id] = [c.chunk_id for c in r.chunks]
+                    runs.answers[name][q.id] = r.answer
+                    if r.degraded:
+                        runs.problems.append(f"{name} {q.id}: degraded: {'; '.join(r.problems)}")
+                if n % 25 == 0:
+                    print(f"  {n}/{len(questions)} questions", file=sys.stderr)
     finally:
         drop_memory_broker(url.removeprefix("memory://"))
     return chunks
@@ -296,7 +302,9 @@ def measures():
     return {"nDCG@10": nDCG @ 10, "R@5": R @ 5, "MRR@10": RR @ 10}
 
 
-def per_question(relevant: Mapping[str, Sequence[str]], ranked: Mapping[str, Sequence[str]]) -> dict[str, dict[str, float]]:
+def per_question(
+    relevant: Mapping[str, Sequence[str]], ranked: Mapping[str, Sequence[str]]
+) -> dict[str, dict[str, float]]:
     """Metric name -> question id -> value, by ir-measures; a question with nothing retrieved scores 0."""
     import ir_measures
 
@@ -361,7 +369,7 @@ def table(questions: Sequence[evalset.Question], relevant: Mapping[str, Sequence
         best = {(sp, m): max((by_split[sp][(kind, s)][m] for s in present if by_split[sp][(kind, s)][m] is not None),
                              default=None) for sp in splits for m in metrics}
 
-        def cell(sp: str, s: str, m: str) -> str:
+        def cell(sp: str, s: str, m: str, kind: str = kind, best: dict = best) -> str:
             v = by_split[sp][(kind, s)][m]
             if v is None:
                 return "-"

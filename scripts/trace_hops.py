@@ -125,16 +125,18 @@ async def main() -> None:
         broker = None if args.backend == "memory" else broker_for(args.backend, workdir).start()
         try:
             url = broker.url if broker else f"memory://trace-{uuid.uuid4().hex[:6]}"
-            async with processors_running(settings, list(pipelines.QUERY), url):
-                async with await connect(url, settings.bus) as bus, \
-                        client.RequestClient(bus, name="trace") as caller:
-                    rag = DocumentRagClient(caller, timeout=60)
-                    since = 0.0
-                    for i in range(args.queries + 5):
-                        if i == 5:  # after the warm-up: first loads and connections
-                            since = time.perf_counter()
-                        question = QUESTIONS[i % len(QUESTIONS)]
-                        await rag.ask(question, mode="hybrid", collection=COLLECTION)
+            async with (
+                processors_running(settings, list(pipelines.QUERY), url),
+                await connect(url, settings.bus) as bus,
+                client.RequestClient(bus, name="trace") as caller,
+            ):
+                rag = DocumentRagClient(caller, timeout=60)
+                since = 0.0
+                for i in range(args.queries + 5):
+                    if i == 5:  # after the warm-up: first loads and connections
+                        since = time.perf_counter()
+                    question = QUESTIONS[i % len(QUESTIONS)]
+                    await rag.ask(question, mode="hybrid", collection=COLLECTION)
         finally:
             if broker is not None:
                 broker.stop()

@@ -98,21 +98,23 @@ async def ask(args: argparse.Namespace) -> int:
     # Decided before any writer starts (documents-query answers it): a mistyped collection fails at once,
     # and an ask with nothing to seed starts no writer, so it needs no writer lock and runs beside any other.
     seeding = await first_use_plan(settings, args.collection, url) if url.startswith("memory") else None
-    async with embedded_processors(settings, pipelines.EVERYTHING if seeding is not None else pipelines.QUERY, url):
-        async with await connect(url, settings.bus) as bus:
-            if seeding is not None:
-                async with RequestClient(bus, name="ingest") as loader:  # no resending: loads are slow
-                    await seeding.run(loader)
-            timeout = call_timeout(args, settings)
-            client = command_client(bus, settings, "ask", timeout_s=timeout,
-                                    resend_after_s=settings.client.resend_after_s or None)
-            async with client:
-                rag = DocumentRagClient(client, timeout=timeout)
-                question = dict(mode=args.mode, at_time=args.at, doc_limit=args.doc_limit, collection=args.collection)
-                if not args.json and sys.stdout.isatty():  # someone is watching: show the answer as it comes
-                    await show_stream(rag.ask_stream(args.question, **question))
-                    return 0
-                response = await rag.ask(args.question, **question)
+    async with (
+        embedded_processors(settings, pipelines.EVERYTHING if seeding is not None else pipelines.QUERY, url),
+        await connect(url, settings.bus) as bus,
+    ):
+        if seeding is not None:
+            async with RequestClient(bus, name="ingest") as loader:  # no resending: loads are slow
+                await seeding.run(loader)
+        timeout = call_timeout(args, settings)
+        client = command_client(bus, settings, "ask", timeout_s=timeout,
+                                resend_after_s=settings.client.resend_after_s or None)
+        async with client:
+            rag = DocumentRagClient(client, timeout=timeout)
+            question = dict(mode=args.mode, at_time=args.at, doc_limit=args.doc_limit, collection=args.collection)
+            if not args.json and sys.stdout.isatty():  # someone is watching: show the answer as it comes
+                await show_stream(rag.ask_stream(args.question, **question))
+                return 0
+            response = await rag.ask(args.question, **question)
     if args.json:
         print(msgspec.json.encode(response).decode())
     else:

@@ -46,7 +46,7 @@ def when(epoch: float | None) -> str:
 def table(rows: list[list[str]], columns: list[str], out=print) -> None:
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(columns)]
     for line in [[c.upper() for c in columns], *rows]:
-        out("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+        out("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
 
 
 def shown(value: object) -> str:

@@ -27,7 +27,8 @@ def builtin_corpus(collection: str) -> list[Document]:
     import pydoc_data.topics
 
     return [
-        Document(document_id=document_id(BUILTIN_PREFIX + name), text=text, title=name, collection=collection, source="pydoc_data.topics")
+        Document(document_id=document_id(BUILTIN_PREFIX + name), text=text, title=name, collection=collection,
+                 source="pydoc_data.topics")
         for name, text in sorted(pydoc_data.topics.topics.items())
     ]
 

@@ -267,8 +267,9 @@ async def load_graph(
             entities.append((number, item))
         elif (kept := first_under_id(item, number, first)) is not None:
             twice.add(number)
+            fact_id = (item.id or "").strip()  # an id first_under_id found: never None here
             summary.rejected.append(f"{path}:{number}: fact ({fact_text(item.head, item.relation, item.tail)[:120]!r})"
-                                    f": fact id {item.id.strip()!r} is given twice in this load; line {kept} is kept")
+                                    f": fact id {fact_id!r} is given twice in this load; line {kept} is kept")
         else:
             facts_total += 1
     total = len(entities) + facts_total
@@ -299,7 +300,9 @@ async def load_graph(
             on_progress(summary.sent, total, "facts" if fs else "entities")
 
     pending: list[tuple[int, Item]] = []
-    facts = ((n, i) for n, i in numbered_items(path, []) if isinstance(i, Fact) and n not in twice)
+    facts: Iterator[tuple[int, Item]] = (
+        (n, i) for n, i in numbered_items(path, []) if isinstance(i, Fact) and n not in twice
+    )
     for numbered in itertools.chain(entities, facts):
         pending.append(numbered)
         if len(pending) >= batch_size:

@@ -85,13 +85,15 @@ async def _vanished(client: RequestClient, args: argparse.Namespace, found: list
     """Documents ingested from a folder named now whose files are gone: reported, and removed with ``--prune``.
 
     Returns each such document id and whether it was removed."""
-    folders = [Path(p).resolve() for p in args.paths if Path(p).is_dir()]
+    # The file system is asked in a thread: the embedded processors share this event loop.
+    folders = await asyncio.to_thread(_folders, args.paths)
     seen = {d.document_id for d in found}
-    gone: dict[str, bool] = {}
+    listed: list[str] = []
     for folder in folders:
         for d in await list_documents(client, args.collection, timeout=timeout, id_prefix=f"{folder}{os.sep}"):
-            if d.document_id not in seen and d.document_id not in gone and not Path(d.document_id).exists():
-                gone[d.document_id] = False
+            if d.document_id not in seen:
+                listed.append(d.document_id)
+    gone = dict.fromkeys(await asyncio.to_thread(_missing, listed), False)
     for document_id in gone:
         if not args.prune:
             print(f"  vanished: {document_id}: ingested before, no longer in its folder (--prune removes it)",
@@ -106,6 +108,16 @@ async def _vanished(client: RequestClient, args: argparse.Namespace, found: list
             gone[document_id] = True
             print(f"  pruned: {document_id}: no longer in its folder; removed {result.count} chunk(s)", file=sys.stderr)
     return gone
+
+
+def _folders(paths: list[str]) -> list[Path]:
+    """The folders among ``paths``, resolved as the ids made of their files are."""
+    return [Path(p).resolve() for p in paths if Path(p).is_dir()]
+
+
+def _missing(document_ids: list[str]) -> list[str]:
+    """Each id once, in order, that names no file (any more)."""
+    return [i for i in dict.fromkeys(document_ids) if not Path(i).exists()]
 
 
 async def _delete_one(client: RequestClient, name: str, collection: str, timeout: float) -> tuple[str, IngestResult]:
@@ -129,26 +141,29 @@ async def _delete(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     url = args.bus or settings.bus.url
     failed = 0
-    async with embedded_processors(settings, (*pipelines.DELETE, *pipelines.LIST), url):
-        async with await connect(url, settings.bus) as bus, command_client(bus, settings, "delete") as client:
-            timeout = call_timeout(args, settings)
-            names = args.document_ids
-            if args.all:
-                names = [d.document_id for d in await list_documents(client, args.collection, timeout=timeout)]
-                print(f"deleting all {len(names)} document(s) of collection {args.collection!r}", file=sys.stderr)
-            for name in names:
-                document_id, result = await _delete_one(client, name, args.collection, timeout)
-                shown = name if document_id == name else f"{name} ({document_id})"
-                if result.error is not None:
-                    failed += 1
-                    print(f"{shown}: {result.error.type}: {result.error.message}", file=sys.stderr)
-                elif not result.count and not result.retracted:
-                    failed += 1
-                    print(f"{shown}: no such document in collection {args.collection!r}; nothing removed",
-                          file=sys.stderr)
-                else:
-                    facts = f", retracted {result.retracted} graph fact(s)" if result.retracted else ""
-                    print(f"{shown}: removed {result.count} chunk(s){facts}", file=sys.stderr)
+    async with (
+        embedded_processors(settings, (*pipelines.DELETE, *pipelines.LIST), url),
+        await connect(url, settings.bus) as bus,
+        command_client(bus, settings, "delete") as client,
+    ):
+        timeout = call_timeout(args, settings)
+        names = args.document_ids
+        if args.all:
+            names = [d.document_id for d in await list_documents(client, args.collection, timeout=timeout)]
+            print(f"deleting all {len(names)} document(s) of collection {args.collection!r}", file=sys.stderr)
+        for name in names:
+            document_id, result = await _delete_one(client, name, args.collection, timeout)
+            shown = name if document_id == name else f"{name} ({document_id})"
+            if result.error is not None:
+                failed += 1
+                print(f"{shown}: {result.error.type}: {result.error.message}", file=sys.stderr)
+            elif not result.count and not result.retracted:
+                failed += 1
+                print(f"{shown}: no such document in collection {args.collection!r}; nothing removed",
+                      file=sys.stderr)
+            else:
+                facts = f", retracted {result.retracted} graph fact(s)" if result.retracted else ""
+                print(f"{shown}: removed {result.count} chunk(s){facts}", file=sys.stderr)
     return 1 if failed else 0
 
 

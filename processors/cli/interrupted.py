@@ -47,7 +47,7 @@ async def discard_staged(client: RequestClient, documents: Iterable[DocumentSour
                                  discard=parts_generation(doc.content_hash))
         try:
             result = await client.request(t.DOCUMENT_DELETE, request, IngestResult, timeout=timeout)
-        except Exception as exc:  # noqa: BLE001 - whatever failed is reported; the interrupt goes on
+        except Exception as exc:  # whatever failed is reported; the interrupt goes on
             return f"{doc.source or doc.document_id}: {exc}"
         if result.error is not None:
             return f"{doc.source or doc.document_id}: {result.error.type}: {result.error.message}"

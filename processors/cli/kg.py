@@ -42,12 +42,16 @@ async def kg_load(args: argparse.Namespace) -> int:
     ontology_path = Path(args.ontology) if args.ontology else (None if args.file else SAMPLE_ONTOLOGY)
     ontology = read_ontology(ontology_path) if ontology_path is not None else None
     print(f"loading {path} into collection {args.collection!r} over {url}", file=sys.stderr)
-    async with embedded_processors(settings, pipelines.GRAPH_LOAD, url):
-        async with await connect(url, settings.bus) as bus, command_client(bus, settings, "kg-load") as client:
-            summary = await load_graph(
-                client, path, collection=args.collection, ontology=ontology,
-                batch_size=args.batch_size, timeout=call_timeout(args, settings), on_progress=progress_bar(unit="item", interval_s=settings.client.progress_interval_s),
-            )
+    async with (
+        embedded_processors(settings, pipelines.GRAPH_LOAD, url),
+        await connect(url, settings.bus) as bus,
+        command_client(bus, settings, "kg-load") as client,
+    ):
+        summary = await load_graph(
+            client, path, collection=args.collection, ontology=ontology,
+            batch_size=args.batch_size, timeout=call_timeout(args, settings),
+            on_progress=progress_bar(unit="item", interval_s=settings.client.progress_interval_s),
+        )
     report(summary)
     return 1 if summary.rejected else 0
 
@@ -55,12 +59,15 @@ async def kg_load(args: argparse.Namespace) -> int:
 async def kg_query(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     url = args.bus or settings.bus.url
-    async with embedded_processors(settings, pipelines.GRAPH_QUERY, url):
-        async with await connect(url, settings.bus) as bus, command_client(bus, settings, "kg-query") as client:
-            kg = KgClient(client, timeout=call_timeout(args, settings))
-            response = await kg.query(
-                args.question, at_time=args.at, as_of=args.as_of, limit=args.limit, collection=args.collection
-            )
+    async with (
+        embedded_processors(settings, pipelines.GRAPH_QUERY, url),
+        await connect(url, settings.bus) as bus,
+        command_client(bus, settings, "kg-query") as client,
+    ):
+        kg = KgClient(client, timeout=call_timeout(args, settings))
+        response = await kg.query(
+            args.question, at_time=args.at, as_of=args.as_of, limit=args.limit, collection=args.collection
+        )
     if args.json:
         print(msgspec.json.encode(response).decode())
     else:

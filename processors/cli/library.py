@@ -51,9 +51,12 @@ async def list_collections(client: RequestClient, *, timeout: float) -> list[str
 async def _documents(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     url = args.bus or settings.bus.url
-    async with embedded_processors(settings, pipelines.LIST, url):
-        async with await connect(url, settings.bus) as bus, RequestClient(bus, name="documents") as client:
-            documents = await list_documents(client, args.collection, timeout=call_timeout(args, settings))
+    async with (
+        embedded_processors(settings, pipelines.LIST, url),
+        await connect(url, settings.bus) as bus,
+        RequestClient(bus, name="documents") as client,
+    ):
+        documents = await list_documents(client, args.collection, timeout=call_timeout(args, settings))
     if args.json:
         print(msgspec.json.encode(documents).decode())
         return 0
@@ -66,9 +69,12 @@ async def _documents(args: argparse.Namespace) -> int:
 async def _collections(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     url = args.bus or settings.bus.url
-    async with embedded_processors(settings, pipelines.LIST, url):
-        async with await connect(url, settings.bus) as bus, RequestClient(bus, name="collections") as client:
-            names = await list_collections(client, timeout=call_timeout(args, settings))
+    async with (
+        embedded_processors(settings, pipelines.LIST, url),
+        await connect(url, settings.bus) as bus,
+        RequestClient(bus, name="collections") as client,
+    ):
+        names = await list_collections(client, timeout=call_timeout(args, settings))
     if args.json:
         print(msgspec.json.encode(names).decode())
     else:

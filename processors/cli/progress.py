@@ -13,9 +13,12 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import TextIO
+from typing import TYPE_CHECKING, Never, TextIO
 
 from config.settings import ClientSettings
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 LOG_INTERVAL_S = ClientSettings().progress_interval_s
 LABEL_CHARS = 40
@@ -42,7 +45,8 @@ class Progress:
         self.interval_s = interval_s
         self.terminal = _is_terminal(self.out)
         self._clock = clock
-        self._bar = None  # tqdm's, on a terminal, from the first step to the end
+        # tqdm's (fed by update, over no iterable: Never), on a terminal, from the first step to the end
+        self._bar: tqdm[Never] | None = None
         self._started = clock()
         self._last_line = float("-inf")
         self._last: tuple[int, int | None, str] | None = None  # the latest step
@@ -89,7 +93,9 @@ class Progress:
         from tqdm import tqdm
 
         elapsed = now - self._started
-        text = tqdm.format_meter(done, total, elapsed, prefix=f"{label}: " if label else "", unit=self.unit,
+        text = tqdm.format_meter(done,
+                                 total,  # type: ignore[arg-type]  # None (unknown) is documented; the stub says float
+                                 elapsed, prefix=f"{label}: " if label else "", unit=self.unit,
                                  bar_format=_LINE if total else _LINE_NO_TOTAL)
         print(text, file=self.out, flush=True)
         self._last_line = now

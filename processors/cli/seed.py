@@ -150,7 +150,10 @@ async def build_stores(directory: str | Path, collection: str, documents: Sequen
     settings = load_settings(environ={})
     put_stores_in(settings, directory)  # every store in directory, whatever the environment says
     url = f"memory://seed-{uuid.uuid4().hex[:8]}"
-    async with processors_running(settings, list(pipelines.EVERYTHING), url, ready_timeout=300):
-        async with await connect(url, settings.bus) as bus, RequestClient(bus, name="load") as client:
-            await load_documents_and_graph(client, collection, documents, timeout=settings.client.store_timeout_s)
+    async with (
+        processors_running(settings, list(pipelines.EVERYTHING), url, ready_timeout=300),
+        await connect(url, settings.bus) as bus,
+        RequestClient(bus, name="load") as client,
+    ):
+        await load_documents_and_graph(client, collection, documents, timeout=settings.client.store_timeout_s)
 

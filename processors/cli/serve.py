@@ -81,7 +81,8 @@ async def serve(args: argparse.Namespace) -> int:
         from processors.gateway import GatewayState, build_app
         from processors.gateway.http_limits import HeadLimits, protocol_with
     except ImportError as exc:
-        print(f"ragbus: error: ragbus serve needs the serve extra: pip install 'ragbus[serve]' ({exc})", file=sys.stderr)
+        print(f"ragbus: error: ragbus serve needs the serve extra: pip install 'ragbus[serve]' ({exc})",
+              file=sys.stderr)
         return 2
 
     settings = load_settings(args.config)

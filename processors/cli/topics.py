@@ -65,7 +65,7 @@ def table(rows: list[dict], out=print) -> None:
     cells = [[str(row[c]) for c in columns] for row in rows]
     widths = [max(len(c), *(len(r[i]) for r in cells)) if cells else len(c) for i, c in enumerate(columns)]
     for line in [[c.upper() for c in columns], *cells]:
-        out("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+        out("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
 
 
 def rows_of(infos: list[TopicInfo], settings: Settings, status: dict[str, str]) -> list[dict]:

@@ -50,7 +50,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -61,6 +61,7 @@ from .fusion import FUSIONS, fuse, rrf_fuse
 from .settings import DocumentRagSettings
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")  # what a path bounded by path_timeout_s answers
 
 MODES = ("vector", "keyword", "hybrid")
 # The keyword defaults below are the processor's settings' own, so the class and a deployment agree.
@@ -280,20 +281,23 @@ class DocumentRag:
             self._bounded(self._keyword(question, depth, collection, t)),
             return_exceptions=True,
         )
-        failed = [(name, r) for name, r in (("vector", vector), ("keyword", keyword)) if isinstance(r, BaseException)]
-        for name, exc in failed:
-            if not isinstance(exc, Exception):
-                raise exc  # cancellation is not a degraded path
-            log.warning("hybrid query: the %s path failed, answering without it: %s", name, _why(exc))
-            result.degrade(name, _why(exc))
-        if len(failed) == 2:
+        answered: list[list[ChunkMatch]] = []  # the paths that answered, vector first
+        for name, r in (("vector", vector), ("keyword", keyword)):
+            if not isinstance(r, BaseException):
+                answered.append(r)
+                continue
+            if not isinstance(r, Exception):
+                raise r  # cancellation is not a degraded path
+            log.warning("hybrid query: the %s path failed, answering without it: %s", name, _why(r))
+            result.degrade(name, _why(r))
+        if not answered:
             raise RuntimeError(f"both retrieval paths failed: {'; '.join(result.problems)}")
-        if failed:
-            return _dedup(keyword if failed[0][0] == "vector" else vector, limit)
+        if len(answered) == 1:
+            return _dedup(answered[0], limit)
         with t.stage("fuse"):
-            return fuse([vector, keyword], [self.vector_weight, self.keyword_weight], limit, fusion)
+            return fuse(answered, [self.vector_weight, self.keyword_weight], limit, fusion)
 
-    async def _bounded(self, work: Awaitable[list[ChunkMatch]]) -> list[ChunkMatch]:
+    async def _bounded(self, work: Awaitable[_T]) -> _T:
         if self.path_timeout_s is None:
             return await work
         async with asyncio.timeout(self.path_timeout_s):
@@ -349,7 +353,7 @@ class DocumentRag:
 
         texts = await asyncio.gather(*(text_of(m) for m in matches), return_exceptions=True)
         kept = []
-        for match, text in zip(matches, texts):
+        for match, text in zip(matches, texts, strict=True):
             if isinstance(text, BaseException):
                 if not isinstance(text, Exception):
                     raise text
@@ -411,9 +415,12 @@ def _one_version_each(matches: Sequence[ChunkMatch]) -> list[ChunkMatch]:
     chosen: dict[str, str] = {}
     kept = []
     for match in matches:
-        if match.document_id is not None and match.generation:
-            if chosen.setdefault(match.document_id, match.generation) != match.generation:
-                continue
+        if (
+            match.document_id is not None
+            and match.generation
+            and chosen.setdefault(match.document_id, match.generation) != match.generation
+        ):
+            continue  # another version of a document already chosen
         kept.append(match)
     return kept
 

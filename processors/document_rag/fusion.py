@@ -43,7 +43,7 @@ def rrf_fuse(ranked_lists: Sequence[Sequence[ChunkMatch]], weights: Sequence[flo
     scores: dict[str, float] = {}
     first: dict[str, ChunkMatch] = {}
     order: dict[str, int] = {}
-    for matches, weight in zip(ranked_lists, weights):
+    for matches, weight in zip(ranked_lists, weights, strict=True):
         seen_here: set[str] = set()
         rank = 0
         for match in matches:
@@ -113,9 +113,9 @@ def score_fuse(ranked_lists: Sequence[Sequence[ChunkMatch]], weights: Sequence[f
     scores: dict[str, float] = {}
     first: dict[str, ChunkMatch] = {}
     order: dict[str, int] = {}
-    for matches, weight in zip(ranked_lists, weights):
+    for matches, weight in zip(ranked_lists, weights, strict=True):
         unique = _first_per_id(matches)
-        for match, norm in zip(unique, _normalised([float(m.score) for m in unique], method)):
+        for match, norm in zip(unique, _normalised([float(m.score) for m in unique], method), strict=True):
             chunk_id = match.chunk_id
             if chunk_id not in first:
                 first[chunk_id] = match

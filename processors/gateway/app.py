@@ -59,7 +59,9 @@ def _sse(data: bytes, event: str | None = None) -> bytes:
     return (f"event: {event}\n" if event else "").encode() + b"data: " + data + b"\n\n"
 
 
-async def _first(pieces: AsyncIterator, fields) -> tuple[object, AsyncIterator]:
+async def _first(
+    pieces: AsyncIterator[DocumentRagPiece], fields
+) -> tuple[DocumentRagPiece, AsyncIterator[DocumentRagPiece]]:
     """The first piece (its failure is the request's HTTP error) and the iterator of the rest."""
     try:
         first = await anext(pieces)
@@ -105,7 +107,7 @@ def build_app(state: GatewayState, settings: GatewaySettings, *,
         first, rest = await _first(pipeline.ask_stream(question), ASK_FIELDS)
         await _found(pipeline, question.collection, first, rest)
 
-        async def events():
+        async def events() -> AsyncIterator[bytes]:
             piece = first
             try:
                 while True:
@@ -134,7 +136,7 @@ def build_app(state: GatewayState, settings: GatewaySettings, *,
         await _found(pipeline, question.collection, first, rest)
         maker = chat.ChunkMaker(body)
 
-        async def chunks():
+        async def chunks() -> AsyncIterator[bytes]:
             piece: DocumentRagPiece = first
             try:
                 while True:
@@ -214,7 +216,11 @@ def build_app(state: GatewayState, settings: GatewaySettings, *,
             Route("/v1/documents/{document_id:path}", delete_document, methods=["DELETE"]),
             Route("/v1/kg/query", kg_query, methods=["GET"]),
         ],
-        exception_handlers={HTTPError: on_http_error, HTTPException: on_starlette_error, Exception: on_anything},
+        exception_handlers={
+            HTTPError: on_http_error,  # type: ignore[dict-item]  # Starlette passes a handler its key's class
+            HTTPException: on_starlette_error,
+            Exception: on_anything,
+        },
     )
     guarded = Guard(app, api_keys=keys, max_body_bytes=settings.max_body_bytes, max_in_flight=settings.max_in_flight,
                     retry_after_s=settings.retry_after_s)

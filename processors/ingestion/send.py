@@ -185,8 +185,9 @@ async def ingest(
 ) -> IngestSummary:
     """Send each document to ``document-load`` (in parts when large) and wait for its chunk count.
 
-    ``timeout`` bounds each part (None: the client settings' ``store_timeout_s``). ``on_progress(documents done, documents, label)`` is called after
-    each document, and after each part of a document of several. ``on_stored`` is told of each
+    ``timeout`` bounds each part (None: the client settings' ``store_timeout_s``).
+    ``on_progress(documents done, documents, label)`` is called after each document, and after
+    each part of a document of several. ``on_stored`` is told of each
     document once every store holds it, so a caller can resume an interrupted run without sending
     those again. A caller that passes ``summary`` still has it when the run is cancelled: it lists
     the documents being sent then in ``interrupted``. ``describe`` words a document's failure.

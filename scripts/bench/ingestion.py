@@ -92,8 +92,8 @@ def measure_ingestion(tree: Path, scratch: Path, name: str, rounds: int, slices:
     env = environment(tree, scratch / f"ingest-{name}")
     print(f"[{name}] ingestion against the raw embedder: {rounds} rounds of {slices} slices ...", file=sys.stderr,
           flush=True)
-    lines = [json.loads(line) for line in run_checked([sys.executable, "-c", BENCH, str(rounds), str(slices)], env, tree)
-             .splitlines() if line.startswith("{")]
+    out = run_checked([sys.executable, "-c", BENCH, str(rounds), str(slices)], env, tree)
+    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     rows: dict[str, list[float]] = {}
     for r in range(rounds):
         got = {side: [x for x in lines if x["round"] == r and x["side"] == side] for side in ("raw", "ingestion")}
@@ -117,7 +117,7 @@ def measure_ingestion(tree: Path, scratch: Path, name: str, rounds: int, slices:
         for key, value in row.items():
             rows.setdefault(key, []).append(value)
         slice_ratios = " ".join(f"{a['chunks'] / a['seconds'] / (b['chunks'] / b['seconds']):.2f}"
-                                for a, b in zip(got["ingestion"], got["raw"]))
+                                for a, b in zip(got["ingestion"], got["raw"], strict=True))
         print(f"[{name}] round {r + 1}: {chunks['raw']} chunks; raw embedder {seconds['raw']:.1f}s = "
               f"{rate['raw']:.2f}/s ({cpu_ms['raw']:.0f} CPU ms/chunk), ingestion {seconds['ingestion']:.1f}s = "
               f"{rate['ingestion']:.2f}/s ({cpu_ms['ingestion']:.0f} CPU ms/chunk): ingestion / raw "

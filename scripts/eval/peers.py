@@ -62,10 +62,10 @@ def langchain(corpus: Corpus, k: int) -> dict[str, Retriever]:
         def embed_query(self, text: str) -> list[float]:
             return corpus.embed_one(text)
 
-    docs = [Document(page_content=t, metadata={"chunk_id": i}) for i, t in zip(corpus.ids, corpus.texts)]
+    docs = [Document(page_content=t, metadata={"chunk_id": i}) for i, t in zip(corpus.ids, corpus.texts, strict=True)]
     bm25 = BM25Retriever.from_documents(docs, k=k)
     store = FAISS.from_embeddings(
-        list(zip(corpus.texts, corpus.vectors.tolist())), MiniLM(),
+        list(zip(corpus.texts, corpus.vectors.tolist(), strict=True)), MiniLM(),
         metadatas=[d.metadata for d in docs], ids=list(corpus.ids),
     )
     vector = store.as_retriever(search_kwargs={"k": k})
@@ -98,7 +98,10 @@ def llamaindex(corpus: Corpus, k: int) -> dict[str, Retriever]:
         def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
             return corpus.embed_many(texts)
 
-    nodes = [TextNode(id_=i, text=t, embedding=v) for i, t, v in zip(corpus.ids, corpus.texts, corpus.vectors.tolist())]
+    nodes = [
+        TextNode(id_=i, text=t, embedding=v)
+        for i, t, v in zip(corpus.ids, corpus.texts, corpus.vectors.tolist(), strict=True)
+    ]
     index = VectorStoreIndex(nodes, embed_model=MiniLM(model_name="all-MiniLM-L6-v2-onnx-int8"))
     vector = index.as_retriever(similarity_top_k=k)
     logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs its index build at DEBUG

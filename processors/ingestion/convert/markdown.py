@@ -27,7 +27,8 @@ def markdown_pieces(source: str) -> tuple[str, list[Piece]]:
 
     tokens = MarkdownIt("commonmark").parse(source)
     lines = source.splitlines(keepends=True)
-    outline, pieces, title, line = Outline(), [], "", 0
+    outline, title, line = Outline(), "", 0
+    pieces: list[Piece] = []
     for i, token in enumerate(tokens):
         if token.type != "heading_open" or token.map is None:
             continue

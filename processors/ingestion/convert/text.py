@@ -67,9 +67,10 @@ def text_encoding(path: Path, *, need_text: bool = True) -> str:
         where = f"at byte {bad.at}" if bad.at is not None else "at the end"
         if not bad.ascii_before:
             raise ValueError(f"{path}: not UTF-8 ({bad.reason} {where})") from None
-        encoding = _detect(path)
-        if encoding is None:
+        detected = _detect(path)
+        if detected is None:
             raise ValueError(f"{path}: not UTF-8 ({bad.reason} {where}), and no other text encoding fits") from None
+        encoding = detected
         try:
             has_text = _scan(path, encoding)
         except _NotThis:
