@@ -83,7 +83,9 @@ class LlamaServer:
                 # Seen here: llama.cpp built with -march=native uses AMX tiles, which this VM does not allow.
                 hint = "\n(rebuild llama-cpp-python with CMAKE_ARGS=-DGGML_NATIVE=OFF)"
             self.stop()
-            raise RuntimeError(f"the server failed its first completion ({exc}), exit {code}{hint}:\n{self.log_tail()}") from None
+            raise RuntimeError(
+                f"the server failed its first completion ({exc}), exit {code}{hint}:\n{self.log_tail()}"
+            ) from None
 
     def stop(self) -> None:
         proc, self.process = self.process, None
