@@ -37,7 +37,7 @@ asyncio.run(main(sys.argv[1], sys.argv[2]))
 async def _line(proc, timeout=60.0) -> str:
     try:
         line = await asyncio.wait_for(proc.stdout.readline(), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         proc.kill()
         raise AssertionError(f"child said nothing in {timeout}s: {(await proc.stderr.read()).decode()[-3000:]}") from None
     if not line:

@@ -155,7 +155,7 @@ class _Collector(BaseHTTPRequestHandler):
 
     received: list[tuple[str, str, dict]] = []
 
-    def do_POST(self) -> None:  # noqa: N802  (http.server's name)
+    def do_POST(self) -> None:
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
         export = ExportTraceServiceRequest.FromString(self.rfile.read(int(self.headers["Content-Length"])))
@@ -169,7 +169,7 @@ class _Collector(BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    def log_message(self, format, *args) -> None:  # noqa: A002
+    def log_message(self, format, *args) -> None:
         pass
 
 

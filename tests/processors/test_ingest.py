@@ -125,7 +125,7 @@ async def test_a_failed_store_leaves_no_partial_chunk_set(tmp_path, monkeypatch)
 def test_reading_files_names_what_is_wrong(tmp_path):
     good = tmp_path / "a.md"
     good.write_text("# Title\n\nSome text.")
-    (tmp_path / "b.txt").write_bytes("déjà vu, then a broken byte: \xff".encode("utf-8").replace(b"\xc3\xbf", b"\xff"))
+    (tmp_path / "b.txt").write_bytes("déjà vu, then a broken byte: \xff".encode().replace(b"\xc3\xbf", b"\xff"))
     (tmp_path / "c.txt").write_bytes(b"\x00\x01\x02binary")
     (tmp_path / "d.txt").write_text("   ")
     (tmp_path / "e.html").write_text("<html><title>Page</title><script>x()</script><p>Hello <b>web</b></p></html>")
