@@ -70,7 +70,7 @@ async def test_recording_keeps_the_publish_gaps_of_a_backlog(open_bus, topic, tm
     times = [r.time for r in recorded]
     assert all(b - a >= gap * 0.6 for a, b in itertools.pairwise(times)), times
     # Epoch seconds (not milliseconds), from around when each was published.
-    assert all(abs(t - p) < 5 for t, p in zip(times, published)), (times, published)
+    assert all(abs(t - p) < 5 for t, p in zip(times, published, strict=True)), (times, published)
 
 
 async def test_replay_keeps_recorded_timing_when_asked(open_bus, topic, tmp_path):

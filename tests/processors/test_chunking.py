@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -27,7 +28,7 @@ def test_chunks_end_on_sentence_boundaries_when_one_is_near():
 
 def test_neighbours_overlap():
     pieces = split_text(TEXT, 300, 80)
-    for a, b in zip(pieces, pieces[1:]):
+    for a, b in itertools.pairwise(pieces):
         assert b.split()[0] in a.split()[-20:], (a[-60:], b[:60])
 
 

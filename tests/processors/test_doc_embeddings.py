@@ -286,7 +286,7 @@ async def test_above_the_threshold_the_index_is_hnsw_and_still_finds_the_neighbo
         queries = [near(rng, vectors[i], noise=0.02) for i in sample]
         truth = np.argmax(np.array(queries, dtype=np.float32) @ vectors[:500].T, axis=1)
         hits = 0
-        for q, expected in zip(queries, truth):
+        for q, expected in zip(queries, truth, strict=True):
             matches = await p.query.query([q], limit=5)
             hits += matches[0].chunk_id == chunks[expected].chunk_id
         store = p.reader_store()

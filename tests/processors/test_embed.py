@@ -86,7 +86,7 @@ async def test_results_are_in_input_order_whatever_the_lengths(embed):
     together = await embed.embed(texts)
     alone = [(await embed.embed([t]))[0] for t in texts]
     assert len(together) == len(texts)
-    for i, (a, b) in enumerate(zip(together, alone)):
+    for i, (a, b) in enumerate(zip(together, alone, strict=True)):
         assert cosine(a, b) > 0.99999, f"text {i} got another text's vector"
     # and shuffled: each text keeps its vector
     reordered = await embed.embed(list(reversed(texts)))

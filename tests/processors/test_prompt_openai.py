@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import itertools
 import json
 import threading
 import time
@@ -212,7 +213,7 @@ class FailingServer:
         self.httpd.server_close()
 
     def gaps(self) -> list[float]:
-        return [b - a for a, b in zip(self.arrivals, self.arrivals[1:])]
+        return [b - a for a, b in itertools.pairwise(self.arrivals)]
 
 
 def ok(text: str, usage: dict | None = None):

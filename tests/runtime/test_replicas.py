@@ -78,7 +78,7 @@ async def test_two_worker_processes_share_the_load_and_survive_a_kill(which, req
             workers[0].kill()
             await workers[0].proc.wait()
             second = await _call_all(clients, topic, kill_after=TOTAL + 1, kill=None, total=TOTAL // 2, start=TOTAL // 4)
-            results = [a + b for a, b in zip(first, second)]
+            results = [a + b for a, b in zip(first, second, strict=True)]
         else:
             results = await _call_all(clients, topic, kill_after=TOTAL // 4, kill=workers[0].kill)
         _check_exactly_own_answers(results, clients)
@@ -110,7 +110,7 @@ async def test_two_replicas_on_the_memory_bus_share_the_load_and_survive_a_kill(
             return response
 
         r.handle = handle
-    tasks = [asyncio.ensure_future(r.run(b, stop)) for r, b in zip(replicas, buses)]
+    tasks = [asyncio.ensure_future(r.run(b, stop)) for r, b in zip(replicas, buses, strict=False)]  # buses[2]: the callers'
     clients = [await RequestClient(buses[2], name=f"caller{c}").start() for c in range(2)]
     results = await _call_all(clients, topic, kill_after=TOTAL // 4, kill=tasks[0].cancel)
     _check_exactly_own_answers(results, clients)
