@@ -77,9 +77,9 @@ async def test_replay_keeps_recorded_timing_when_asked(open_bus, topic, tmp_path
     from processors.runtime.recording import Recorded, _encoder
 
     path = tmp_path / "timed.jsonl"
-    with open(path, "wb") as f:
-        for i, t in enumerate([100.0, 100.2, 100.4]):
-            f.write(_encoder.encode(Recorded(time=t, topic=topic, body=str(i).encode())) + b"\n")
+    lines = [_encoder.encode(Recorded(time=t, topic=topic, body=str(i).encode())) + b"\n"
+             for i, t in enumerate([100.0, 100.2, 100.4])]
+    await asyncio.to_thread(path.write_bytes, b"".join(lines))
     bus = await open_bus()
     loop = asyncio.get_running_loop()
     started = loop.time()

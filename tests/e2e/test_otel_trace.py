@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import pytest
 
@@ -153,7 +154,7 @@ def test_which_environments_ask_for_spans(environ, on):
 class _Collector(BaseHTTPRequestHandler):
     """An OTLP/HTTP receiver: keeps each export's spans as (service name, span name, attributes)."""
 
-    received: list[tuple[str, str, dict]] = []
+    received: ClassVar[list[tuple[str, str, dict]]] = []  # one handler per request: the server's list
 
     def do_POST(self) -> None:
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest

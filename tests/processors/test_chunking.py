@@ -46,7 +46,7 @@ def test_a_word_longer_than_a_chunk_is_cut_not_lost():
 
 @pytest.mark.parametrize(("size", "overlap"), [(0, 0), (100, 100), (100, -1)])
 def test_bad_sizes_are_named(size, overlap):
-    with pytest.raises(ValueError, match="chunk size|overlap"):
+    with pytest.raises(ValueError, match=r"chunk size|overlap"):
         split_text(TEXT, size, overlap)
 
 

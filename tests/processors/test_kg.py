@@ -60,7 +60,7 @@ async def test_load_then_query_on_the_memory_bus(tmp_path, monkeypatch):
             ({"question": "Germany " * 20_000}, "over max_question_chars"),
             ({"question": "Germany", "collection": "../etc"}, "collection"),
         ]:
-            with pytest.raises(RemoteError, match="BadRequest|TimeError|ValidationError") as caught:
+            with pytest.raises(RemoteError, match=r"BadRequest|TimeError|ValidationError") as caught:
                 await kg.query(**kwargs)
             assert message in str(caught.value), (kwargs, caught.value)
         # A collection nobody loaded has no facts; a limit above max_limit is clamped, not refused.

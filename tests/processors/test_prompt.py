@@ -82,11 +82,11 @@ def test_the_packaged_templates_load_and_a_broken_directory_does_not(tmp_path):
 
     # extract-concepts gets only the query: a template asking for more would fail every request
     (tmp_path / "extract-concepts.txt").write_text("{query} {documents}")
-    with pytest.raises(TemplateError, match="unknown placeholder '{documents}'"):
+    with pytest.raises(TemplateError, match=r"unknown placeholder '\{documents\}'"):
         load_templates(PromptSettings(templates_dir=str(tmp_path)))
     (tmp_path / "extract-concepts.txt").write_text("{query}")
     (tmp_path / "summary.txt").write_text("Summarise {text} for {audience}")
-    with pytest.raises(TemplateError, match="unknown placeholder '{text}'"):
+    with pytest.raises(TemplateError, match=r"unknown placeholder '\{text\}'"):
         load_templates(PromptSettings(templates_dir=str(tmp_path)))
     # unless the settings declare the names of one's own templates
     mine = load_templates(PromptSettings(templates_dir=str(tmp_path), template_variables=["text", "audience"]))
@@ -342,7 +342,7 @@ async def test_a_100_kb_question_is_answered_within_the_timeout(prompt):
     question = " ".join(f"Why does {{query}} widget{i} jump over gadget{i} in Zürich?" for i in range(2000))[:100_000]
     started = time.perf_counter()
     concepts = await prompt.prompt("extract-concepts", {"query": question})
-    answered = await prompt.document_prompt(query=question, documents=MERKEL_DOCS + ["Frogs jump in Zürich."], facts=FACTS)
+    answered = await prompt.document_prompt(query=question, documents=[*MERKEL_DOCS, "Frogs jump in Zürich."], facts=FACTS)
     took = time.perf_counter() - started
     lines = concepts.text.split("\n")
     assert lines[0] == " ".join(question.split()) and len(lines) == 1 + 8  # the question, then max_concepts
@@ -365,7 +365,7 @@ async def test_nothing_of_a_request_stays_on_the_processor():
 async def test_a_broken_template_stops_the_processor_from_starting(tmp_path):
     (tmp_path / "document-prompt.txt").write_text("Q: {question}")
     broken = processor(templates_dir=str(tmp_path))
-    with pytest.raises(TemplateError, match="unknown placeholder '{question}'"):
+    with pytest.raises(TemplateError, match=r"unknown placeholder '\{question\}'"):
         await broken.start()
     assert broken.backend is None
 

@@ -389,7 +389,7 @@ def test_reduced_dates_mean_their_first_instant(year, month):
     assert parse_instant(f"{year:04d}-{month:02d}") == datetime(year, month, 1, tzinfo=UTC)
 
 
-ISO_ALPHABET = st.sampled_from(list("0123456789-+:.TtZz W") + ["\u0660", "\uff11", "\x00", "\u2212"])
+ISO_ALPHABET = st.sampled_from([*"0123456789-+:.TtZz W", "\u0660", "\uff11", "\x00", "\u2212"])
 
 
 @FAST
