@@ -87,7 +87,8 @@ async def test_one_question_is_one_trace_with_a_span_for_every_hop(backend, requ
     system = url.partition(":")[0]
     for span in processed:
         sender = by_id[span.parent.span_id]  # every process span hangs under the send that asked for it
-        assert sender.kind is SpanKind.PRODUCER and span.name == f"process {span.attributes['messaging.destination.name']}"
+        assert sender.kind is SpanKind.PRODUCER
+        assert span.name == f"process {span.attributes['messaging.destination.name']}"
         assert sender.attributes["messaging.destination.name"] == span.attributes["messaging.destination.name"]
         assert span.attributes["messaging.message.conversation_id"] == sender.attributes["ragbus.request_id"]
         assert span.attributes["messaging.system"] == system == sender.attributes["messaging.system"]
@@ -123,7 +124,8 @@ async def test_a_resend_is_a_second_attempt_under_the_same_send(backend, open_bu
     # A failure of the handler is an error response, and its span says so.
     failures = [s for s in finished if s.kind is SpanKind.CONSUMER and s.parent.span_id == second.context.span_id]
     assert [s.attributes["ragbus.outcome"] for s in failures][-1] == "error"
-    assert failures[-1].status.status_code is StatusCode.ERROR and failures[-1].attributes["error.type"] == "RuntimeError"
+    assert failures[-1].status.status_code is StatusCode.ERROR
+    assert failures[-1].attributes["error.type"] == "RuntimeError"
 
 
 def test_without_otel_settings_nothing_of_opentelemetry_is_loaded():

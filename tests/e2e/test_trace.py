@@ -1,4 +1,5 @@
-"""One question, one trace: every hop document-rag makes while answering carries a child of the question's traceparent."""
+"""One question, one trace: every hop document-rag makes while answering carries a child of the question's
+traceparent."""
 
 from __future__ import annotations
 

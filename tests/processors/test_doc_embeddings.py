@@ -242,7 +242,9 @@ async def test_a_new_processor_instance_finds_what_an_earlier_one_stored(tmp_pat
         await p.store(make_chunks("more", 5), unit_vectors(rng, 5))  # the new writer continues, not restarts
         assert len(await p.query.query([vectors[0].tolist()], limit=100)) == 25
     files = sorted(f.name for f in (tmp_path / "default" / "faiss").iterdir())
-    assert files == ["GENERATION", "chunks.1.msgpack", "chunks.2.msgpack", "vectors.1.npy", "vectors.2.npy", "writer.lock"]
+    assert files == [
+        "GENERATION", "chunks.1.msgpack", "chunks.2.msgpack", "vectors.1.npy", "vectors.2.npy", "writer.lock",
+    ]
     assert (tmp_path / "default" / "faiss" / "GENERATION").read_text() == "2\n"
 
 

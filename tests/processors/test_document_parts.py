@@ -64,7 +64,8 @@ async def test_a_20_mb_file_streams_in_parts_that_fit_within_bounded_memory(tmp_
     finally:
         tracemalloc.stop()
     assert chunks == expected == client.chunks
-    assert parts == len(client.parts) >= 20 and client.parts[-1][1] and not any(last for _, last, _ in client.parts[:-1])
+    assert parts == len(client.parts) >= 20
+    assert client.parts[-1][1] and not any(last for _, last, _ in client.parts[:-1])
     assert client.largest > 900_000  # parts are filled, not trickled
     # A part's text, its message and a block being read: a few MB, never the 20 MB (or several copies of it).
     assert peak < 8_000_000, f"peak {peak / 1e6:.1f} MB while sending a 20 MB file"

@@ -376,7 +376,8 @@ async def test_openai_backend_reads_retry_after_and_never_waits_past_the_deadlin
 
 
 async def test_a_processor_whose_model_cannot_load_fails_to_start(tmp_path):
-    settings = EmbedSettings(topic="embed-broken", group="embed-broken", onnx=OnnxSettings(model_path=str(tmp_path / "x")))
+    onnx = OnnxSettings(model_path=str(tmp_path / "x"))
+    settings = EmbedSettings(topic="embed-broken", group="embed-broken", onnx=onnx)
     processor = EmbedProcessor("embed", settings)
     with pytest.raises(ModelError, match="cannot load ONNX model"):
         await processor.start()

@@ -53,7 +53,8 @@ async def _check_ingest_then_query(client):
                                Fact("E1101", "listed_in", "pylint", source="elsewhere")])
     loaded = await client.request(t.TRIPLES_LOAD, facts, IngestResult, timeout=60)
     assert loaded.error is None and loaded.count == 2
-    removed = await client.request(t.DOCUMENT_DELETE, DeleteDocument(document_id="exceptions"), IngestResult, timeout=60)
+    removed = await client.request(t.DOCUMENT_DELETE, DeleteDocument(document_id="exceptions"), IngestResult,
+                                   timeout=60)
     assert removed.error is None and removed.count >= 1 and removed.retracted == 1
     assert [d.document_id for d in await list_documents(client, "default", timeout=30)] == ["loops", "slots"]
     return summary
@@ -76,8 +77,9 @@ async def test_ingest_then_query_on_the_memory_bus(tmp_path, monkeypatch):
         assert (again.unchanged, again.documents) == (0, 1)
         assert metrics.client_requests.labels(topic=t.EMBED_BULK)._value.get() > embeds
         keyword = KeywordClient(client, timeout=30)
-        assert len([m for m in await keyword.query(query="__slots__ declaration", limit=50) if m.document_id == "slots"]) \
-            == len([m for m in await keyword.query(query="__slots__", limit=50) if m.document_id == "slots"])
+        phrase = [m for m in await keyword.query(query="__slots__ declaration", limit=50) if m.document_id == "slots"]
+        word = [m for m in await keyword.query(query="__slots__", limit=50) if m.document_id == "slots"]
+        assert len(phrase) == len(word)
         # Deleting a document removes it from both stores.
         removed = await client.request(t.DOCUMENT_DELETE, DeleteDocument(document_id="slots"), IngestResult, timeout=60)
         assert removed.error is None and removed.count >= 1

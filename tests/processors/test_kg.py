@@ -133,7 +133,9 @@ def test_graph_files_in_jsonl_csv_and_ntriples_are_read_with_bad_lines_reported(
                   'garbage line\n', encoding="utf-8")
     bad = []
     items = list(read_items(nt, bad))
-    assert [(f.head, f.relation, f.tail) for f in items] == [("ada", "knows", "bob"), ("ada", "name", 'Ada "the first"')]
+    assert [(f.head, f.relation, f.tail) for f in items] == [
+        ("ada", "knows", "bob"), ("ada", "name", 'Ada "the first"'),
+    ]
     assert len(bad) == 1 and ":4:" in bad[0]
 
     with pytest.raises(ValueError, match="unknown graph format"):

@@ -191,7 +191,8 @@ class FailingServer:
                 self.send_response(status)
                 for key, value in headers.items():
                     self.send_header(key, value)
-                self.send_header("Content-Type", "text/event-stream" if isinstance(payload, bytes) else "application/json")
+                kind = "text/event-stream" if isinstance(payload, bytes) else "application/json"
+                self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(raw)))
                 self.end_headers()
                 self.wfile.write(raw)
@@ -217,7 +218,8 @@ class FailingServer:
 
 
 def ok(text: str, usage: dict | None = None):
-    payload: dict = {"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}
+    message = {"role": "assistant", "content": text}
+    payload: dict = {"object": "chat.completion", "choices": [{"index": 0, "message": message}]}
     if usage is not None:
         payload["usage"] = usage
     return (200, {}, payload)

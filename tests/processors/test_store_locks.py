@@ -61,8 +61,9 @@ async def test_a_second_writer_pipeline_in_one_process_is_refused_before_it_is_r
 @pytest.mark.parametrize("writer", [KeywordStoreProcessor, KeywordDeleteProcessor, KgStoreProcessor,
                                     DocumentRecordProcessor])
 async def test_each_writer_refuses_a_data_dir_whose_lock_another_holds(writer, tmp_path):
-    store, settings_class = {KgStoreProcessor: ("kg", KgSettings), DocumentRecordProcessor: ("documents", LibrarySettings)
-                             }.get(writer, ("keyword", KeywordSettings))
+    store, settings_class = {
+        KgStoreProcessor: ("kg", KgSettings), DocumentRecordProcessor: ("documents", LibrarySettings),
+    }.get(writer, ("keyword", KeywordSettings))
     held = take_writer_lock(tmp_path, store, processor="another process")
     settings = settings_class(topic="t", group="g", data_dir=str(tmp_path))
     processor = writer("w", settings)

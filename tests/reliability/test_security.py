@@ -92,7 +92,8 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
-            self.aliases[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+            top = alias.name.split(".")[0]
+            self.aliases[alias.asname or top] = alias.name if alias.asname else top
             if alias.name.split(".")[0] in BANNED_MODULES:
                 self.flag(node, f"import {alias.name}")
         self.generic_visit(node)

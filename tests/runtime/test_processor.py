@@ -190,7 +190,8 @@ async def test_processor_concurrency_setting_is_honoured(topic):
 
     processor.handle = counting
     async with serving(bus, processor), client_on(bus) as client:
-        calls = [client.request(topic, EchoRequest(text=str(i), delay_s=0.05), EchoResponse, timeout=30) for i in range(12)]
+        calls = [client.request(topic, EchoRequest(text=str(i), delay_s=0.05), EchoResponse, timeout=30)
+                 for i in range(12)]
         responses = await asyncio.gather(*calls)
     await bus.close()
     assert peak == 3
