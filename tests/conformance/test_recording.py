@@ -51,7 +51,7 @@ async def test_record_then_replay_reproduces_messages_in_order(open_bus, topic, 
 
 
 async def test_recording_keeps_the_publish_gaps_of_a_backlog(open_bus, topic, tmp_path):
-    """Recorded times are publish times: a backlog read at once keeps its gaps (issue 13, item 10)."""
+    """Recorded times are publish times: a backlog read at once keeps its gaps."""
     bus = await open_bus()
     gap = 0.3
     published = []

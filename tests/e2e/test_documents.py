@@ -1,4 +1,4 @@
-"""Issue 18, item 1 done-when: a generated PDF, Word file, presentation and noisy web page are ingested,
+"""A generated PDF, Word file, presentation and noisy web page are ingested,
 then questions only their content answers are asked, and the answer cites the right chunk.
 
 Every processor is the real one on the memory bus (MiniLM, faiss, tantivy, the extractive prompt).

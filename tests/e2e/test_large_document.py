@@ -1,6 +1,6 @@
 """End to end: a document larger than one message, ingested in parts, then asked about its last page.
 
-Issue 13 item 1: any document over about 200 KB of text failed to ingest. Here a
+Any document over about 200 KB of text once failed to ingest. Here a
 ~1.3 MB document goes through the real processors on the memory bus with the
 default ``max_message_bytes`` (1 MB): it travels in two parts, and
 document-rag's answer about its last page cites a chunk from there. A 20 MB

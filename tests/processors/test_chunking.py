@@ -54,7 +54,7 @@ def test_blank_text_has_no_chunks():
     assert split_text("  \n\n ", 100, 10) == []
 
 
-# --- a large document in parts (issue 13): the same chunks wherever the parts were cut ---------------
+# --- a large document in parts: the same chunks wherever the parts were cut ---------------------------
 
 PIECES = ["alpha", "beta.", "gamma!", "delta?", "\n\n", "  ", "\n", "x" * 120, "é", "naïve", "\t", "end."]
 

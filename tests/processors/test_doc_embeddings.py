@@ -449,7 +449,7 @@ def test_one_write_that_replaces_and_appends_leaves_the_loaded_matrix_alone(tmp_
 
 
 async def test_a_staged_version_is_unseen_until_one_switch_replaces_the_document(tmp_path):
-    """Issue 18: a new version is staged beside the old one and switched to in one publish."""
+    """A new version is staged beside the old one, unseen by queries, and replaces it in one publish."""
     import msgspec
 
     rng = np.random.default_rng(11)

@@ -109,7 +109,8 @@ class TitlingClient(ChunkingClient):
 
 
 async def test_each_chunk_carries_its_section_however_the_document_was_cut_into_parts(tmp_path):
-    """Issue 18 item 1: headings are structure; each chunk is titled with the section it starts in."""
+    """Headings are structure: each chunk is titled with the section it starts in, the same titles whether the
+    document was sent whole or in parts."""
     path = tmp_path / "guide.md"
     sections = [f"Chapter {n}" for n in range(60)]
     path.write_text("# Ferry Guide\n\n" + "".join(

@@ -34,7 +34,7 @@ from ..helpers.ingest_pipeline import DOCS, LARGE_ENV, large_text, pipeline
 async def _check_ingest_then_query(client):
     summary = await ingest(client, DOCS, timeout=120)
     assert summary.failed == [] and summary.documents == 3 and summary.chunks >= 3
-    # The library lists what the stores hold, over this bus (issue 18 item 4).
+    # The library lists what the stores hold, over this bus.
     listed = await list_documents(client, "default", timeout=30)
     assert [d.document_id for d in listed] == ["exceptions", "loops", "slots"]
     assert sum(d.chunks for d in listed) == summary.chunks and all(d.content_hash.startswith("sha256:") for d in listed)
@@ -48,7 +48,7 @@ async def _check_ingest_then_query(client):
     matches = await DocEmbeddingsClient(client, timeout=30).query([vector], limit=3)
     assert matches[0].document_id == "loops" and matches[0].text
     assert (await FetchChunkClient(client, timeout=30)(matches[0].chunk_id)) == matches[0].text
-    # Deleting a document retracts its graph facts too, through kg-store on this bus (issue 18 item 2).
+    # Deleting a document retracts its graph facts too, through kg-store on this bus.
     facts = LoadTriples(facts=[Fact("E1101", "raised_by", "try statement", source="exceptions"),
                                Fact("E1101", "listed_in", "pylint", source="elsewhere")])
     loaded = await client.request(t.TRIPLES_LOAD, facts, IngestResult, timeout=60)
@@ -64,7 +64,7 @@ async def test_ingest_then_query_on_the_memory_bus(tmp_path, monkeypatch):
     url = f"memory://{tmp_path.name}"
     async with pipeline(url, tmp_path, monkeypatch) as client:
         await _check_ingest_then_query(client)
-        # Idempotent: the same documents again are held already, unchanged (issue 18 item 3), and a
+        # Idempotent: the same documents again are held already, unchanged, and a
         # changed one replaces its chunks rather than adding to them.
         again = await ingest(client, DOCS, timeout=120)  # the deleted one is stored again, the others held
         assert (again.unchanged, again.documents) == (2, 1)
@@ -145,7 +145,7 @@ def test_the_builtin_corpus_is_the_python_language_reference():
     assert any(d.title == "nonlocal" for d in docs)
 
 
-# --- documents larger than a message (issue 13 item 1) ------------------------------------------------
+# --- documents larger than a message ------------------------------------------------------------------
 
 
 async def test_store_writes_are_split_to_fit_the_bus(tmp_path, monkeypatch):

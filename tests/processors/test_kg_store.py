@@ -313,7 +313,7 @@ async def test_a_batch_the_log_could_not_take_is_applied_again_on_retry(tmp_path
     assert texts(load_log(graph_path(tmp_path, "default"))[0].query("ada")) == ["ada knows bob"]
 
 
-# --- retraction: a deleted document's facts (issue 18, item 2) -----------------------------------------
+# --- retraction: a deleted document's facts --------------------------------------------------------------
 
 
 def test_deleting_a_document_retracts_its_facts_as_a_recorded_event(tmp_path):

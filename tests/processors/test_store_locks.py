@@ -1,6 +1,6 @@
 """One writer process per data directory: a second writer refuses to start, says why, and never reports ready.
 
-Seen before the lock (issue 13): two ``ragbus worker --all`` on one data dir
+Without the lock, two ``ragbus worker --all`` on one data dir
 both printed ``ready``, then ingests failed with ``keyword-delete:
 ValueError: Failed to acquire Lockfile: LockBusy``, because tantivy locks an
 index only when the first write opens it.
