@@ -19,7 +19,7 @@ from processors.runtime.typed_clients import DocumentRagClient
 from processors.runtime.worker import processors_running
 from schema import Document
 
-from ..processors.test_ingest import large_text
+from ..helpers.ingest_pipeline import large_text
 
 
 async def test_a_document_over_a_message_is_ingested_whole_and_its_last_page_is_cited(tmp_path, monkeypatch):

@@ -34,7 +34,7 @@ from processors.testing.brokers import in_ci
 from processors.testing.llama import API_KEY, GGUF, MODEL_ALIAS, LlamaServer, smollm2_gguf
 from schema import PromptResult
 
-from .test_prompt import serve as serve_on_private_bus
+from ..helpers.serving import serve_prompt as serve_on_private_bus
 
 module_loop = pytest.mark.asyncio(loop_scope="module")
 
