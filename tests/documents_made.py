@@ -16,7 +16,8 @@ import pytest
 
 NOISY_PAGE = """<!DOCTYPE html><html><head><title>Acme Kettle Warranty</title>
 <script>var tracking = "utm_campaign"; function track() {}</script><style>body { color: #333 }</style></head>
-<body><header><nav><a href="/">Home</a> | <a href="/products">Products</a> | <a href="/support">Support</a></nav></header>
+<body><header><nav><a href="/">Home</a> | <a href="/products">Products</a> | <a href="/support">Support</a></nav>\
+</header>
 <main><article><h1>Acme Kettle Warranty</h1>
 <h2>How long is the warranty?</h2>
 <p>Every Acme kettle carries a warranty of seven years from the date of purchase, covering the heating

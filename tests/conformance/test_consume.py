@@ -91,19 +91,21 @@ async def test_oversized_message_is_dead_lettered_without_running_the_handler(op
     dlq = await bus.subscribe(dead_letter_topic(topic), f"inspect-{topic}")
     sub = await bus.subscribe(topic, f"workers-{topic}")
     calls = []
+    handled = asyncio.Event()
 
     async def handler(d):
         calls.append(d.body)
+        handled.set()
 
     await big_publisher.publish(topic, b"x" * 5000)
     await big_publisher.publish(topic, b"small")
     stop, task = start(bus, sub, handler)
     dead = await receive(dlq)
     await dead.ack()
-    while calls != [b"small"]:
-        await asyncio.sleep(0.01)
+    await asyncio.wait_for(handled.wait(), 20)
     stop.set()
     await task
+    assert calls == [b"small"]
     assert "5000 bytes" in dead.headers[H_REASON]
     assert dead.body == b""  # too big to forward; the headers say what it was
 
@@ -132,11 +134,14 @@ async def test_concurrency_limit_is_honoured(open_bus, topic):
     running = peak = 0
     finished = asyncio.Queue()
     gate = asyncio.Event()
+    limit_reached = asyncio.Event()
 
     async def handler(d):
         nonlocal running, peak
         running += 1
         peak = max(peak, running)
+        if running == 3:
+            limit_reached.set()
         await gate.wait()
         running -= 1
         await finished.put(d.body)
@@ -144,8 +149,7 @@ async def test_concurrency_limit_is_honoured(open_bus, topic):
     for i in range(12):
         await bus.publish(topic, f"m{i}".encode())
     stop, task = start(bus, sub, handler, concurrency=3)
-    while running < 3:
-        await asyncio.sleep(0.01)
+    await asyncio.wait_for(limit_reached.wait(), 20)
     gate.set()
     got = {await asyncio.wait_for(finished.get(), 20) for _ in range(12)}
     stop.set()

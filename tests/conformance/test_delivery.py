@@ -240,7 +240,8 @@ async def test_each_key_stays_in_order_on_one_member_of_a_group(backend, open_bu
     """Per-key ordering across members. On Pulsar this needs a KeyShared subscription."""
     from config.bus import PulsarOptions
 
-    options = {"pulsar": PulsarOptions(subscription_type="KeyShared", consumer_id_spread=8)} if backend == "pulsar" else {}
+    key_shared = PulsarOptions(subscription_type="KeyShared", consumer_id_spread=8)
+    options = {"pulsar": key_shared} if backend == "pulsar" else {}
     bus_a, bus_b = await open_bus(**options), await open_bus(**options)
     members = {"a": await bus_a.subscribe(topic, f"g-{topic}"), "b": await bus_b.subscribe(topic, f"g-{topic}")}
     keys = [f"key-{i}" for i in range(8)]

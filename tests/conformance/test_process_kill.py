@@ -37,9 +37,10 @@ asyncio.run(main(sys.argv[1], sys.argv[2]))
 async def _line(proc, timeout=60.0) -> str:
     try:
         line = await asyncio.wait_for(proc.stdout.readline(), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         proc.kill()
-        raise AssertionError(f"child said nothing in {timeout}s: {(await proc.stderr.read()).decode()[-3000:]}") from None
+        said = (await proc.stderr.read()).decode()[-3000:]
+        raise AssertionError(f"child said nothing in {timeout}s: {said}") from None
     if not line:
         raise AssertionError(f"child exited early: {(await proc.stderr.read()).decode()[-2000:]}")
     return line.decode().strip()

@@ -41,4 +41,5 @@ def test_processes_end_with_status_zero_right_after_closing_their_bus(pulsar_bro
     with ThreadPoolExecutor(AT_ONCE) as pool:
         done = list(pool.map(run, range(RUNS)))
     failed = [d for d in done if d.returncode != 0 or "terminate called" in d.stderr]
-    assert not failed, f"{len(failed)} of {RUNS} ended with {[d.returncode for d in failed]}: {failed[0].stderr[-2000:]}"
+    assert not failed, (f"{len(failed)} of {RUNS} ended with {[d.returncode for d in failed]}: "
+                        f"{failed[0].stderr[-2000:]}")

@@ -14,6 +14,7 @@ import asyncio
 import threading
 
 import _pulsar
+import pulsar.asyncio as pulsar_async
 import pytest
 
 from config.bus import PulsarOptions
@@ -213,7 +214,8 @@ def test_resolve_settles_inline_only_on_the_loops_own_thread():
 
         failed = loop.create_future()
         pulsar_backend._resolve(failed, threading.get_ident(), _pulsar.Result.Timeout, None)
-        with pytest.raises(Exception):
+        with pytest.raises(pulsar_async.PulsarException) as caught:
             failed.result()
+        assert caught.value.error() == _pulsar.Result.Timeout
     finally:
         loop.close()

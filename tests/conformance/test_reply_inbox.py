@@ -1,4 +1,5 @@
-"""Where callers' responses arrive (``Bus.reply_inbox``), on every backend; on Kafka, shared topics that do not pile up."""
+"""Where callers' responses arrive (``Bus.reply_inbox``), on every backend; on Kafka, shared topics that do not
+pile up."""
 
 from __future__ import annotations
 
@@ -22,9 +23,11 @@ from ..runtime.echo import EchoProcessor, EchoRequest, EchoResponse, EchoSetting
 @contextlib.asynccontextmanager
 async def echo_service(url: str, topic: str):
     """The echo processor serving ``topic``; yields its bus."""
-    async with await connect(url, settings_for_tests()) as bus:
-        async with serving(bus, EchoProcessor("echo", EchoSettings(topic=topic, group=f"echo-{topic}"))):
-            yield bus
+    async with (
+        await connect(url, settings_for_tests()) as bus,
+        serving(bus, EchoProcessor("echo", EchoSettings(topic=topic, group=f"echo-{topic}"))),
+    ):
+        yield bus
 
 
 async def test_a_reply_published_right_after_the_inbox_opens_arrives_and_only_there(bus_url):

@@ -111,7 +111,8 @@ async def test_a_dead_embed_worker_gets_an_error_response_within_the_call_timeou
     url = f"memory://{tmp_path.name}"
     async with pipeline(url, tmp_path, monkeypatch):
         pass
-    env = {"RAGBUS_PROCESSORS__DOCUMENT_RAG__CALL_TIMEOUT_S": "1", "RAGBUS_PROCESSORS__DOCUMENT_RAG__PATH_TIMEOUT_S": "1"}
+    env = {"RAGBUS_PROCESSORS__DOCUMENT_RAG__CALL_TIMEOUT_S": "1",
+           "RAGBUS_PROCESSORS__DOCUMENT_RAG__PATH_TIMEOUT_S": "1"}
     async with pipeline(f"{url}-2", tmp_path, monkeypatch, without=("embed", "document-load"), env=env) as ask:
         # The vector path cannot degrade in vector mode: the answer is an error that says what timed out.
         with pytest.raises(RemoteError, match="embed"):

@@ -38,7 +38,7 @@ async def test_brokers_command_removes_its_directory_and_stops_its_brokers(how, 
             if line.startswith("Ctrl-C to stop"):
                 break
         assert len(ports) == 2
-        assert [p.name for p in tmp_path.iterdir()][0].startswith("ragbus-brokers-")  # in use while they run
+        assert next(tmp_path.iterdir()).name.startswith("ragbus-brokers-")  # in use while they run
         proc.send_signal(how)
         _, err = await asyncio.wait_for(proc.communicate(), 60)
     finally:

@@ -29,13 +29,13 @@ def ragbus(*args: str, data_dir: Path, timeout: float = 120) -> subprocess.Compl
 
 
 CASES = [
-    # issue 13, item 8
+    # empty or malformed values, refused with the argument named
     (["ask", ""], "argument question: the question is empty"),
     (["ask", "   "], "argument question: the question is empty"),
     (["ask", "Who?", "--at", "nonsense"], "argument --at: 'nonsense' is not an ISO 8601 date or datetime"),
     (["ask", "Who?", "--doc-limit", "-1"], "argument --doc-limit: must be an integer of at least 1, got '-1'"),
     (["kg", "query", "Germany", "--at", "yesterday"], "argument --at: 'yesterday' is not an ISO 8601"),
-    # issue 13, item 5: a bound that agrees with what the processor accepts
+    # bounds that agree with what the processors accept
     (["ask", "Who?", "--doc-limit", "0"], "argument --doc-limit: must be an integer of at least 1, got '0'"),
     (["ingest", "--concurrency", "0"], "argument --concurrency: must be an integer of at least 1, got '0'"),
     (["ingest", "--concurrency", "many"], "argument --concurrency: must be an integer of at least 1, got 'many'"),

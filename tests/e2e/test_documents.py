@@ -1,4 +1,4 @@
-"""Issue 18, item 1 done-when: a generated PDF, Word file, presentation and noisy web page are ingested,
+"""A generated PDF, Word file, presentation and noisy web page are ingested,
 then questions only their content answers are asked, and the answer cites the right chunk.
 
 Every processor is the real one on the memory bus (MiniLM, faiss, tantivy, the extractive prompt).
@@ -29,9 +29,12 @@ async def asking(tmp_path, monkeypatch):
         "RAGBUS_PROCESSORS__FETCH_CHUNK__REFRESH_INTERVAL_S": "0",
     })
     url = f"memory://{tmp_path.name}"
-    async with processors_running(settings, pipelines.EVERYTHING, url, ready_timeout=120):
-        async with await connect(url) as bus, RequestClient(bus, name="test") as client:
-            yield client
+    async with (
+        processors_running(settings, pipelines.EVERYTHING, url, ready_timeout=120),
+        await connect(url) as bus,
+        RequestClient(bus, name="test") as client,
+    ):
+        yield client
 
 
 async def test_questions_about_a_pdf_a_word_file_a_presentation_and_a_web_page_cite_them(tmp_path, monkeypatch):

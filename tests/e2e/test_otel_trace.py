@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import pytest
 
@@ -86,7 +87,8 @@ async def test_one_question_is_one_trace_with_a_span_for_every_hop(backend, requ
     system = url.partition(":")[0]
     for span in processed:
         sender = by_id[span.parent.span_id]  # every process span hangs under the send that asked for it
-        assert sender.kind is SpanKind.PRODUCER and span.name == f"process {span.attributes['messaging.destination.name']}"
+        assert sender.kind is SpanKind.PRODUCER
+        assert span.name == f"process {span.attributes['messaging.destination.name']}"
         assert sender.attributes["messaging.destination.name"] == span.attributes["messaging.destination.name"]
         assert span.attributes["messaging.message.conversation_id"] == sender.attributes["ragbus.request_id"]
         assert span.attributes["messaging.system"] == system == sender.attributes["messaging.system"]
@@ -122,7 +124,8 @@ async def test_a_resend_is_a_second_attempt_under_the_same_send(backend, open_bu
     # A failure of the handler is an error response, and its span says so.
     failures = [s for s in finished if s.kind is SpanKind.CONSUMER and s.parent.span_id == second.context.span_id]
     assert [s.attributes["ragbus.outcome"] for s in failures][-1] == "error"
-    assert failures[-1].status.status_code is StatusCode.ERROR and failures[-1].attributes["error.type"] == "RuntimeError"
+    assert failures[-1].status.status_code is StatusCode.ERROR
+    assert failures[-1].attributes["error.type"] == "RuntimeError"
 
 
 def test_without_otel_settings_nothing_of_opentelemetry_is_loaded():
@@ -153,9 +156,9 @@ def test_which_environments_ask_for_spans(environ, on):
 class _Collector(BaseHTTPRequestHandler):
     """An OTLP/HTTP receiver: keeps each export's spans as (service name, span name, attributes)."""
 
-    received: list[tuple[str, str, dict]] = []
+    received: ClassVar[list[tuple[str, str, dict]]] = []  # one handler per request: the server's list
 
-    def do_POST(self) -> None:  # noqa: N802  (http.server's name)
+    def do_POST(self) -> None:
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
         export = ExportTraceServiceRequest.FromString(self.rfile.read(int(self.headers["Content-Length"])))
@@ -169,7 +172,7 @@ class _Collector(BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    def log_message(self, format, *args) -> None:  # noqa: A002
+    def log_message(self, format, *args) -> None:
         pass
 
 

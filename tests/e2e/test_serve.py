@@ -286,7 +286,8 @@ def test_past_the_in_flight_bound_a_request_gets_503_with_retry_after(guarded):
         held.close()
     ok = None
     for _ in range(100):  # the held request ends when its connection closes
-        ok = httpx.post(f"{guarded.url}/v1/ask", json={"question": QUESTION}, headers={"Authorization": "Bearer sk-one"})
+        ok = httpx.post(f"{guarded.url}/v1/ask", json={"question": QUESTION},
+                        headers={"Authorization": "Bearer sk-one"})
         if ok.status_code == 200:
             break
     assert ok is not None and ok.status_code == 200
@@ -295,7 +296,8 @@ def test_past_the_in_flight_bound_a_request_gets_503_with_retry_after(guarded):
 def test_with_keys_a_preflight_of_an_allowed_origin_is_answered_and_the_key_checked_after(guarded):
     """A browser's preflight carries no key: CORS answers it; the request after it still needs one, and its
     refusals carry the allow headers, so the page can read them."""
-    preflight = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization, content-type"}
+    preflight = {"Access-Control-Request-Method": "POST",
+                 "Access-Control-Request-Headers": "authorization, content-type"}
     allowed = httpx.options(f"{guarded.url}/v1/ask", headers={"Origin": ALLOWED_ORIGIN, **preflight})
     assert allowed.status_code == 200, allowed.text
     assert allowed.headers["access-control-allow-origin"] == ALLOWED_ORIGIN
@@ -315,7 +317,8 @@ def test_with_keys_a_preflight_of_an_allowed_origin_is_answered_and_the_key_chec
                        headers={**origin, "Authorization": "Bearer sk-one"}, timeout=60)
     assert asked.status_code == 200 and asked.headers["access-control-allow-origin"] == ALLOWED_ORIGIN
     elsewhere = httpx.post(f"{guarded.url}/v1/ask", json={"question": QUESTION},
-                           headers={"Origin": "https://elsewhere.example", "Authorization": "Bearer sk-one"}, timeout=60)
+                           headers={"Origin": "https://elsewhere.example", "Authorization": "Bearer sk-one"},
+                           timeout=60)
     assert elsewhere.status_code == 200 and "access-control-allow-origin" not in elsewhere.headers
 
 

@@ -1,4 +1,5 @@
-"""``ragbus topics create|describe`` against a real Kafka (Tansu) of the test's own (``own_kafka_broker``), checked with a bare admin client."""
+"""``ragbus topics create|describe`` against a real Kafka (Tansu) of the test's own (``own_kafka_broker``),
+checked with a bare admin client."""
 
 from __future__ import annotations
 

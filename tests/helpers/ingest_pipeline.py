@@ -46,9 +46,12 @@ async def pipeline(url, data_dir, monkeypatch, *, bus_settings=None, extra_env=N
         settings.processors[section][key] = value
     if bus_settings is not None:
         settings.bus = bus_settings
-    async with processors_running(settings, names, url, ready_timeout=120):
-        async with await connect(url, bus_settings) as bus, RequestClient(bus, name="test") as client:
-            yield client
+    async with (
+        processors_running(settings, names, url, ready_timeout=120),
+        await connect(url, bus_settings) as bus,
+        RequestClient(bus, name="test") as client,
+    ):
+        yield client
 
 
 LAST_PAGE = ("Appendix Z. The Skarvøy lighthouse was automated in 1987. Its last keeper, Ingrid Solvang, "

@@ -22,6 +22,9 @@ async def kg_processors(url, data_dir, monkeypatch, bus_settings=None):
         settings.processors[name]["group"] = f"{name}-{suffix}"
     if bus_settings is not None:
         settings.bus = bus_settings
-    async with processors_running(settings, pipelines.GRAPH, url, ready_timeout=120):
-        async with await connect(url, bus_settings) as bus, RequestClient(bus, name="test") as client:
-            yield client
+    async with (
+        processors_running(settings, pipelines.GRAPH, url, ready_timeout=120),
+        await connect(url, bus_settings) as bus,
+        RequestClient(bus, name="test") as client,
+    ):
+        yield client

@@ -56,19 +56,22 @@ async def pipeline(url, data_dir, monkeypatch, *, bus_settings=None, without=(),
     if bus_settings is not None:
         settings.bus = bus_settings
     names = [n for n in pipelines.EVERYTHING if n not in without]
-    async with processors_running(settings, names, url, ready_timeout=120):
-        async with await connect(url, bus_settings) as bus, RequestClient(bus, name="test") as client:
-            if "document-load" not in without:
-                docs = [msgspec.structs.replace(d, collection=collection) for d in DOCS]
-                summary = await ingest(client, docs, timeout=120)
-                assert summary.failed == [] and summary.documents == len(DOCS)
-                loaded = await load_graph(client, SAMPLE_GRAPH, ontology=read_ontology(SAMPLE_ONTOLOGY),
-                                          collection=collection)
-                assert loaded.rejected == []
-            rag = DocumentRagClient(client, timeout=60)
-            ask = functools.partial(rag.ask, collection=collection)
-            ask.stream = functools.partial(rag.ask_stream, collection=collection)  # type: ignore[attr-defined]
-            yield ask
+    async with (
+        processors_running(settings, names, url, ready_timeout=120),
+        await connect(url, bus_settings) as bus,
+        RequestClient(bus, name="test") as client,
+    ):
+        if "document-load" not in without:
+            docs = [msgspec.structs.replace(d, collection=collection) for d in DOCS]
+            summary = await ingest(client, docs, timeout=120)
+            assert summary.failed == [] and summary.documents == len(DOCS)
+            loaded = await load_graph(client, SAMPLE_GRAPH, ontology=read_ontology(SAMPLE_ONTOLOGY),
+                                      collection=collection)
+            assert loaded.rejected == []
+        rag = DocumentRagClient(client, timeout=60)
+        ask = functools.partial(rag.ask, collection=collection)
+        ask.stream = functools.partial(rag.ask_stream, collection=collection)  # type: ignore[attr-defined]
+        yield ask
 
 
 QUESTIONS = [

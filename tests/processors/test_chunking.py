@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -27,7 +28,7 @@ def test_chunks_end_on_sentence_boundaries_when_one_is_near():
 
 def test_neighbours_overlap():
     pieces = split_text(TEXT, 300, 80)
-    for a, b in zip(pieces, pieces[1:]):
+    for a, b in itertools.pairwise(pieces):
         assert b.split()[0] in a.split()[-20:], (a[-60:], b[:60])
 
 
@@ -45,7 +46,7 @@ def test_a_word_longer_than_a_chunk_is_cut_not_lost():
 
 @pytest.mark.parametrize(("size", "overlap"), [(0, 0), (100, 100), (100, -1)])
 def test_bad_sizes_are_named(size, overlap):
-    with pytest.raises(ValueError, match="chunk size|overlap"):
+    with pytest.raises(ValueError, match=r"chunk size|overlap"):
         split_text(TEXT, size, overlap)
 
 
@@ -53,7 +54,7 @@ def test_blank_text_has_no_chunks():
     assert split_text("  \n\n ", 100, 10) == []
 
 
-# --- a large document in parts (issue 13): the same chunks wherever the parts were cut ---------------
+# --- a large document in parts: the same chunks wherever the parts were cut ---------------------------
 
 PIECES = ["alpha", "beta.", "gamma!", "delta?", "\n\n", "  ", "\n", "x" * 120, "é", "naïve", "\t", "end."]
 

@@ -1,4 +1,4 @@
-"""Issue 18, items 1 and 5: every converter on files made here, and on bad input of every kind."""
+"""Every converter on files made here, and on bad input of every kind."""
 
 from __future__ import annotations
 

@@ -242,7 +242,9 @@ async def test_a_new_processor_instance_finds_what_an_earlier_one_stored(tmp_pat
         await p.store(make_chunks("more", 5), unit_vectors(rng, 5))  # the new writer continues, not restarts
         assert len(await p.query.query([vectors[0].tolist()], limit=100)) == 25
     files = sorted(f.name for f in (tmp_path / "default" / "faiss").iterdir())
-    assert files == ["GENERATION", "chunks.1.msgpack", "chunks.2.msgpack", "vectors.1.npy", "vectors.2.npy", "writer.lock"]
+    assert files == [
+        "GENERATION", "chunks.1.msgpack", "chunks.2.msgpack", "vectors.1.npy", "vectors.2.npy", "writer.lock",
+    ]
     assert (tmp_path / "default" / "faiss" / "GENERATION").read_text() == "2\n"
 
 
@@ -286,7 +288,7 @@ async def test_above_the_threshold_the_index_is_hnsw_and_still_finds_the_neighbo
         queries = [near(rng, vectors[i], noise=0.02) for i in sample]
         truth = np.argmax(np.array(queries, dtype=np.float32) @ vectors[:500].T, axis=1)
         hits = 0
-        for q, expected in zip(queries, truth):
+        for q, expected in zip(queries, truth, strict=True):
             matches = await p.query.query([q], limit=5)
             hits += matches[0].chunk_id == chunks[expected].chunk_id
         store = p.reader_store()
@@ -447,7 +449,7 @@ def test_one_write_that_replaces_and_appends_leaves_the_loaded_matrix_alone(tmp_
 
 
 async def test_a_staged_version_is_unseen_until_one_switch_replaces_the_document(tmp_path):
-    """Issue 18: a new version is staged beside the old one and switched to in one publish."""
+    """A new version is staged beside the old one, unseen by queries, and replaces it in one publish."""
     import msgspec
 
     rng = np.random.default_rng(11)

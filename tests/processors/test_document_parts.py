@@ -64,7 +64,8 @@ async def test_a_20_mb_file_streams_in_parts_that_fit_within_bounded_memory(tmp_
     finally:
         tracemalloc.stop()
     assert chunks == expected == client.chunks
-    assert parts == len(client.parts) >= 20 and client.parts[-1][1] and not any(last for _, last, _ in client.parts[:-1])
+    assert parts == len(client.parts) >= 20
+    assert client.parts[-1][1] and not any(last for _, last, _ in client.parts[:-1])
     assert client.largest > 900_000  # parts are filled, not trickled
     # A part's text, its message and a block being read: a few MB, never the 20 MB (or several copies of it).
     assert peak < 8_000_000, f"peak {peak / 1e6:.1f} MB while sending a 20 MB file"
@@ -108,7 +109,8 @@ class TitlingClient(ChunkingClient):
 
 
 async def test_each_chunk_carries_its_section_however_the_document_was_cut_into_parts(tmp_path):
-    """Issue 18 item 1: headings are structure; each chunk is titled with the section it starts in."""
+    """Headings are structure: each chunk is titled with the section it starts in, the same titles whether the
+    document was sent whole or in parts."""
     path = tmp_path / "guide.md"
     sections = [f"Chapter {n}" for n in range(60)]
     path.write_text("# Ferry Guide\n\n" + "".join(

@@ -86,7 +86,7 @@ async def test_results_are_in_input_order_whatever_the_lengths(embed):
     together = await embed.embed(texts)
     alone = [(await embed.embed([t]))[0] for t in texts]
     assert len(together) == len(texts)
-    for i, (a, b) in enumerate(zip(together, alone)):
+    for i, (a, b) in enumerate(zip(together, alone, strict=True)):
         assert cosine(a, b) > 0.99999, f"text {i} got another text's vector"
     # and shuffled: each text keeps its vector
     reordered = await embed.embed(list(reversed(texts)))
@@ -376,7 +376,8 @@ async def test_openai_backend_reads_retry_after_and_never_waits_past_the_deadlin
 
 
 async def test_a_processor_whose_model_cannot_load_fails_to_start(tmp_path):
-    settings = EmbedSettings(topic="embed-broken", group="embed-broken", onnx=OnnxSettings(model_path=str(tmp_path / "x")))
+    onnx = OnnxSettings(model_path=str(tmp_path / "x"))
+    settings = EmbedSettings(topic="embed-broken", group="embed-broken", onnx=onnx)
     processor = EmbedProcessor("embed", settings)
     with pytest.raises(ModelError, match="cannot load ONNX model"):
         await processor.start()

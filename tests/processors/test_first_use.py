@@ -61,12 +61,15 @@ class InterruptAfter:
 async def interrupted_first_use(stored: int) -> None:
     settings = load_settings()
     url = f"memory://{uuid.uuid4().hex[:8]}"
-    async with processors_running(settings, list(seed.pipelines.EVERYTHING), url, ready_timeout=120):
-        async with await connect(url) as bus, RequestClient(bus, name="ingest") as client:
-            loader = InterruptAfter(client, stored)
-            loader.task = asyncio.ensure_future(seed.first_use(loader, settings, "default"))  # type: ignore[arg-type]
-            with pytest.raises(asyncio.CancelledError):
-                await loader.task
+    async with (
+        processors_running(settings, list(seed.pipelines.EVERYTHING), url, ready_timeout=120),
+        await connect(url) as bus,
+        RequestClient(bus, name="ingest") as client,
+    ):
+        loader = InterruptAfter(client, stored)
+        loader.task = asyncio.ensure_future(seed.first_use(loader, settings, "default"))  # type: ignore[arg-type]
+        with pytest.raises(asyncio.CancelledError):
+            await loader.task
     drop_memory_broker(url.removeprefix("memory://"))
 
 
@@ -74,19 +77,25 @@ async def corpus_stored() -> set[str] | None:
     """What documents-query says of the default collection: the corpus's topics it holds while first use is
     unfinished, None once it is done."""
     url = f"memory://{uuid.uuid4().hex[:8]}"
-    async with processors_running(load_settings(), ["documents-query"], url, ready_timeout=120):
-        async with await connect(url) as bus, RequestClient(bus, name="check") as client:
-            stored = await seed.corpus_stored(client, "default", timeout=30)
+    async with (
+        processors_running(load_settings(), ["documents-query"], url, ready_timeout=120),
+        await connect(url) as bus,
+        RequestClient(bus, name="check") as client,
+    ):
+        stored = await seed.corpus_stored(client, "default", timeout=30)
     drop_memory_broker(url.removeprefix("memory://"))
     return stored
 
 
 async def stored_topics_and_germany_facts() -> tuple[list[str], list[str]]:
     url = f"memory://{uuid.uuid4().hex[:8]}"
-    async with processors_running(load_settings(), ["fetch-chunk", "kg-query"], url, ready_timeout=120):
-        async with await connect(url) as bus, RequestClient(bus, name="check") as client:
-            chunks = await FetchChunkClient(client, timeout=30).fetch([f"pydoc:{name}#0" for name in TOPICS])
-            facts = await KgClient(client, timeout=30).query("Who was chancellor of Germany?")
+    async with (
+        processors_running(load_settings(), ["fetch-chunk", "kg-query"], url, ready_timeout=120),
+        await connect(url) as bus,
+        RequestClient(bus, name="check") as client,
+    ):
+        chunks = await FetchChunkClient(client, timeout=30).fetch([f"pydoc:{name}#0" for name in TOPICS])
+        facts = await KgClient(client, timeout=30).query("Who was chancellor of Germany?")
     drop_memory_broker(url.removeprefix("memory://"))
     return [c.document_id.removeprefix("pydoc:") for c in chunks], [f.text for f in facts.facts]
 

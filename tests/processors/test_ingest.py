@@ -34,7 +34,7 @@ from ..helpers.ingest_pipeline import DOCS, LARGE_ENV, large_text, pipeline
 async def _check_ingest_then_query(client):
     summary = await ingest(client, DOCS, timeout=120)
     assert summary.failed == [] and summary.documents == 3 and summary.chunks >= 3
-    # The library lists what the stores hold, over this bus (issue 18 item 4).
+    # The library lists what the stores hold, over this bus.
     listed = await list_documents(client, "default", timeout=30)
     assert [d.document_id for d in listed] == ["exceptions", "loops", "slots"]
     assert sum(d.chunks for d in listed) == summary.chunks and all(d.content_hash.startswith("sha256:") for d in listed)
@@ -48,12 +48,13 @@ async def _check_ingest_then_query(client):
     matches = await DocEmbeddingsClient(client, timeout=30).query([vector], limit=3)
     assert matches[0].document_id == "loops" and matches[0].text
     assert (await FetchChunkClient(client, timeout=30)(matches[0].chunk_id)) == matches[0].text
-    # Deleting a document retracts its graph facts too, through kg-store on this bus (issue 18 item 2).
+    # Deleting a document retracts its graph facts too, through kg-store on this bus.
     facts = LoadTriples(facts=[Fact("E1101", "raised_by", "try statement", source="exceptions"),
                                Fact("E1101", "listed_in", "pylint", source="elsewhere")])
     loaded = await client.request(t.TRIPLES_LOAD, facts, IngestResult, timeout=60)
     assert loaded.error is None and loaded.count == 2
-    removed = await client.request(t.DOCUMENT_DELETE, DeleteDocument(document_id="exceptions"), IngestResult, timeout=60)
+    removed = await client.request(t.DOCUMENT_DELETE, DeleteDocument(document_id="exceptions"), IngestResult,
+                                   timeout=60)
     assert removed.error is None and removed.count >= 1 and removed.retracted == 1
     assert [d.document_id for d in await list_documents(client, "default", timeout=30)] == ["loops", "slots"]
     return summary
@@ -63,7 +64,7 @@ async def test_ingest_then_query_on_the_memory_bus(tmp_path, monkeypatch):
     url = f"memory://{tmp_path.name}"
     async with pipeline(url, tmp_path, monkeypatch) as client:
         await _check_ingest_then_query(client)
-        # Idempotent: the same documents again are held already, unchanged (issue 18 item 3), and a
+        # Idempotent: the same documents again are held already, unchanged, and a
         # changed one replaces its chunks rather than adding to them.
         again = await ingest(client, DOCS, timeout=120)  # the deleted one is stored again, the others held
         assert (again.unchanged, again.documents) == (2, 1)
@@ -76,8 +77,9 @@ async def test_ingest_then_query_on_the_memory_bus(tmp_path, monkeypatch):
         assert (again.unchanged, again.documents) == (0, 1)
         assert metrics.client_requests.labels(topic=t.EMBED_BULK)._value.get() > embeds
         keyword = KeywordClient(client, timeout=30)
-        assert len([m for m in await keyword.query(query="__slots__ declaration", limit=50) if m.document_id == "slots"]) \
-            == len([m for m in await keyword.query(query="__slots__", limit=50) if m.document_id == "slots"])
+        phrase = [m for m in await keyword.query(query="__slots__ declaration", limit=50) if m.document_id == "slots"]
+        word = [m for m in await keyword.query(query="__slots__", limit=50) if m.document_id == "slots"]
+        assert len(phrase) == len(word)
         # Deleting a document removes it from both stores.
         removed = await client.request(t.DOCUMENT_DELETE, DeleteDocument(document_id="slots"), IngestResult, timeout=60)
         assert removed.error is None and removed.count >= 1
@@ -125,7 +127,7 @@ async def test_a_failed_store_leaves_no_partial_chunk_set(tmp_path, monkeypatch)
 def test_reading_files_names_what_is_wrong(tmp_path):
     good = tmp_path / "a.md"
     good.write_text("# Title\n\nSome text.")
-    (tmp_path / "b.txt").write_bytes("déjà vu, then a broken byte: \xff".encode("utf-8").replace(b"\xc3\xbf", b"\xff"))
+    (tmp_path / "b.txt").write_bytes("déjà vu, then a broken byte: \xff".encode().replace(b"\xc3\xbf", b"\xff"))
     (tmp_path / "c.txt").write_bytes(b"\x00\x01\x02binary")
     (tmp_path / "d.txt").write_text("   ")
     (tmp_path / "e.html").write_text("<html><title>Page</title><script>x()</script><p>Hello <b>web</b></p></html>")
@@ -143,7 +145,7 @@ def test_the_builtin_corpus_is_the_python_language_reference():
     assert any(d.title == "nonlocal" for d in docs)
 
 
-# --- documents larger than a message (issue 13 item 1) ------------------------------------------------
+# --- documents larger than a message ------------------------------------------------------------------
 
 
 async def test_store_writes_are_split_to_fit_the_bus(tmp_path, monkeypatch):

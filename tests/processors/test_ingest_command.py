@@ -36,7 +36,8 @@ def test_ingest_reports_progress_and_a_summary_then_delete_removes_the_document(
 
 
 def test_a_folder_with_files_no_converter_reads_lists_each_and_fails(tmp_path):
-    """Issue 18 item 5: a folder of unreadable files reported `0 document(s)` and exited 0."""
+    """A folder of unreadable files once reported `0 document(s)` and exited 0: now each file it could not read
+    is listed with the reason, the readable ones are ingested, and it exits 1."""
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "notes.txt").write_text("The Osprey ferry leaves Bergen at seven.")
@@ -78,7 +79,8 @@ def test_delete_takes_the_path_a_document_was_ingested_by_and_fails_when_nothing
 
 
 def test_ingest_sends_a_file_larger_than_a_message_in_parts_and_shows_their_progress(tmp_path):
-    """Issue 13 item 1: a file over the bus's max_message_bytes was refused (or dead-lettered) whole."""
+    """A file over the bus's max_message_bytes was once refused (or dead-lettered) whole: now it is sent in
+    parts, with a line of progress for each."""
     import pydoc_data.topics
 
     corpus = "\n\n".join(text for _, text in sorted(pydoc_data.topics.topics.items()))
@@ -98,7 +100,8 @@ def test_ingest_sends_a_file_larger_than_a_message_in_parts_and_shows_their_prog
 
 
 def test_delete_retracts_the_documents_graph_facts_and_as_of_before_still_shows_them(tmp_path):
-    """Issue 18 item 2: `ragbus delete DOC` left the facts whose source was DOC, served as evidence."""
+    """`ragbus delete DOC` once left the facts whose source was DOC, served as evidence: now it retracts them,
+    and a query as of before the delete still shows them."""
     from datetime import UTC, datetime
 
     docs = tmp_path / "docs"
@@ -130,7 +133,7 @@ def test_delete_retracts_the_documents_graph_facts_and_as_of_before_still_shows_
 
 
 def test_a_delete_whose_graph_step_failed_is_finished_by_the_next_delete(tmp_path):
-    """Issue 18 item 2: a failed step leaves a state the next `delete` repairs."""
+    """A delete whose graph step fails leaves a state the next `delete` repairs."""
     report = tmp_path / "heron.txt"
     report.write_text("The Heron drone is made by Acme.")
     data = tmp_path / "data"
@@ -153,7 +156,8 @@ def test_a_delete_whose_graph_step_failed_is_finished_by_the_next_delete(tmp_pat
 
 
 def test_reingesting_an_unchanged_folder_embeds_nothing_and_vanished_files_are_reported_then_pruned(tmp_path):
-    """Issue 18 items 3 and 4: unchanged documents skipped by content hash; vanished files; the listings."""
+    """Unchanged documents are skipped by content hash; vanished files are reported, then pruned on request;
+    the listings show what is held."""
     import json
 
     docs = tmp_path / "docs"
@@ -170,7 +174,8 @@ def test_reingesting_an_unchanged_folder_embeds_nothing_and_vanished_files_are_r
     assert set(held) == {str((docs / n).resolve()) for n in ("ferry.txt", "kettle.md", "bus.txt")}
     kettle = held[str((docs / "kettle.md").resolve())]
     assert (kettle["title"], kettle["chunks"], kettle["collection"]) == ("Kettles", 1, "default")
-    assert kettle["content_hash"].startswith("sha256:") and kettle["ingested_at"] and kettle["source"].endswith("kettle.md")
+    assert kettle["content_hash"].startswith("sha256:") and kettle["ingested_at"]
+    assert kettle["source"].endswith("kettle.md")
 
     # Unchanged: nothing is chunked or stored again (test_ingest counts that embed is not asked either).
     again = ragbus("ingest", str(docs), data_dir=data)

@@ -456,7 +456,7 @@ async def test_concurrent_stores_deletes_and_queries_all_succeed(tmp_path):
 
 
 async def test_a_staged_version_is_unseen_until_one_commit_switches_the_document(tmp_path):
-    """Issue 18: a new version is staged beside the old one and switched to in one commit."""
+    """A new version is staged beside the old one, unseen by queries, and replaces it in one commit."""
     import msgspec
 
     new = [Chunk(chunk_id=f"python#{i}", document_id="python", text=f"Ferries sail at {i}", position=i,

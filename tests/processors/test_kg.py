@@ -60,7 +60,7 @@ async def test_load_then_query_on_the_memory_bus(tmp_path, monkeypatch):
             ({"question": "Germany " * 20_000}, "over max_question_chars"),
             ({"question": "Germany", "collection": "../etc"}, "collection"),
         ]:
-            with pytest.raises(RemoteError, match="BadRequest|TimeError|ValidationError") as caught:
+            with pytest.raises(RemoteError, match=r"BadRequest|TimeError|ValidationError") as caught:
                 await kg.query(**kwargs)
             assert message in str(caught.value), (kwargs, caught.value)
         # A collection nobody loaded has no facts; a limit above max_limit is clamped, not refused.
@@ -133,7 +133,9 @@ def test_graph_files_in_jsonl_csv_and_ntriples_are_read_with_bad_lines_reported(
                   'garbage line\n', encoding="utf-8")
     bad = []
     items = list(read_items(nt, bad))
-    assert [(f.head, f.relation, f.tail) for f in items] == [("ada", "knows", "bob"), ("ada", "name", 'Ada "the first"')]
+    assert [(f.head, f.relation, f.tail) for f in items] == [
+        ("ada", "knows", "bob"), ("ada", "name", 'Ada "the first"'),
+    ]
     assert len(bad) == 1 and ":4:" in bad[0]
 
     with pytest.raises(ValueError, match="unknown graph format"):

@@ -94,7 +94,8 @@ def test_a_revision_supersedes_and_the_old_version_stays_queryable():
     store = GraphStore()
     store.apply(LoadTriples(facts=[Fact("ada", "lives_in", "paris", "2020", id="f1")]), now=at("2021"))
     # Other content under the id, stamped by the store: a revision recorded then, in the log as such.
-    revised = store.apply(LoadTriples(facts=[Fact("ada", "lives_in", "paris", "2020", "2022", id="f1")]), now=at("2023"))
+    moved_out = Fact("ada", "lives_in", "paris", "2020", "2022", id="f1")
+    revised = store.apply(LoadTriples(facts=[moved_out]), now=at("2023"))
     assert (revised.count, revised.rejected) == (1, [])
     assert revised.log is not None and [f.recorded_at for f in revised.log.facts] == ["2023-01-01T00:00:00Z"]
     assert [(f.valid_until, f.recorded_at) for f in store.query("ada").facts] == [("2022", "2023-01-01T00:00:00Z")]
@@ -312,7 +313,7 @@ async def test_a_batch_the_log_could_not_take_is_applied_again_on_retry(tmp_path
     assert texts(load_log(graph_path(tmp_path, "default"))[0].query("ada")) == ["ada knows bob"]
 
 
-# --- retraction: a deleted document's facts (issue 18, item 2) -----------------------------------------
+# --- retraction: a deleted document's facts --------------------------------------------------------------
 
 
 def test_deleting_a_document_retracts_its_facts_as_a_recorded_event(tmp_path):

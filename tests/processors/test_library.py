@@ -1,4 +1,4 @@
-"""The document library's log and its processors: real files in tmp_path, no mocks (issue 18, items 3 and 4)."""
+"""The document library's log and its processors: real files in tmp_path, no mocks."""
 
 from __future__ import annotations
 

@@ -82,11 +82,11 @@ def test_the_packaged_templates_load_and_a_broken_directory_does_not(tmp_path):
 
     # extract-concepts gets only the query: a template asking for more would fail every request
     (tmp_path / "extract-concepts.txt").write_text("{query} {documents}")
-    with pytest.raises(TemplateError, match="unknown placeholder '{documents}'"):
+    with pytest.raises(TemplateError, match=r"unknown placeholder '\{documents\}'"):
         load_templates(PromptSettings(templates_dir=str(tmp_path)))
     (tmp_path / "extract-concepts.txt").write_text("{query}")
     (tmp_path / "summary.txt").write_text("Summarise {text} for {audience}")
-    with pytest.raises(TemplateError, match="unknown placeholder '{text}'"):
+    with pytest.raises(TemplateError, match=r"unknown placeholder '\{text\}'"):
         load_templates(PromptSettings(templates_dir=str(tmp_path)))
     # unless the settings declare the names of one's own templates
     mine = load_templates(PromptSettings(templates_dir=str(tmp_path), template_variables=["text", "audience"]))
@@ -130,7 +130,9 @@ def test_the_document_prompt_lists_documents_with_citations_and_facts_after_the_
 def test_terms_are_case_folded_unicode_words_without_stopwords_plus_whole_identifiers():
     assert terms("What is the STRASSE in Zürich?") == ["strasse", "zürich"]
     assert terms("Straße") == ["strasse"]
-    assert terms("What does __slots__ do in os.path.join?") == ["slots", "os", "path", "join", "__slots__", "os.path.join"]
+    assert terms("What does __slots__ do in os.path.join?") == [
+        "slots", "os", "path", "join", "__slots__", "os.path.join",
+    ]
     assert terms("東京 and Köln") == ["東京", "köln"]
     assert terms("the of and which") == []
 
@@ -176,7 +178,9 @@ def test_the_number_of_concepts_is_bounded_and_zero_leaves_the_question_alone():
     assert extract(question, 0) == [question]
     assert extract(question, 2) == [question, "Compare apples", "pears"]
     assert extract("Merkel. Compare apples", 8)[1:] == ["Merkel", "Compare apples"]
-    assert extract("Does Python 3.11 support C++ std::vector?", 8)[1:] == ["Python", "3.11", "support", "C++", "std::vector"]
+    assert extract("Does Python 3.11 support C++ std::vector?", 8)[1:] == [
+        "Python", "3.11", "support", "C++", "std::vector",
+    ]
     assert extract("  a multi-line\n question  ", 0) == ["a multi-line question"]
 
 
@@ -271,7 +275,9 @@ async def test_extract_concepts_over_the_bus(prompt):
     result = await prompt.prompt("extract-concepts", {"query": "How does __slots__ save memory in CPython?"})
     assert result.response_type == "lines" and result.backend == "extractive"
     assert result.template_id == "extract-concepts" and result.error is None
-    assert result.text.split("\n") == ["How does __slots__ save memory in CPython?", "__slots__", "save memory", "CPython"]
+    assert result.text.split("\n") == [
+        "How does __slots__ save memory in CPython?", "__slots__", "save memory", "CPython",
+    ]
     assert result.prompt_tokens == 0 and result.completion_tokens == 0
 
 
@@ -288,7 +294,9 @@ async def test_document_prompt_over_the_bus_with_ids_and_a_snapshot_header(promp
     assert result.response_type == "text" and result.backend == "extractive"
     lines = result.text.split("\n")
     assert lines[0].endswith("[politics#4]")
-    assert lines[-2:] == ["Facts from graph snapshot 7 (2010-06-01)", "[fact: Angela Merkel head_of_government_of Germany]"]
+    assert lines[-2:] == [
+        "Facts from graph snapshot 7 (2010-06-01)", "[fact: Angela Merkel head_of_government_of Germany]",
+    ]
     plain = await prompt.document_prompt(query="Who was head of government of Germany?", documents=MERKEL_DOCS)
     assert plain.text.split("\n")[0] == "The Bundestag elects the head of government of Germany. [2]"
     assert "Graph context" not in plain.text and "[fact:" not in plain.text
@@ -340,9 +348,10 @@ async def test_bad_variables_get_a_validation_error_and_the_processor_keeps_serv
 @module_loop
 async def test_a_100_kb_question_is_answered_within_the_timeout(prompt):
     question = " ".join(f"Why does {{query}} widget{i} jump over gadget{i} in Zürich?" for i in range(2000))[:100_000]
+    documents = [*MERKEL_DOCS, "Frogs jump in Zürich."]
     started = time.perf_counter()
     concepts = await prompt.prompt("extract-concepts", {"query": question})
-    answered = await prompt.document_prompt(query=question, documents=MERKEL_DOCS + ["Frogs jump in Zürich."], facts=FACTS)
+    answered = await prompt.document_prompt(query=question, documents=documents, facts=FACTS)
     took = time.perf_counter() - started
     lines = concepts.text.split("\n")
     assert lines[0] == " ".join(question.split()) and len(lines) == 1 + 8  # the question, then max_concepts
@@ -365,7 +374,7 @@ async def test_nothing_of_a_request_stays_on_the_processor():
 async def test_a_broken_template_stops_the_processor_from_starting(tmp_path):
     (tmp_path / "document-prompt.txt").write_text("Q: {question}")
     broken = processor(templates_dir=str(tmp_path))
-    with pytest.raises(TemplateError, match="unknown placeholder '{question}'"):
+    with pytest.raises(TemplateError, match=r"unknown placeholder '\{question\}'"):
         await broken.start()
     assert broken.backend is None
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import itertools
 import json
 import threading
 import time
@@ -190,7 +191,8 @@ class FailingServer:
                 self.send_response(status)
                 for key, value in headers.items():
                     self.send_header(key, value)
-                self.send_header("Content-Type", "text/event-stream" if isinstance(payload, bytes) else "application/json")
+                kind = "text/event-stream" if isinstance(payload, bytes) else "application/json"
+                self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(raw)))
                 self.end_headers()
                 self.wfile.write(raw)
@@ -212,11 +214,12 @@ class FailingServer:
         self.httpd.server_close()
 
     def gaps(self) -> list[float]:
-        return [b - a for a, b in zip(self.arrivals, self.arrivals[1:])]
+        return [b - a for a, b in itertools.pairwise(self.arrivals)]
 
 
 def ok(text: str, usage: dict | None = None):
-    payload: dict = {"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}
+    message = {"role": "assistant", "content": text}
+    payload: dict = {"object": "chat.completion", "choices": [{"index": 0, "message": message}]}
     if usage is not None:
         payload["usage"] = usage
     return (200, {}, payload)
@@ -299,7 +302,7 @@ async def test_5xx_and_429_are_retried_with_growing_backoff():
     assert len(server.arrivals) == 4
     first, second, third = server.gaps()
     # backoff_base_s * 2**(n-1), times a factor in [0.5, 1]
-    assert 0.025 <= first and 0.05 <= second and 0.1 <= third < 1.0
+    assert first >= 0.025 and second >= 0.05 and 0.1 <= third < 1.0
 
 
 @module_loop

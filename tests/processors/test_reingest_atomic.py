@@ -1,5 +1,5 @@
 """A changed document replaces its chunks in every store, and a concurrent query sees the old version or
-the new one, never a mix of both or neither (issue 18 item 3), through the real processors and stores.
+the new one, never a mix of both or neither, through the real processors and stores.
 
 Two versions of a document alternate: ``A`` and ``A.upper()``. They cut into the same chunk ids (the
 same length, the same breaks) and embed alike (MiniLM reads lowercased text), but every chunk's text

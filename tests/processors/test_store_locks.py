@@ -1,6 +1,6 @@
 """One writer process per data directory: a second writer refuses to start, says why, and never reports ready.
 
-Seen before the lock (issue 13): two ``ragbus worker --all`` on one data dir
+Without the lock, two ``ragbus worker --all`` on one data dir
 both printed ``ready``, then ingests failed with ``keyword-delete:
 ValueError: Failed to acquire Lockfile: LockBusy``, because tantivy locks an
 index only when the first write opens it.
@@ -61,8 +61,9 @@ async def test_a_second_writer_pipeline_in_one_process_is_refused_before_it_is_r
 @pytest.mark.parametrize("writer", [KeywordStoreProcessor, KeywordDeleteProcessor, KgStoreProcessor,
                                     DocumentRecordProcessor])
 async def test_each_writer_refuses_a_data_dir_whose_lock_another_holds(writer, tmp_path):
-    store, settings_class = {KgStoreProcessor: ("kg", KgSettings), DocumentRecordProcessor: ("documents", LibrarySettings)
-                             }.get(writer, ("keyword", KeywordSettings))
+    store, settings_class = {
+        KgStoreProcessor: ("kg", KgSettings), DocumentRecordProcessor: ("documents", LibrarySettings),
+    }.get(writer, ("keyword", KeywordSettings))
     held = take_writer_lock(tmp_path, store, processor="another process")
     settings = settings_class(topic="t", group="g", data_dir=str(tmp_path))
     processor = writer("w", settings)

@@ -56,10 +56,10 @@ def _reference(vocab: dict[str, int]) -> BertWordPieceTokenizer:
 
 def _first_difference(texts: list[str], ours: WordPiece, reference: BertWordPieceTokenizer) -> str | None:
     expected = [e.ids for e in reference.encode_batch(texts)]
-    for text, want in zip(texts, expected):
+    for text, want in zip(texts, expected, strict=True):
         got = ours.encode(text)
         if got != want:
-            at = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+            at = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), min(len(got), len(want)))
             return f"{text[:80]!r}: first difference at token {at}: {got[at:at + 5]} != {want[at:at + 5]}"
     return None
 
@@ -123,7 +123,7 @@ def _divergent() -> frozenset[int]:
     assigned = [c for c in range(0x110000) if unicodedata.category(chr(c)) not in ("Cn", "Cs", "Co")]
     texts = [f"a{chr(c)}b x{chr(c)}" for c in assigned]
     expected = [e.ids for e in reference.encode_batch(texts)]
-    return frozenset(c for c, text, want in zip(assigned, texts, expected) if ours.encode(text) != want)
+    return frozenset(c for c, text, want in zip(assigned, texts, expected, strict=True) if ours.encode(text) != want)
 
 
 def test_characters_tokenize_as_the_reference_does_but_those_its_unicode_tables_predate(reference):

@@ -331,7 +331,7 @@ class HostileFactory:
     def k_oversized(self):
         low, high = self.oversize
         past = str(now_ms() - 3_600_000)
-        # With a valid reply-to the sender is told (issue 13: it used to wait out its timeout);
+        # With a valid reply-to the sender is told, rather than left to wait out its timeout;
         # without one, or past its deadline, no one is waiting: dead-lettered.
         return [
             ("valid request padded", lambda n, hid, i: (
@@ -840,7 +840,7 @@ async def test_a_deadline_too_large_for_a_float_is_served_or_refused_at_once(top
 async def test_a_valid_request_missing_its_reply_to_or_request_id_is_not_served_into_the_void(missing, topic):
     """Without reply-to nobody can receive the answer; without request-id nobody can match it.
 
-    The issue asks that every hostile message end on the dead-letter topic or as an error
+    Every hostile message ends on the dead-letter topic or as an error
     response with a reason; a valid body must not make the worker do the work for nobody.
     """
     async with echo_service(f"memory://{topic}", topic, concurrency=1) as svc:

@@ -55,7 +55,7 @@ def reference_scores(lists, weights):
     """Fused score per chunk id, from the documented formula; plus first-seen match and order."""
     scores: dict[str, float] = {}
     first: dict[str, ChunkMatch] = {}
-    for matches, weight in zip(lists, weights):
+    for matches, weight in zip(lists, weights, strict=True):
         non_empty = [m for m in matches if m.chunk_id]
         seen = set()
         for rank, match in enumerate(non_empty, start=1):  # rank among the list's real matches
@@ -81,7 +81,7 @@ def test_rrf_fuse_is_the_top_of_the_fused_ranking(inputs):
     for match in out:
         assert match is first[match.chunk_id], "not the first-seen ChunkMatch object of its id"
     fused = [scores[c] for c in ids]
-    assert all(a >= b for a, b in pairwise(fused)), f"not by fused score: {list(zip(ids, fused))}"
+    assert all(a >= b for a, b in pairwise(fused)), f"not by fused score: {list(zip(ids, fused, strict=True))}"
     # Nothing left out beats anything kept: the output is the top of the ranking, not some of it.
     if out:
         left_out = [scores[c] for c in scores if c not in set(ids)]
@@ -112,7 +112,7 @@ def test_rrf_fuse_scores_do_not_depend_on_the_order_of_the_lists(inputs, rnd):
     """Permuting the lists (with their weights) changes tie order and which object is kept, not scores."""
     lists, weights, _ = inputs
     limit = 100  # everything, so ties at a cut-off cannot change the id set
-    pairs = list(zip(lists, weights))
+    pairs = list(zip(lists, weights, strict=True))
     rnd.shuffle(pairs)
     shuffled = rrf_fuse([p[0] for p in pairs], [p[1] for p in pairs], limit)
     out = rrf_fuse(lists, weights, limit)
@@ -163,7 +163,7 @@ WORD = st.sampled_from(
      "straße", "STRASSE", "日本", "हिन्दी", "u", "s", "x1", "_"]
 )
 SEP = st.sampled_from([" ", "  ", "-", "'", "’", ".", ", ", "\n", "\t", "!", "(", ")", "/", "\u200f", "\u00a0"])
-NAME = st.builds(lambda ws, ss: "".join(w + s for w, s in zip(ws, ss)).strip(),
+NAME = st.builds(lambda ws, ss: "".join(w + s for w, s in zip(ws, ss, strict=False)).strip(),
                  st.lists(WORD, min_size=1, max_size=3), st.lists(SEP, min_size=3, max_size=3))
 NAMES = st.lists(NAME | ANY_TEXT, max_size=8)
 
@@ -175,7 +175,7 @@ def questions(draw, names):
     parts += draw(st.lists(WORD | ANY_TEXT, max_size=4))
     draw(st.randoms(use_true_random=False)).shuffle(parts)
     seps = draw(st.lists(SEP, min_size=len(parts), max_size=len(parts)))
-    return "".join(p + s for p, s in zip(parts, seps))
+    return "".join(p + s for p, s in zip(parts, seps, strict=True))
 
 
 def occurrences(tokens: tuple[str, ...], key: tuple[str, ...]) -> list[int]:
@@ -208,7 +208,7 @@ def overlapping_cases(draw):
     def run(min_size, max_size):
         words = draw(st.lists(TINY, min_size=min_size, max_size=max_size))
         seps = draw(st.lists(SEP, min_size=len(words), max_size=len(words)))
-        return "".join(w + s for w, s in zip(words, seps))
+        return "".join(w + s for w, s in zip(words, seps, strict=True))
 
     names = [run(1, 3) for _ in range(draw(st.integers(0, 6)))]
     return run(0, 12), names
@@ -389,7 +389,7 @@ def test_reduced_dates_mean_their_first_instant(year, month):
     assert parse_instant(f"{year:04d}-{month:02d}") == datetime(year, month, 1, tzinfo=UTC)
 
 
-ISO_ALPHABET = st.sampled_from(list("0123456789-+:.TtZz W") + ["\u0660", "\uff11", "\x00", "\u2212"])
+ISO_ALPHABET = st.sampled_from([*"0123456789-+:.TtZz W", "\u0660", "\uff11", "\x00", "\u2212"])
 
 
 @FAST
@@ -570,7 +570,7 @@ def test_a_deeply_nested_body_is_a_decode_error(depth):
                 decode(body, message_type)
             except DecodeError:
                 pass
-            except Exception as exc:  # noqa: BLE001 - which exception escapes is the finding
+            except Exception as exc:
                 escaped.append(f"{message_type.__name__} ({where}): {type(exc).__name__}: {exc}")
     assert not escaped, "decode raised something other than DecodeError:\n" + "\n".join(escaped)
 

@@ -42,16 +42,18 @@ async def test_a_worker_killed_mid_stream_loses_and_repeats_no_piece(which, requ
     try:
         for w in workers:
             await w.ready()
-        async with await connect(url, settings_for_tests()) as bus:
-            async with RequestClient(bus, name="stream", resend_after_s=1.0) as client:
-                pieces: list[EchoPiece] = []
-                killed = None
-                message = EchoRequest(text=" ".join(WORDS), delay_s=0.2)
-                async for piece in client.stream(topic, message, EchoPiece, timeout=90):
-                    pieces.append(piece)
-                    if killed is None and len(pieces) == 3:
-                        killed = piece.pid
-                        os.kill(killed, signal.SIGKILL)
+        async with (
+            await connect(url, settings_for_tests()) as bus,
+            RequestClient(bus, name="stream", resend_after_s=1.0) as client,
+        ):
+            pieces: list[EchoPiece] = []
+            killed = None
+            message = EchoRequest(text=" ".join(WORDS), delay_s=0.2)
+            async for piece in client.stream(topic, message, EchoPiece, timeout=90):
+                pieces.append(piece)
+                if killed is None and len(pieces) == 3:
+                    killed = piece.pid
+                    os.kill(killed, signal.SIGKILL)
     finally:
         for w in workers:
             await w.reap()

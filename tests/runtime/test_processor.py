@@ -17,6 +17,7 @@ from schema import REPLY_PREFIX, Error, PromptResult, encode
 from ..helpers.metrics import counter
 from ..helpers.receiving import receive
 from ..helpers.serving import client_on, echo, serving
+from ..helpers.waiting import until
 from .echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
 
 
@@ -151,9 +152,7 @@ async def test_call_timeout_raises_and_the_late_response_is_dropped_and_counted(
         with pytest.raises(RequestTimeout, match=topic):
             await client.request(topic, EchoRequest(text="slow", delay_s=0.5), EchoResponse, timeout=0.3)
         # The deadline in the envelope was 0.3 s; the handler was already running and answers late.
-        deadline = asyncio.get_running_loop().time() + 30
-        while client.stats.late == 0 and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.02)
+        await until(lambda: client.stats.late > 0, 30, lambda: f"the late response was not counted: {client.stats}")
         assert client.stats.late == 1
         ok = await client.request(topic, EchoRequest(text="after"), EchoResponse, timeout=30)
     assert ok.text == "after" and client.in_flight == 0
@@ -168,8 +167,7 @@ async def test_duplicate_response_is_dropped_and_counted(open_bus, topic):
         await bus.publish(d.headers[REPLY_TO], reply, {REQUEST_ID: d.headers[REQUEST_ID]})
         await bus.publish(d.headers[REPLY_TO], reply, {REQUEST_ID: d.headers[REQUEST_ID]})
         assert (await call).text == "once"
-        while client.stats.duplicates == 0:
-            await asyncio.sleep(0.01)
+        await until(lambda: client.stats.duplicates > 0, 30, lambda: f"the duplicate was not counted: {client.stats}")
     assert client.stats.duplicates == 1 and client.stats.late == 0
 
 
@@ -192,7 +190,8 @@ async def test_processor_concurrency_setting_is_honoured(topic):
 
     processor.handle = counting
     async with serving(bus, processor), client_on(bus) as client:
-        calls = [client.request(topic, EchoRequest(text=str(i), delay_s=0.05), EchoResponse, timeout=30) for i in range(12)]
+        calls = [client.request(topic, EchoRequest(text=str(i), delay_s=0.05), EchoResponse, timeout=30)
+                 for i in range(12)]
         responses = await asyncio.gather(*calls)
     await bus.close()
     assert peak == 3

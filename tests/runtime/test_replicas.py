@@ -77,8 +77,9 @@ async def test_two_worker_processes_share_the_load_and_survive_a_kill(which, req
             first = await _call_all(clients, topic, kill_after=TOTAL + 1, kill=None, total=TOTAL // 2)
             workers[0].kill()
             await workers[0].proc.wait()
-            second = await _call_all(clients, topic, kill_after=TOTAL + 1, kill=None, total=TOTAL // 2, start=TOTAL // 4)
-            results = [a + b for a, b in zip(first, second)]
+            second = await _call_all(clients, topic, kill_after=TOTAL + 1, kill=None, total=TOTAL // 2,
+                                     start=TOTAL // 4)
+            results = [a + b for a, b in zip(first, second, strict=True)]
         else:
             results = await _call_all(clients, topic, kill_after=TOTAL // 4, kill=workers[0].kill)
         _check_exactly_own_answers(results, clients)
@@ -110,7 +111,8 @@ async def test_two_replicas_on_the_memory_bus_share_the_load_and_survive_a_kill(
             return response
 
         r.handle = handle
-    tasks = [asyncio.ensure_future(r.run(b, stop)) for r, b in zip(replicas, buses)]
+    # buses[2] is the callers': the replicas take the first two.
+    tasks = [asyncio.ensure_future(r.run(b, stop)) for r, b in zip(replicas, buses, strict=False)]
     clients = [await RequestClient(buses[2], name=f"caller{c}").start() for c in range(2)]
     results = await _call_all(clients, topic, kill_after=TOTAL // 4, kill=tasks[0].cancel)
     _check_exactly_own_answers(results, clients)
@@ -132,7 +134,9 @@ async def test_sigterm_drains_requests_in_flight_then_exits(kafka_broker, topic,
     client = await RequestClient(bus, name="drain").start()
     try:
         calls = [
-            asyncio.ensure_future(client.request(topic, EchoRequest(text=f"slow-{i}", delay_s=2.0), EchoResponse, timeout=60))
+            asyncio.ensure_future(
+                client.request(topic, EchoRequest(text=f"slow-{i}", delay_s=2.0), EchoResponse, timeout=60)
+            )
             for i in range(5)
         ]
         # Wait until all five are in the worker's hands (its handlers log nothing, so ask the broker-free way:

@@ -14,6 +14,7 @@ from processors.runtime.request_client import RequestClient, RequestTimeout
 
 from ..helpers.forgetful_echo import ForgetsFirstAttempts
 from ..helpers.serving import client_on, serving
+from ..helpers.waiting import until
 from .echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
 
 
@@ -45,9 +46,8 @@ async def test_a_slow_answer_and_its_resend_give_one_answer_and_one_counted_dupl
         answer = await client.request(topic, EchoRequest(text="slow", delay_s=0.5), EchoResponse, timeout=30)
         assert answer.text == "slow" and client.stats.resent >= 1
         # The other attempt's answer arrives later and is dropped as a duplicate, not delivered twice.
-        deadline = asyncio.get_running_loop().time() + 30
-        while client.stats.duplicates < client.stats.resent and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.05)
+        await until(lambda: client.stats.duplicates >= client.stats.resent, 30,
+                    lambda: f"not every resent attempt's answer was counted: {client.stats}")
     assert client.stats.duplicates == client.stats.resent and client.stats.late == 0
 
 

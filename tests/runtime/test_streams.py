@@ -10,6 +10,7 @@ import pytest
 from processors.runtime.request_client import NotStreamed, RequestTimeout
 
 from ..helpers.serving import client_on, serving
+from ..helpers.waiting import until
 from .echo import EchoPiece, EchoProcessor, EchoRequest, EchoResponse, EchoSettings, StreamingEcho
 
 TEXT = "one two three four five six"
@@ -45,9 +46,7 @@ async def test_a_stream_stalled_mid_way_is_resent_and_each_piece_is_yielded_once
     async with serving(bus, processor), client_on(bus, resend_after_s=0.5) as client:
         pieces = await collect(client, topic, EchoRequest(text=TEXT), timeout=30)
         # The first two pieces came twice (attempt 1, then attempt 2 from the start): dropped, counted.
-        deadline = asyncio.get_running_loop().time() + 30
-        while client.stats.duplicates < 2 and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.05)
+        await until(lambda: client.stats.duplicates >= 2, 30, lambda: f"duplicates not counted: {client.stats}")
     assert [p.text for p in pieces] == [*TEXT.split(), TEXT]
     assert processor.attempts[:2] == [1, 2] and client.stats.resent >= 1
     assert client.stats.duplicates == 2
@@ -88,9 +87,7 @@ async def test_pieces_of_a_stream_the_caller_left_are_dropped_and_counted(open_b
     async with serving(bus, streaming_echo(topic)), client_on(bus) as client:
         async for _piece in client.stream(topic, EchoRequest(text=TEXT, delay_s=0.05), EchoPiece, timeout=30):
             break
-        deadline = asyncio.get_running_loop().time() + 30
-        while client.stats.late < 6 and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.05)
+        await until(lambda: client.stats.late >= 6, 30, lambda: f"the left pieces were not counted: {client.stats}")
     assert client.stats.late == 6 and client.in_flight == 0  # five more words and the final piece
 
 

@@ -61,9 +61,9 @@ async def test_run_after_close_raises_closed():
     await worker.close()
     await worker.close()  # twice is harmless
     assert worker.closed
-    with pytest.raises(Closed, match="^the store is closed$"):
+    with pytest.raises(Closed, match=r"^the store is closed$"):
         await worker.run(where, 0)
-    with pytest.raises(RuntimeError, match="^the other thread is closed$"):  # Closed is a RuntimeError
+    with pytest.raises(RuntimeError, match=r"^the other thread is closed$"):  # Closed is a RuntimeError
         other = OneThread("other")
         await other.close()
         await other.run(where, 0)

@@ -41,7 +41,8 @@ class Inspector(Processor):
         if self.settings.topic in (t.DOC_EMBEDDINGS_QUERY, t.KEYWORD_QUERY):
             return self.response_type(matches=[ChunkMatch(msgspec.json.encode(seen).decode(), 1.0)])
         if self.settings.topic == t.FETCH_CHUNK:
-            return self.response_type(chunks=[ChunkMatch(c, text=f"text of {c}") for c in request.chunk_ids if c != "gone"])
+            found = [ChunkMatch(c, text=f"text of {c}") for c in request.chunk_ids if c != "gone"]
+            return self.response_type(chunks=found)
         if self.settings.topic == t.KG_QUERY:
             return KgQueryResponse(entities=[request.question], facts=[Fact("a", "r", "b")], at_time=request.at_time)
         return PromptResult("text", msgspec.json.encode(seen).decode(), template_id=request.template_id)

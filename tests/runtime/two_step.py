@@ -36,7 +36,7 @@ async def two_step(client: RequestClient, question: str) -> str:
 
 
 async def record_fixture(out: Path) -> int:
-    out.unlink(missing_ok=True)
+    await asyncio.to_thread(out.unlink, missing_ok=True)  # record() appends: a new fixture starts empty
     bus = await connect("memory://fixtures")
     stop = asyncio.Event()
     workers = [asyncio.ensure_future(p.run(bus, stop)) for p in processors()]

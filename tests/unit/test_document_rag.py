@@ -930,7 +930,7 @@ async def test_concurrent_queries_on_one_instance_each_get_their_own_answer():
     results = await asyncio.gather(*(r.rag.query(q) for q in questions))
 
     assert all_in_flight.met
-    for i, (question, result) in enumerate(zip(questions, results)):
+    for i, (question, result) in enumerate(zip(questions, results, strict=True)):
         assert result.answer == f"Answer to: {question}"
         assert [c.chunk_id for c in result.chunks] == [f"chunk-for-{i}"]
         assert [c.text for c in result.chunks] == [text_of(f"chunk-for-{i}")]

@@ -161,7 +161,7 @@ def test_no_test_module_imports_another():
             if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("tests")):
                 base = package[: len(package) - node.level + 1] if node.level else []
                 target = [*base, *(node.module or "").split(".")] if node.module else base
-                names = [target + [alias.name] for alias in node.names] if not node.module else [target]
+                names = [[*target, alias.name] for alias in node.names] if not node.module else [target]
                 for parts in names:
                     if parts[-1].startswith("test_") or parts[-1] == "conftest":
                         found.append(f"{path.relative_to(ROOT)}: {'.'.join(parts)}")

@@ -94,7 +94,7 @@ def test_wiring_mistakes_are_named(tmp_path, text, name, says):
 def test_broken_toml_and_missing_file_are_named(tmp_path):
     path = tmp_path / "broken.toml"
     path.write_text("[bus\n")
-    with pytest.raises(SettingsError, match="broken.toml"):
+    with pytest.raises(SettingsError, match=r"broken\.toml"):
         load_settings(path, environ={})
     with pytest.raises(SettingsError, match="does not exist"):
         load_settings(tmp_path / "missing.toml", environ={})

@@ -215,11 +215,11 @@ def test_load_errors_name_the_file(tmp_path):
         Ontology.load(bad)
     broken = tmp_path / "broken.json"
     broken.write_text("{not json", encoding="utf-8")
-    with pytest.raises(OntologyError, match="broken.json"):
+    with pytest.raises(OntologyError, match=r"broken\.json"):
         Ontology.load(broken)
     with pytest.raises(OntologyError, match=r"\.toml or \.json"):
         Ontology.load(tmp_path / "onto.yaml")
-    with pytest.raises(OntologyError, match="missing.toml"):
+    with pytest.raises(OntologyError, match=r"missing\.toml"):
         Ontology.load(tmp_path / "missing.toml")
 
 
