@@ -33,7 +33,7 @@ from pathlib import Path
 from config import pipelines
 from config.settings import load_settings
 from processors.bus import connect
-from processors.cli.documents import DocumentSource
+from processors.ingestion import DocumentSource
 from processors.cli.seed import first_use
 from processors.ingestion import send_document
 from processors.runtime.request_client import RequestClient

@@ -41,7 +41,7 @@ from config import pipelines
 from config.settings import load_settings
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
-from processors.cli.documents import builtin_corpus
+from processors.ingestion import builtin_corpus
 from processors.doc_embeddings.processor import DocEmbeddingsStoreProcessor
 from processors.doc_embeddings.store import VectorStore, collection_dir
 from processors.embed.onnx_backend import OnnxBackend

@@ -29,7 +29,7 @@ from pathlib import Path
 from config import pipelines
 from config.settings import bus_settings
 from processors.bus import connect
-from processors.cli.documents import builtin_corpus
+from processors.ingestion import builtin_corpus
 from processors.cli.seed import build_stores
 from processors.runtime.request_client import RequestClient
 from processors.testing import brokers

@@ -63,7 +63,7 @@ from config.settings import Settings, load_settings, processor_settings
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
 from processors.chunker.settings import ChunkerSettings
-from processors.cli.documents import builtin_corpus
+from processors.ingestion import builtin_corpus
 from processors.ingestion import ingest
 from processors.runtime.request_client import RequestClient
 from processors.runtime.typed_clients import DocumentRagClient, FetchChunkClient

@@ -17,7 +17,8 @@ from pathlib import Path
 from config import pipelines
 from config.settings import load_settings
 from processors.bus import connect
-from processors.ingestion import DocumentSource, IngestSummary, ingest
+from processors.ingestion import DocumentSource, IngestSummary, ingest, load_documents
+from processors.ingestion import document_id as make_document_id
 from processors.runtime.request_client import RequestClient
 from schema import DeleteDocument, IngestResult
 from schema import topics as t
@@ -32,8 +33,6 @@ from .common import (
     embedded_processors,
     positive_int,
 )
-from .documents import document_id as make_document_id
-from .documents import load_documents
 from .interrupted import discard_staged, drop_staged, report
 from .library import list_documents
 from .progress import progress_bar

@@ -20,12 +20,12 @@ import sys
 from collections.abc import Iterable
 
 from config.settings import Settings, data_dir
+from processors.ingestion import DocumentSource
 from processors.runtime.request_client import RequestClient
 from processors.runtime.staging import Staging, staging_dir
 from schema import DeleteDocument, IngestResult, parts_generation
 from schema import topics as t
 
-from .documents import DocumentSource
 
 # The writers that stage a document's versions, and the name each gives its staging directory (the
 # stores' own: processors/doc_embeddings/processor.py, processors/keyword/processor.py).

@@ -33,13 +33,12 @@ from pathlib import Path
 from config import pipelines
 from config.settings import Settings, load_settings
 from processors.bus import connect
-from processors.ingestion import ingest
+from processors.ingestion import builtin_corpus, ingest
 from processors.runtime.request_client import RequestClient
 from processors.runtime.worker import processors_running, put_stores_in
 from schema import DEFAULT_COLLECTION, Document, check_collection
 
 from .common import embedded_processors
-from .documents import builtin_corpus
 from .graph_files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology
 from .library import list_collections, list_documents
 from .progress import progress_bar

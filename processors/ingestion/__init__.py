@@ -9,10 +9,12 @@ so a converter on the bus would first need the whole file carried to it.
 """
 
 from .errors import DocumentRejected, UnreadableDocument, UnsupportedFormat
+from .files import builtin_corpus, find_files, load_documents
 from .send import IngestSummary, Sent, ingest, send_document
 from .sources import DocumentSource, Section, document_id, file_hash, open_bytes, open_document
 
 __all__ = [
     "DocumentRejected", "DocumentSource", "IngestSummary", "Section", "Sent", "UnreadableDocument",
-    "UnsupportedFormat", "document_id", "file_hash", "ingest", "open_bytes", "open_document", "send_document",
+    "UnsupportedFormat", "builtin_corpus", "document_id", "file_hash", "find_files", "ingest", "load_documents",
+    "open_bytes", "open_document", "send_document",
 ]

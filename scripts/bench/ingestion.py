@@ -22,7 +22,7 @@ from config.settings import load_settings
 from processors.bus import connect
 from processors.chunker.chunking import chunk_document
 from processors.cli.common import command_client, embedded_processors
-from processors.cli.documents import builtin_corpus
+from processors.ingestion import builtin_corpus
 from processors.ingestion import ingest
 from processors.embed.onnx_backend import OnnxBackend
 from processors.runtime.worker import build_processor
@@ -74,7 +74,7 @@ asyncio.run(main())
 CHUNKS = r"""
 from config.settings import load_settings
 from processors.chunker.chunking import chunk_document
-from processors.cli.documents import builtin_corpus
+from processors.ingestion import builtin_corpus
 from processors.runtime.worker import build_processor
 
 chunker = build_processor(load_settings(), "document-load").settings

@@ -93,7 +93,7 @@ def corpus_chunks(chunk_size: int | None = None, chunk_overlap: int | None = Non
     """Chunk id -> text of the default corpus, cut by the project's own chunker (defaults: its settings)."""
     from processors.chunker.chunking import chunk_document
     from processors.chunker.settings import ChunkerSettings
-    from processors.cli.documents import builtin_corpus
+    from processors.ingestion import builtin_corpus
 
     defaults = ChunkerSettings()
     size = defaults.chunk_size if chunk_size is None else chunk_size

@@ -11,7 +11,7 @@ import contextlib
 from config import pipelines
 from config.settings import load_settings
 from processors.bus import connect
-from processors.cli.documents import document_id, load_documents
+from processors.ingestion import document_id, load_documents
 from processors.ingestion import ingest
 from processors.runtime.request_client import RequestClient
 from processors.runtime.typed_clients import DocumentRagClient

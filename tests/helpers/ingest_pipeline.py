@@ -7,7 +7,7 @@ import contextlib
 from config import pipelines
 from config.settings import load_settings
 from processors.bus import connect
-from processors.cli.documents import builtin_corpus
+from processors.ingestion import builtin_corpus
 from processors.runtime.request_client import RequestClient
 from processors.runtime.worker import processors_running
 from schema import Document

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from processors.cli.documents import load_documents
+from processors.ingestion import load_documents
 
 from ..documents_made import NOISY_PAGE, write_docx, write_pdf, write_pptx
 

@@ -10,7 +10,7 @@ import tracemalloc
 from types import SimpleNamespace
 
 from processors.chunker.chunking import split_part, split_text
-from processors.cli.documents import load_documents
+from processors.ingestion import load_documents
 from processors.ingestion import ingest, send_document
 from schema import IngestResult, encode
 

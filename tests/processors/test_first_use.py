@@ -17,7 +17,8 @@ import pytest
 from config.settings import load_settings
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
-from processors.cli import documents, seed
+from processors.cli import seed
+from processors.ingestion import files
 from processors.cli.main import main
 from processors.kg.store import graph_path
 from processors.runtime.request_client import RequestClient
@@ -35,7 +36,7 @@ def data(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("RAGBUS_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.delenv("RAGBUS_BUS__URL", raising=False)
     monkeypatch.setattr(seed, "builtin_corpus",
-                        lambda c: [d for d in documents.builtin_corpus(c) if d.title in TOPICS])
+                        lambda c: [d for d in files.builtin_corpus(c) if d.title in TOPICS])
     yield tmp_path / "data"
     drop_memory_broker("")  # what `ragbus` commands ran on: memory://
 

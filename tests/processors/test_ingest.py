@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from processors.chunker import chunk_document
-from processors.cli.documents import DocumentSource, builtin_corpus, load_documents
+from processors.ingestion import DocumentSource, builtin_corpus, load_documents
 from processors.cli.library import list_collections, list_documents
 from processors.ingestion import ingest
 from processors.runtime import metrics

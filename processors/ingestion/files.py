@@ -1,10 +1,10 @@
-"""Documents from files: what ``ragbus ingest`` reads.
+"""Documents from files and folders, and the built-in corpus: what ``ragbus ingest`` reads.
 
 With no path, the corpus is the Python language reference that ships with
 every Python (``pydoc_data.topics``: 79 topics), so a fresh machine has
-something to ask about. Files are read by the ingestion layer
-(``processors/ingestion``: PDF, Word, PowerPoint, web pages, Markdown, text);
-folders are walked here (hidden files and folders left out). A file that cannot be
+something to ask about. Each file is read by ``sources.open_document`` (PDF, Word,
+PowerPoint, web pages, Markdown, text); folders are walked here (hidden files and
+folders left out). A file that cannot be
 read, is empty, corrupt or of a type no converter reads is reported with its
 path and why, and the others go on.
 """
@@ -16,12 +16,10 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from processors.ingestion import DocumentSource, document_id, open_document
-from processors.ingestion.convert import SUFFIXES
-from processors.ingestion.sources import BUILTIN_PREFIX
 from schema import DEFAULT_COLLECTION, Document
 
-__all__ = ["DocumentSource", "builtin_corpus", "document_id", "find_files", "load_documents"]
+from .convert import SUFFIXES
+from .sources import BUILTIN_PREFIX, DocumentSource, document_id, open_document
 
 def builtin_corpus(collection: str) -> list[Document]:
     import pydoc_data.topics
