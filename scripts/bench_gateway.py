@@ -52,7 +52,7 @@ from config import pipelines
 from config.settings import load_settings
 from processors.bus import connect
 from processors.ingestion import builtin_corpus
-from processors.cli.seed import build_stores
+from processors.testing.stores import build_stores
 from processors.runtime.request_client import RequestClient
 from processors.runtime.typed_clients import DocumentRagClient
 from processors.testing import brokers

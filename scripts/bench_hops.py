@@ -24,7 +24,7 @@ import uuid
 from config import pipelines
 from config.settings import load_settings
 from processors.bus import connect
-from processors.cli.seed import build_stores
+from processors.testing.stores import build_stores
 from processors.runtime.request_client import RequestClient
 from processors.runtime.typed_clients import DocumentRagClient
 from processors.runtime.worker import processors_running, put_stores_in

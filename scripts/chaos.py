@@ -30,7 +30,7 @@ from config import pipelines
 from config.settings import bus_settings
 from processors.bus import connect
 from processors.ingestion import builtin_corpus
-from processors.cli.seed import build_stores
+from processors.testing.stores import build_stores
 from processors.runtime.request_client import RequestClient
 from processors.testing import brokers
 from processors.testing.chaos import QueryLoad, WorkerProcess, worker_env

@@ -28,7 +28,7 @@ from config import pipelines
 from config.settings import load_settings
 from processors.bus import connect
 from processors.bus.base import Bus, Subscription
-from processors.cli.seed import build_stores
+from processors.testing.stores import build_stores
 from processors.runtime import processor, replies
 from processors.runtime import request_client as client
 from processors.runtime.typed_clients import DocumentRagClient

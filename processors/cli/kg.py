@@ -31,7 +31,7 @@ from .common import (
     positive_int,
     question,
 )
-from .graph_files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology, report
+from processors.kg.files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology, report
 from .progress import progress_bar
 
 

@@ -18,28 +18,24 @@ stopped is simply sent again.
 
 ``ragbus ask`` on the embedded bus calls ``first_use_plan`` before it starts
 any writer (so an ask that needs no seeding starts none: documents-query
-alone answers the plan) and ``FirstUse.run`` when there is one; reliability
-tests and ``scripts/chaos.py`` call ``build_stores`` to fill a data directory
-of their own through the same real ingestion processors.
+alone answers the plan) and ``FirstUse.run`` when there is one. Tests and benchmarks
+fill a data directory of their own with ``processors.testing.stores.build_stores``.
 """
 
 from __future__ import annotations
 
 import sys
-import uuid
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Callable
 
 from config import pipelines
-from config.settings import Settings, load_settings
+from config.settings import Settings
 from processors.bus import connect
 from processors.ingestion import builtin_corpus, ingest
+from processors.kg.files import load_sample_graph
 from processors.runtime.request_client import RequestClient
-from processors.runtime.worker import processors_running, put_stores_in
 from schema import DEFAULT_COLLECTION, Document, check_collection
 
 from .common import embedded_processors
-from .graph_files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology
 from .library import list_collections, list_documents
 from .progress import progress_bar
 
@@ -83,7 +79,8 @@ class FirstUse:
         first, rest = (todo[:1], todo[1:]) if not stored else ([], todo)
         await self._ingest(client, first, 0, len(todo), progress)
         # Before all but the first document: a collection holding the whole corpus has the graph too.
-        await _load_sample_graph(client, self.collection, out)
+        print("first use: loading the sample knowledge graph", file=out)
+        await load_sample_graph(client, self.collection, on_progress=progress_bar(out, unit="item"))
         await self._ingest(client, rest, len(first), len(todo), progress)
 
     async def _ingest(self, client: RequestClient, batch: list[Document], before: int, total: int,
@@ -123,36 +120,3 @@ async def first_use(client: RequestClient, settings: Settings, collection: str, 
     stored = await corpus_stored(client, check_collection(collection), settings.client.request_timeout_s)
     if stored is not None and (stored or collection == DEFAULT_COLLECTION):
         await FirstUse(settings, collection).run(client, out)
-
-
-async def _load_sample_graph(client: RequestClient, collection: str, out=None) -> None:
-    if out is not None:
-        print("first use: loading the sample knowledge graph", file=out)
-    loaded = await load_graph(client, SAMPLE_GRAPH, collection=collection, ontology=read_ontology(SAMPLE_ONTOLOGY),
-                              on_progress=progress_bar(out, unit="item") if out else None)
-    if loaded.rejected:
-        raise RuntimeError(f"loading the sample graph failed: {loaded.rejected[0]}")
-
-
-async def load_documents_and_graph(client: RequestClient, collection: str, documents: Sequence[Document], *,
-                                   timeout: float | None = None) -> None:
-    """Ingest ``documents`` and load the sample graph; fail on the first problem. ``timeout`` bounds each
-    document (None: the client settings' ``store_timeout_s``)."""
-    summary = await ingest(client, list(documents), timeout=timeout)
-    if summary.failed:
-        raise RuntimeError(f"ingesting the documents failed: {summary.failed[0]}")
-    await _load_sample_graph(client, collection)
-
-
-async def build_stores(directory: str | Path, collection: str, documents: Sequence[Document]) -> None:
-    """Documents and the sample graph written into ``directory`` by the real ingestion processors on memory://."""
-    settings = load_settings(environ={})
-    put_stores_in(settings, directory)  # every store in directory, whatever the environment says
-    url = f"memory://seed-{uuid.uuid4().hex[:8]}"
-    async with (
-        processors_running(settings, list(pipelines.EVERYTHING), url, ready_timeout=300),
-        await connect(url, settings.bus) as bus,
-        RequestClient(bus, name="load") as client,
-    ):
-        await load_documents_and_graph(client, collection, documents, timeout=settings.client.store_timeout_s)
-

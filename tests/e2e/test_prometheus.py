@@ -23,7 +23,7 @@ import pytest
 
 from config import pipelines
 from processors.bus import connect
-from processors.cli.seed import build_stores
+from processors.testing.stores import build_stores
 from processors.runtime.request_client import RequestClient, RequestTimeout
 from processors.runtime.typed_clients import DocumentRagClient, RemoteError
 from processors.testing.brokers import free_port

@@ -16,7 +16,7 @@ import pytest
 
 from config import pipelines
 from config.settings import load_settings
-from processors.cli.seed import build_stores
+from processors.testing.stores import build_stores
 from processors.runtime.worker import processors_running
 from processors.testing.gateway import GatewayProcess
 

@@ -12,7 +12,7 @@ import asyncio
 import httpx
 import pytest
 
-from processors.cli.seed import build_stores
+from processors.testing.stores import build_stores
 from processors.testing.gateway import GatewayProcess
 from schema import Document
 

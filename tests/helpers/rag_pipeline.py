@@ -14,7 +14,7 @@ from config import pipelines
 from config.settings import load_settings
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
-from processors.cli.graph_files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology
+from processors.kg.files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology
 from processors.ingestion import ingest
 from processors.runtime.request_client import RequestClient
 from processors.runtime.typed_clients import DocumentRagClient

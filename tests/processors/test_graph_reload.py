@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from processors.cli.graph_files import load_graph
+from processors.kg.files import load_graph
 from processors.kg.store import graph_path, load_log
 from processors.runtime.typed_clients import KgClient
 from schema.times import iso, parse_instant

@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from processors.cli.graph_files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_items, read_ontology
+from processors.kg.files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_items, read_ontology
 from processors.runtime.typed_clients import KgClient, RemoteError
 from schema import Entity, Fact, IngestResult, LoadTriples
 from schema import topics as t

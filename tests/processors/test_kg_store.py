@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from processors.cli.graph_files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, read_items, read_ontology
+from processors.kg.files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, read_items, read_ontology
 from processors.kg.ontology import OntologyError
 from processors.kg.store import GraphLog, GraphStore, graph_path, load_log, stamped
 from schema import Entity, Fact, LoadTriples

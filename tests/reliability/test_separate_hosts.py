@@ -21,7 +21,7 @@ import msgspec
 import pytest
 
 from config import pipelines
-from processors.cli.seed import build_stores
+from processors.testing.stores import build_stores
 from processors.testing import brokers, netns
 from processors.testing.chaos import WorkerProcess, worker_env
 

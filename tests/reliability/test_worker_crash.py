@@ -19,7 +19,7 @@ import pytest
 
 from config import pipelines
 from processors.bus import connect
-from processors.cli.seed import build_stores
+from processors.testing.stores import build_stores
 from processors.runtime.request_client import RequestClient
 from processors.testing.chaos import QueryLoad, WorkerProcess, worker_env
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from processors.cli.graph_files import SAMPLE_ONTOLOGY
+from processors.kg.files import SAMPLE_ONTOLOGY
 from processors.kg.ontology import (
     DISJOINTNESS,
     DOMAIN_VIOLATION,

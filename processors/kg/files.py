@@ -1,4 +1,5 @@
-"""Graph files for ``ragbus kg load``: read one, and send it in batches over the bus to kg-store.
+"""Graph files (``ragbus kg load``, first use, a user's own code): read one, and send it in batches over the bus
+to kg-store.
 
 Formats, by suffix:
 
@@ -328,3 +329,15 @@ def report(summary: LoadSummary, out=sys.stderr, shown: int = 20) -> None:
     if summary.warnings:
         print(f"warning: {len(summary.warnings)} fact(s) stored that the collection's ontology rejects at query "
               "time; load them with an --ontology that covers them, or into another --collection", file=out)
+
+
+async def load_sample_graph(
+    client: RequestClient, collection: str = DEFAULT_COLLECTION, *,
+    on_progress: Callable[[int, int, str], None] | None = None,
+) -> LoadSummary:
+    """The sample graph (``config/kg/``) with its ontology; fails on the first item refused."""
+    loaded = await load_graph(client, SAMPLE_GRAPH, collection=collection, ontology=read_ontology(SAMPLE_ONTOLOGY),
+                              on_progress=on_progress)
+    if loaded.rejected:
+        raise RuntimeError(f"loading the sample graph failed: {loaded.rejected[0]}")
+    return loaded
