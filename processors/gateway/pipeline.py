@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 
+from config.settings import GatewaySettings
 from processors.bus.base import BusError
 from processors.ingestion import DocumentSource, send_document
 from processors.runtime.request_client import RequestClient, RequestTimeout
@@ -43,8 +44,8 @@ class BusPipeline:
         timeout_s: float,
         store_timeout_s: float,
         store_client: RequestClient | None = None,
-        ready_check_s: float = 5.0,
-        collection_check_s: float = 5.0,
+        ready_check_s: float = GatewaySettings().ready_check_s,
+        collection_check_s: float = GatewaySettings().collection_check_s,
     ) -> None:
         self.client = client
         self.timeout_s = timeout_s

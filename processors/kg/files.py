@@ -37,6 +37,7 @@ from pathlib import Path
 import msgspec
 
 import config
+from config.settings import ClientSettings
 from processors.kg.ontology import Ontology, OntologyError, read_mapping
 from processors.kg.store import batch_item, fact_text
 from processors.kg.validation import first_under_id
@@ -240,7 +241,7 @@ async def load_graph(
     collection: str = DEFAULT_COLLECTION,
     ontology: dict | None = None,
     batch_size: int = 1000,
-    timeout: float = 300.0,
+    timeout: float | None = None,
     on_progress: Callable[[int, int, str], None] | None = None,
 ) -> LoadSummary:
     """Send ``path``'s entities, then its facts, to ``triples-load`` one batch at a time.
@@ -255,6 +256,7 @@ async def load_graph(
     Each item refused is reported as ``path:line: ...``, as an unreadable
     line is.
     """
+    wait = timeout if timeout is not None else ClientSettings().store_timeout_s  # each batch's bound
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     summary = LoadSummary()
@@ -289,7 +291,7 @@ async def load_graph(
         lines = {"entity": [n for n, _ in es], "fact": [n for n, _ in fs]}
         batch = LoadTriples(facts=[i for _, i in fs], entities=[i for _, i in es], ontology=extra,
                             collection=collection)
-        result = await client.request(t.TRIPLES_LOAD, batch, IngestResult, timeout=timeout)
+        result = await client.request(t.TRIPLES_LOAD, batch, IngestResult, timeout=wait)
         if result.error is not None:
             raise ValueError(f"kg-store refused a batch: {result.error.type}: {result.error.message}")
         summary.sent += len(items)

@@ -23,6 +23,7 @@ from typing import Any
 
 import msgspec
 
+from config.settings import ClientSettings, ProcessorSettings
 from processors.bus import Bus
 from processors.runtime.envelope import REPLY_TO, REQUEST_ID, parse_envelope, response_headers
 from processors.runtime.processor import error_response
@@ -137,8 +138,8 @@ async def compare_with_recording(
     topic: str,
     *,
     ignore_fields: Iterable[str] = (),
-    timeout: float = 30.0,
-    concurrency: int = 16,
+    timeout: float = ClientSettings().request_timeout_s,
+    concurrency: int = ProcessorSettings().concurrency,
 ) -> list[Mismatch]:
     """Replay the recorded requests on ``topic`` to whatever serves it now; list what differs.
 
