@@ -30,7 +30,7 @@ from collections.abc import Callable
 from config import pipelines
 from config.settings import Settings
 from processors.bus import connect
-from processors.ingestion import builtin_corpus, ingest
+from processors.ingestion import builtin_corpus, empty_collection, ingest
 from processors.kg.files import load_sample_graph
 from processors.runtime.request_client import RequestClient
 from schema import DEFAULT_COLLECTION, Document, check_collection
@@ -108,11 +108,7 @@ async def first_use_plan(settings: Settings, collection: str, url: str) -> First
         return None  # the user's own documents or graph, or a first use done: nothing of ours goes in
     if stored or collection == DEFAULT_COLLECTION:
         return FirstUse(settings, collection)  # empty, or interrupted: fill it, or finish what it stored
-    raise EmptyCollection(
-        f"collection {collection!r} has no documents: ingest some with "
-        f"`ragbus ingest PATH... --collection {collection}` (or load a graph with "
-        f"`ragbus kg load FILE --collection {collection}`); first use fills only {DEFAULT_COLLECTION!r}"
-    )
+    raise EmptyCollection(f"{empty_collection(collection)}; first use fills only {DEFAULT_COLLECTION!r}")
 
 
 async def first_use(client: RequestClient, settings: Settings, collection: str, out=None) -> None:

@@ -26,7 +26,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from config.settings import GatewaySettings
-from processors.ingestion import DocumentSource, UnreadableDocument, UnsupportedFormat, open_bytes
+from processors.ingestion import DocumentSource, UnreadableDocument, UnsupportedFormat, empty_collection, open_bytes
 from schema import Document, DocumentRagPiece, DocumentRagRequest, KgQueryRequest, check_collection
 from schema.http import AskRequest, ChatRequest, DocumentStored, DocumentUpload, ErrorBody, ErrorDetail, Health
 
@@ -243,9 +243,7 @@ async def _found(pipeline: BusPipeline, collection: str, drawn_from, rest: Async
         return
     if rest is not None and hasattr(rest, "aclose"):
         await rest.aclose()
-    raise HTTPError(404, "EmptyCollection", f"collection {collection!r} has no documents: ingest some with "
-                    f"POST /v1/documents or `ragbus ingest PATH... --collection {collection}` (or load a graph "
-                    f"with `ragbus kg load FILE --collection {collection}`)", "$.collection")
+    raise HTTPError(404, "EmptyCollection", empty_collection(collection, upload="POST /v1/documents"), "$.collection")
 
 
 def _body(exc: HTTPError) -> ErrorBody:

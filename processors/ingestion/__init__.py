@@ -8,13 +8,13 @@ maps them by type. A library rather than a step on the bus: converting reads the
 so a converter on the bus would first need the whole file carried to it.
 """
 
-from .errors import DocumentRejected, UnreadableDocument, UnsupportedFormat
+from .errors import DocumentRejected, UnreadableDocument, UnsupportedFormat, empty_collection
 from .files import builtin_corpus, find_files, load_documents
 from .send import IngestSummary, Sent, ingest, send_document
 from .sources import DocumentSource, Section, document_id, file_hash, open_bytes, open_document
 
 __all__ = [
     "DocumentRejected", "DocumentSource", "IngestSummary", "Section", "Sent", "UnreadableDocument",
-    "UnsupportedFormat", "builtin_corpus", "document_id", "file_hash", "find_files", "ingest", "load_documents",
-    "open_bytes", "open_document", "send_document",
+    "UnsupportedFormat", "builtin_corpus", "document_id", "empty_collection", "file_hash", "find_files", "ingest",
+    "load_documents", "open_bytes", "open_document", "send_document",
 ]
