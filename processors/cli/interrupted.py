@@ -22,14 +22,11 @@ from collections.abc import Iterable
 from config.settings import Settings, data_dir
 from processors.ingestion import DocumentSource
 from processors.runtime.request_client import RequestClient
-from processors.runtime.staging import Staging, staging_dir
+from processors.runtime.staging import STAGING_WRITERS, Staging, staging_dir
 from schema import DeleteDocument, IngestResult, parts_generation
 from schema import topics as t
 
 
-# The writers that stage a document's versions, and the name each gives its staging directory (the
-# stores' own: processors/doc_embeddings/processor.py, processors/keyword/processor.py).
-STAGING_WRITERS = (("doc-embeddings-store", "faiss"), ("keyword-store", "keyword"))
 
 
 def drop_staged(settings: Settings, documents: Iterable[DocumentSource]) -> None:

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Literal, TypeVar, overload
 
 from config.settings import data_dir
 from processors.runtime.processor import Processor, RequestContext
-from processors.runtime.staging import Staging, staging_dir
+from processors.runtime.staging import FAISS_STAGING, Staging, staging_dir
 from processors.runtime.threads import OneThread
 from schema import (
     BadRequest,
@@ -108,7 +108,7 @@ class _StoreProcessor(Processor):
 
     def _staging(self, collection: str) -> Staging:
         assert self.data_dir is not None
-        return Staging(staging_dir(self.data_dir, collection, "faiss"))
+        return Staging(staging_dir(self.data_dir, collection, FAISS_STAGING))
 
 
 class DocEmbeddingsQueryProcessor(_StoreProcessor):

@@ -42,7 +42,7 @@ import msgspec
 
 from config.settings import data_dir
 from processors.runtime.processor import Processor, RequestContext
-from processors.runtime.staging import Staging, staging_dir
+from processors.runtime.staging import KEYWORD_STAGING, Staging, staging_dir
 from processors.runtime.store_lock import WriterLock, take_writer_lock
 from processors.runtime.threads import OneThread
 from schema import (
@@ -183,7 +183,7 @@ def _stage(worker: _Worker, by_collection: dict[str, list[Chunk]]) -> int:
         by_version: dict[tuple[str, str], list[Chunk]] = {}
         for chunk in chunks:
             by_version.setdefault((chunk.document_id, check_generation(chunk.generation)), []).append(chunk)
-        staging = Staging(staging_dir(worker.data_dir, collection, "keyword"))
+        staging = Staging(staging_dir(worker.data_dir, collection, KEYWORD_STAGING))
         for version in by_version.values():
             staging.put(version)
         count += len({c.chunk_id for c in chunks})
@@ -212,7 +212,7 @@ class KeywordDeleteProcessor(_KeywordWriter[DeleteDocument]):
         if request.activate:
             return IngestResult(count=await worker.run(_activate, worker, request))
         if request.discard:
-            staging = Staging(staging_dir(worker.data_dir, request.collection, "keyword"))
+            staging = Staging(staging_dir(worker.data_dir, request.collection, KEYWORD_STAGING))
             await worker.run(staging.drop, request.document_id, request.discard)
             return IngestResult(count=0)
         count = await worker.run(_delete, worker, request.collection, request.document_id)
@@ -222,7 +222,7 @@ class KeywordDeleteProcessor(_KeywordWriter[DeleteDocument]):
 def _activate(worker: _Worker, request: DeleteDocument) -> int:
     """The staged version replaces the document in one commit; refused (nothing changed) if it is incomplete."""
     document_id, version = request.document_id, request.activate
-    staging = Staging(staging_dir(worker.data_dir, request.collection, "keyword"))
+    staging = Staging(staging_dir(worker.data_dir, request.collection, KEYWORD_STAGING))
     chunks, _ = staging.read(document_id, version)
     index = _writer_index(worker, request.collection, create=True)
     assert index is not None
@@ -244,7 +244,7 @@ def _activate(worker: _Worker, request: DeleteDocument) -> int:
 
 
 def _delete(worker: _Worker, collection: str, document_id: str) -> int:
-    Staging(staging_dir(worker.data_dir, collection, "keyword")).drop(document_id)
+    Staging(staging_dir(worker.data_dir, collection, KEYWORD_STAGING)).drop(document_id)
     index = _writer_index(worker, collection, create=False)
     if index is None:
         return 0

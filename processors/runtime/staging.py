@@ -33,8 +33,15 @@ _encode = msgspec.msgpack.Encoder().encode
 _decode = msgspec.msgpack.Decoder(EmbeddedChunks).decode
 
 
+# The writers that stage a document's versions, each under the name of its staging directory: the stores
+# use these names, and a command that abandons a load (processors/cli/interrupted.py) clears them.
+FAISS_STAGING = "faiss"
+KEYWORD_STAGING = "keyword"
+STAGING_WRITERS = (("doc-embeddings-store", FAISS_STAGING), ("keyword-store", KEYWORD_STAGING))
+
+
 def staging_dir(data_dir: Path, collection: str, store: str) -> Path:
-    """Where ``store`` (``faiss``, ``keyword``) stages the collection's versions."""
+    """Where ``store`` (``FAISS_STAGING``, ``KEYWORD_STAGING``) stages the collection's versions."""
     return Path(data_dir) / check_collection(collection) / "staged" / store
 
 
