@@ -210,7 +210,7 @@ async def run(args, work: Path) -> None:
         await first_use(client, settings, "default")
 
     rows = []
-    pingpong: dict[str, pingpong.Result] = {}  # the raw client library's round trip on the same broker
+    raw_trips: dict[str, pingpong.Result] = {}  # the raw client library's round trip on the same broker
     started: list[brokers.BrokerProcess] = []
     try:
         for n, spec in enumerate(wanted):
@@ -250,7 +250,7 @@ async def run(args, work: Path) -> None:
             if broker is not None:
                 raw = (pingpong.raw_kafka_setup(broker.url.removeprefix("kafka://")) if kind == "kafka"
                        else pingpong.raw_pulsar_setup(broker.url))
-                pingpong[backend] = await pingpong.run(pingpong.echo_bench(raw), pingpong.QUICK,
+                raw_trips[backend] = await pingpong.run(pingpong.echo_bench(raw), pingpong.QUICK,
                                                         extra_cpu=functools.partial(cpu_of, pid))
     finally:
         for broker in started:
@@ -269,7 +269,7 @@ async def run(args, work: Path) -> None:
         print(f"| {backend} | {c} | {r['p50']:.1f} | {r['p99']:.1f} | {r['qps']:.1f} | {r['cpu_ms']:.1f} "
               f"| {r['broker_ms']:.1f} | {r['idle']:.0%} ({r['idle_broker']:.0%}) | {r['net_ms']:.1f} "
               f"| {r['limit']:.1f} | {r['share']:.0%} | {vs} |")
-    for backend, raw in pingpong.items():
+    for backend, raw in raw_trips.items():
         for c, r in ((c, r) for b, c, r in rows if b == backend):
             d = base.get(c)
             if d is None:
