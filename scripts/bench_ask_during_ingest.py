@@ -39,7 +39,7 @@ from processors.ingestion import send_document
 from processors.runtime.request_client import RequestClient
 from processors.runtime.typed_clients import DocumentRagClient
 from processors.runtime.worker import processors_running
-from processors.testing import brokers
+from processors.testing import selection
 from schema import Document
 from scripts.bench.brokers import broker_for
 from scripts.bench.stats import percentile
@@ -121,7 +121,7 @@ async def main() -> None:
             if backend in ("kafka", "pulsar"):
                 (Path(tmp) / f"broker-{n}").mkdir()
                 broker = broker_for(backend, Path(tmp) / f"broker-{n}").start()
-                settings = load_settings(environ=dict(os.environ, **brokers.TEST_BROKER_ENV))
+                settings = load_settings(environ=dict(os.environ, **selection.broker_env()))
                 url = broker.url
             else:
                 settings, url = load_settings(environ=dict(os.environ)), f"memory://bench-{n}"

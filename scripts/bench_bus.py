@@ -41,7 +41,8 @@ import sys
 
 from config.bus import BusSettings
 from config.settings import bus_settings
-from processors.testing import brokers
+from processors.testing import brokers, selection
+from scripts.bench.brokers import broker_for
 from scripts.bench.pingpong import (
     BODY,
     CONCURRENCY,
@@ -81,7 +82,7 @@ def table(backend: str, baseline_name: str, ours: Result, base: Result, proc: Re
 
 
 async def bench(kafka_url: str, pulsar_url: str, plan: Plan) -> None:
-    test_broker = bus_settings(environ=brokers.TEST_BROKER_ENV)  # the test brokers' quirks, not production's
+    test_broker = bus_settings(environ=selection.broker_env())  # the test brokers' quirks, not production's
     bootstrap = kafka_url.removeprefix("kafka://")
     contests: list[tuple[str, str, str, BusSettings, SetupFactory]] = [
         ("memory", "direct await", "memory://", BusSettings(), direct_setup),
@@ -107,8 +108,8 @@ def main() -> int:
     workdir = brokers.make_workdir()
     started: list[brokers.BrokerProcess] = []
     try:
-        for factory in (brokers.tansu, brokers.pulsar_lite):
-            started.append(factory(workdir))
+        for backend in ("kafka", "pulsar"):
+            started.append(broker_for(backend, workdir / backend))
             started[-1].start()
         asyncio.run(bench(started[0].url, started[1].url, plan))
     except KeyboardInterrupt:

@@ -55,7 +55,8 @@ from processors.ingestion import builtin_corpus
 from processors.testing.stores import build_stores
 from processors.runtime.request_client import RequestClient
 from processors.runtime.typed_clients import DocumentRagClient
-from processors.testing import brokers
+from processors.testing import selection
+from scripts.bench.brokers import broker_for
 from processors.testing.chaos import WorkerProcess, worker_env
 from processors.testing.gateway import GatewayProcess
 from processors.testing.llama import API_KEY, MODEL_ALIAS, LlamaServer, smollm2_gguf
@@ -149,7 +150,7 @@ async def run_in(args, work: Path) -> int:
     print(f"writing {TOPICS} topics and the sample graph into {data}", file=sys.stderr)
     await build_stores(data, "default", builtin_corpus("default")[:TOPICS])
     (work / "broker").mkdir()
-    broker = (brokers.pulsar_lite if args.bus == "pulsar" else brokers.tansu)(work / "broker").start()
+    broker = broker_for(args.bus, work / "broker").start()
     results: dict[str, float] = {}
     try:
         url = broker.url
@@ -160,7 +161,7 @@ async def run_in(args, work: Path) -> int:
                                  log_path=work / "serve.log")
         await asyncio.to_thread(gateway.start)
         pids = {"workers": workers.pid, "gateway": gateway.process.pid, "broker": broker.process.pid}
-        settings_bus = load_settings(environ=brokers.TEST_BROKER_ENV).bus  # the test broker's, as the workers'
+        settings_bus = load_settings(environ=selection.broker_env()).bus  # the test broker's, as the workers'
         try:
             async with await connect(url, settings_bus) as bus, RequestClient(bus, name="bench", timeout_s=60) as rc, \
                     httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=64)) as http, \

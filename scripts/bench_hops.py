@@ -28,13 +28,13 @@ from processors.testing.stores import build_stores
 from processors.runtime.request_client import RequestClient
 from processors.runtime.typed_clients import DocumentRagClient
 from processors.runtime.worker import processors_running, put_stores_in
-from processors.testing import brokers
+from processors.testing import brokers, selection
 from scripts.bench.brokers import broker_for
 from scripts.bench.hops import COLLECTION, DOCUMENTS, QUESTIONS
 
 
 async def measure(url: str, data_dir: str, queries: int) -> tuple[float, dict[str, float]]:
-    settings = load_settings(environ=brokers.TEST_BROKER_ENV)
+    settings = load_settings(environ=selection.broker_env())
     put_stores_in(settings, data_dir)
     async with (
         processors_running(settings, list(pipelines.QUERY), url),

@@ -69,7 +69,7 @@ from processors.runtime.typed_clients import (
     PromptClient,
 )
 from processors.runtime.worker import build_processor, processors_running
-from processors.testing import brokers
+from processors.testing import brokers, selection
 from scripts.bench import pingpong
 from scripts.bench.brokers import broker_for
 from scripts.bench.cpu import cpu_of, thread_cpu
@@ -223,7 +223,7 @@ async def run(args, work: Path) -> None:
                 broker = broker_for(kind, work / f"broker-{n}").start()
                 started.append(broker)
             own = dict(o.split("=", 1) for o in overrides)
-            run_settings = load_settings(environ={**brokers.TEST_BROKER_ENV, **own})
+            run_settings = load_settings(environ={**selection.broker_env(), **own})
             if kind == "direct":
                 opened = direct_rag(run_settings)
             else:

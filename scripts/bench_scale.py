@@ -38,7 +38,7 @@ from processors.ingestion import builtin_corpus
 from processors.testing.stores import build_stores
 from processors.runtime.request_client import RequestClient
 from processors.runtime.typed_clients import DocumentRagClient, EmbedClient
-from processors.testing import brokers
+from processors.testing import brokers, selection
 from processors.testing.chaos import WorkerProcess, worker_env
 from scripts.bench.brokers import broker_for
 from scripts.bench.cpu import cpu_of
@@ -86,7 +86,7 @@ async def bench_backend(backend: str, workdir: Path, args) -> list[tuple[int, di
         broker = broker_for(backend, broker_dir).start()
         try:
             assert broker.process is not None
-            settings = bus_settings(environ=brokers.TEST_BROKER_ENV)
+            settings = bus_settings(environ=selection.broker_env())
             for count in (1, 2):
                 env = worker_env(str(workdir), uuid.uuid4().hex[:8])
                 workers = list(await asyncio.gather(*(WorkerProcess(pipelines.QUERY, broker.url, env).start()

@@ -32,7 +32,7 @@ from processors.bus import connect
 from processors.ingestion import builtin_corpus
 from processors.testing.stores import build_stores
 from processors.runtime.request_client import RequestClient
-from processors.testing import brokers
+from processors.testing import brokers, selection
 from processors.testing.chaos import QueryLoad, WorkerProcess, worker_env
 from scripts.bench.brokers import broker_for
 
@@ -56,7 +56,7 @@ async def run(args, broker, workdir: Path, workers: list[WorkerProcess]):
     workers.extend(await asyncio.gather(*(WorkerProcess(pipelines.QUERY, broker.url, env).start()
                                           for _ in range(args.workers))))
     kills = 0
-    settings = bus_settings(environ=brokers.TEST_BROKER_ENV)
+    settings = bus_settings(environ=selection.broker_env())
     async with await connect(broker.url, settings) as bus, \
             RequestClient(bus, name="chaos", timeout_s=args.timeout, resend_after_s=10) as client:
         load = QueryLoad(client, QUESTIONS, total=args.queries, concurrency=args.concurrency,

@@ -34,7 +34,7 @@ from processors.runtime import request_client as client
 from processors.runtime.typed_clients import DocumentRagClient
 from processors.runtime.envelope import REQUEST_ID
 from processors.runtime.worker import processors_running, put_stores_in
-from processors.testing import brokers
+from processors.testing import brokers, selection
 from schema.topics import REPLY_PREFIX
 from scripts.bench.brokers import broker_for
 from scripts.bench.hops import COLLECTION, DOCUMENTS, QUESTIONS
@@ -120,7 +120,7 @@ async def main() -> None:
         data_dir = str(workdir / "stores")
         os.environ.setdefault("RAGBUS_DATA_DIR", str(workdir / "processors"))
         await build_stores(data_dir, COLLECTION, DOCUMENTS)
-        settings = load_settings(environ=brokers.TEST_BROKER_ENV)
+        settings = load_settings(environ=selection.broker_env())
         put_stores_in(settings, data_dir)
         broker = None if args.backend == "memory" else broker_for(args.backend, workdir).start()
         try:

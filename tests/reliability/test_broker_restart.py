@@ -1,9 +1,11 @@
-"""Pulsar Lite restarted under load, with its on-disk store: workers and caller reconnect by themselves.
+"""The broker restarted under load, with its log on disk: workers and caller reconnect by themselves.
 
 A private broker (the session's is shared by other tests) is stopped and
-started again on the same port and data directory a third of the way into
-a run; no process is told. Every call must still end once before its
-deadline; what happened to the calls in flight is printed.
+started again on the same ports and data directory a third of the way into
+a run; no process is told. Kafka keeps its log and its groups' committed
+offsets, Pulsar its ledgers and cursors (Pulsar Lite its store). Every call
+must still end once before its deadline; what happened to the calls in
+flight is printed.
 """
 
 from __future__ import annotations
@@ -18,10 +20,9 @@ from config import pipelines
 from processors.bus import connect
 from processors.testing.stores import build_stores
 from processors.runtime.request_client import RequestClient
-from processors.testing import brokers
 from processors.testing.chaos import QueryLoad, WorkerProcess, worker_env
 
-from ..helpers.brokers import settings_for_tests, start_test_broker
+from ..helpers.brokers import own_broker, settings_for_tests
 from ..helpers.rag_pipeline import QUESTIONS, documents
 
 QUERIES = int(os.environ.get("RAGBUS_CHAOS_QUERIES", "2000")) // 2
@@ -29,8 +30,9 @@ CALL_TIMEOUT_S = 60.0
 
 
 @pytest.mark.timeout(600)
-async def test_pulsar_restart_under_load_loses_no_query(tmp_path, monkeypatch):
-    broker = start_test_broker(brokers.pulsar_lite, tmp_path)
+@pytest.mark.parametrize("which", ["kafka", "pulsar"])
+async def test_broker_restart_under_load_loses_no_query(which, tmp_path, monkeypatch):
+    broker = own_broker(which, tmp_path)
     monkeypatch.setenv("RAGBUS_DATA_DIR", str(tmp_path))
     collection = f"restart-{uuid.uuid4().hex[:8]}"
     workers = []
@@ -52,7 +54,7 @@ async def test_pulsar_restart_under_load_loses_no_query(tmp_path, monkeypatch):
         for w in workers:
             await w.stop()
         broker.stop()
-    print(f"\npulsar restart with {in_flight} calls in flight: {report.line()}")
+    print(f"\n{which} restart with {in_flight} calls in flight: {report.line()}")
     assert alive == [True, True]  # the workers rode it out; nobody restarted them
     assert report.sent == QUERIES and report.finished == QUERIES
     assert report.lost == 0, report.line()

@@ -25,6 +25,7 @@ from processors.testing.stores import build_stores
 from processors.testing import brokers, netns
 from processors.testing.chaos import WorkerProcess, worker_env
 
+from ..helpers.brokers import own_broker
 from ..helpers.rag_pipeline import DOCS
 
 pytestmark = pytest.mark.brokers
@@ -53,9 +54,8 @@ def network():
 async def test_hosts_of_their_own_answer_every_question_when_a_worker_link_is_cut(which, network, tmp_path):
     collection = f"hosts-{uuid.uuid4().hex[:8]}"
     await build_stores(str(tmp_path / "data"), collection, documents(collection))
-    start = brokers.tansu if which == "kafka" else brokers.pulsar_lite
     host = network["broker"]
-    broker = start(tmp_path, host.address, host.wrap).start()
+    broker = own_broker(which, tmp_path, host.address, host.wrap)
     workers: list[WorkerProcess] = []
     caller = None
     try:

@@ -11,6 +11,7 @@ creates a missing topic with its class's layout before anyone uses it;
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -24,6 +25,7 @@ from ..base import TopicInfo
 from .groups import RETRY_INFIX
 
 RETENTION = "retention.ms"
+LEADER_WAIT_S = 10.0  # how long create_missing waits for a new topic's partitions to have leaders
 
 
 def topic_kind(name: str, dead_letter_suffix: str) -> str:
@@ -55,7 +57,29 @@ async def create_missing(admin: AIOKafkaAdminClient, layouts: dict[str, TopicLay
         brokers = len((await admin.describe_cluster())["brokers"])
         with contextlib.suppress(TopicAlreadyExistsError):  # another process made it first
             await admin.create_topics([new_topic(name, layouts[name], brokers) for name in new])
+        await wait_for_leaders(admin, {name: layouts[name].partitions for name in new})
     return new
+
+
+async def wait_for_leaders(admin: AIOKafkaAdminClient, partitions: dict[str, int],
+                           timeout_s: float = LEADER_WAIT_S) -> None:
+    """Return once every partition of the new topics has a leader in the broker's metadata.
+
+    Kafka answers CreateTopics once the controller has the topic, a moment before the brokers'
+    metadata lists its partitions and their leaders: a publish in that moment is refused with
+    NotLeaderForPartition (and retried), and a reader that assigns itself "every partition"
+    would see only those listed yet. Past ``timeout_s`` it returns anyway: the clients retry.
+    """
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        described = await admin.describe_topics(list(partitions))
+        led = {t["topic"]: sum(1 for p in t["partitions"] if p["leader"] >= 0)
+               for t in described if not t["error_code"]}
+        if all(led.get(name, 0) >= count for name, count in partitions.items()):
+            return
+        if asyncio.get_running_loop().time() >= deadline:
+            return
+        await asyncio.sleep(0.05)
 
 
 async def describe(admin: AIOKafkaAdminClient, names: list[str] | None, dead_letter_suffix: str) -> list[TopicInfo]:
