@@ -27,6 +27,7 @@ from .errors import BrokerStartError
 KAFKA_READY_TIMEOUT_S = 60.0
 PULSAR_READY_TIMEOUT_S = 90.0
 KAFKA_HEAP = ["-Xms256m", "-Xmx1g"]
+PULSAR_STATS_INTERVAL_S = 60  # Pulsar's own default
 PULSAR_HEAP = ["-Xms512m", "-Xmx2g", "-XX:MaxDirectMemorySize=1g"]
 # What Pulsar's own launcher opens to the broker on Java 17 (it reads container and GC figures).
 PULSAR_OPENS = [f"--add-opens={m}=ALL-UNNAMED" for m in (
@@ -122,7 +123,7 @@ def apache_kafka(workdir: Path, host: str = "127.0.0.1", wrap: Sequence[str] = (
                          stop_timeout_s=30.0)
 
 
-def pulsar_conf(host: str, port: int, http_port: int) -> dict[str, object]:
+def pulsar_conf(host: str, port: int, http_port: int, stats_interval_s: int) -> dict[str, object]:
     """A standalone broker's settings: one bookie (ensemble, write and ack quorum 1), no functions worker."""
     return {
         "clusterName": "standalone",
@@ -137,8 +138,8 @@ def pulsar_conf(host: str, port: int, http_port: int) -> dict[str, object]:
         "allowAutoTopicCreation": "true",
         "allowAutoTopicCreationType": "non-partitioned",
         "brokerShutdownTimeoutMs": 5000,
-        # Subscriptions' gauges (ragbus status reads them) refreshed every 2 s, not every 60.
-        "statsUpdateFrequencyInSecs": 2,
+        # How often the subscriptions' gauges (what `ragbus status` reads) are refreshed.
+        "statsUpdateFrequencyInSecs": stats_interval_s,
     }
 
 
@@ -152,11 +153,13 @@ def _pulsar_serves(broker: BrokerProcess, log_start: int) -> bool:
         return False
 
 
-def apache_pulsar(workdir: Path, host: str = "127.0.0.1", wrap: Sequence[str] = ()) -> BrokerProcess:
+def apache_pulsar(workdir: Path, host: str = "127.0.0.1", wrap: Sequence[str] = (), *,
+                  stats_interval_s: int = PULSAR_STATS_INTERVAL_S) -> BrokerProcess:
+    """Apache Pulsar standalone on ``host``; ``stats_interval_s`` short for a test that watches its gauges move."""
     classpath = jars.classpath("pulsar")
     port, http_port, bookie_port, stream_port = (free_port() for _ in range(4))
     config = workdir / "pulsar-standalone.conf"
-    _properties(config, pulsar_conf(host, port, http_port))
+    _properties(config, pulsar_conf(host, port, http_port, stats_interval_s))
     log4j = _log_config(workdir, "pulsar", "org.apache.pulsar.PulsarStandalone")
     data = workdir / "pulsar-data"
     argv = [*wrap, java(), *PULSAR_HEAP, *PULSAR_OPENS, "-XX:+UseG1GC", "-Djava.awt.headless=true",

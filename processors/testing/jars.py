@@ -34,9 +34,10 @@ def pom(name: str) -> Path:
 def pinned_version(name: str) -> str:
     """The broker version ``config/brokers/<name>/pom.xml`` pins (its ``<name>.version`` property)."""
     found = ET.parse(pom(name)).getroot().find(f"m:properties/m:{name}.version", _NS)
-    if found is None or not (found.text or "").strip():
+    version = (found.text or "").strip() if found is not None else ""
+    if not version:
         raise BrokerStartError(f"{pom(name)} pins no {name}.version")
-    return found.text.strip()
+    return version
 
 
 def cache_root() -> Path:

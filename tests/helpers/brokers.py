@@ -21,10 +21,10 @@ class ExternalBroker:
         pass
 
 
-def start_test_broker(factory, workdir, *args):
+def start_test_broker(factory, workdir, *args, **options):
     """A test broker started in ``workdir``; in CI one that cannot start fails the test, elsewhere skips it."""
     try:
-        broker = factory(workdir, *args).start()
+        broker = factory(workdir, *args, **options).start()
     except Exception as exc:
         if brokers.in_ci():
             pytest.fail(f"test broker {factory.__name__} could not start in CI: {exc}", pytrace=False)
@@ -40,13 +40,13 @@ def session_broker(bus: str, workdir):
     return start_test_broker(selection.factory(bus), workdir)
 
 
-def own_broker(bus: str, workdir, *args):
+def own_broker(bus: str, workdir, *args, **options):
     """A broker of the test's own (it restarts it, or needs topics and groups no other test touched)."""
     if selection.external_url(bus) is not None:
         if brokers.in_ci():
             pytest.fail(f"{selection.VARIABLE[bus]} is set in CI: this test must start its own broker", pytrace=False)
         pytest.skip(f"needs a {bus} broker of its own; {selection.VARIABLE[bus]} points at a running one")
-    return start_test_broker(selection.factory(bus), workdir, *args)
+    return start_test_broker(selection.factory(bus), workdir, *args, **options)
 
 
 def settings_for_tests(**overrides) -> BusSettings:

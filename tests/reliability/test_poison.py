@@ -484,14 +484,15 @@ class Recorder:
         """Publish a no-op message to every topic followed; the readers drop it.
 
         A Pulsar Lite workaround, used only when the session runs on Pulsar Lite
-        (``RAGBUS_TEST_PULSAR=light``); never on Apache Pulsar, the Pulsar of record. A test-broker quirk, not ragbus's: Pulsar Lite 0.2.0 now and then leaves the last message
-        published to a topic undispatched to the topic's waiting exclusive consumer until another
-        message is published there. Seen in about 1 run of this wave in 10 to 40, before and after
-        the Pulsar bus took its messages from the client's listener; always a dead letter, the last
-        one of its topic. Looked at when stalled: a second subscription reads it from the topic, so
-        the broker stored it; resuming the consumer's listener (which re-posts whatever its client
-        holds) brings nothing, so the client never got it; one more publish to the topic releases it
-        at once. A nudge can only release what the broker holds: a message ragbus lost stays lost.
+        (``RAGBUS_TEST_PULSAR=light``), never on Apache Pulsar, the Pulsar of record. A test-broker
+        quirk, not ragbus's: Pulsar Lite 0.2.0 now and then leaves the last message published to a
+        topic undispatched to the topic's waiting exclusive consumer until another message is
+        published there. Seen in about 1 run of this wave in 10 to 40, before and after the Pulsar
+        bus took its messages from the client's listener; always a dead letter, the last one of its
+        topic. Looked at when stalled: a second subscription reads it from the topic, so the broker
+        stored it; resuming the consumer's listener (which re-posts whatever its client holds) brings
+        nothing, so the client never got it; one more publish to the topic releases it at once.
+        A nudge can only release what the broker holds: a message ragbus lost stays lost.
         """
         self.nudges += 1
         for bus, topic in self._followed:

@@ -237,9 +237,8 @@ class KafkaListener(Subscription):
         await self._bus.ensure_topics([self.topic])
         await self._consumer.start()
         try:
-            await self._consumer.topics()  # refresh metadata so the new topic's partitions are known
-            partitions = self._consumer.partitions_for_topic(self.topic) or {0}
-            self._consumer.assign([TopicPartition(self.topic, p) for p in sorted(partitions)])
+            known = await kafka_topics.partitions_of(await self._bus._admin_client(), [self.topic])
+            self._consumer.assign([TopicPartition(self.topic, p) for p in known.get(self.topic) or [0]])
             await self._consumer.seek_to_beginning()
         except BaseException:
             await asyncio.shield(self._consumer.stop())

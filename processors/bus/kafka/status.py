@@ -29,6 +29,7 @@ from config.bus import BusSettings
 
 from ..base import BusError, GroupStatus, Retained
 from ..url import BusAddress
+from . import topics as kafka_topics
 from .groups import RETRY_INFIX
 
 
@@ -61,11 +62,9 @@ def groupless_consumer(bus: KafkaBus) -> AIOKafkaConsumer:
     )
 
 
-async def _partitions(consumer: AIOKafkaConsumer, topics: list[str]) -> list[TopicPartition]:
-    await consumer.topics()  # refresh metadata: the topics' partitions become known
-    return [
-        TopicPartition(topic, p) for topic in topics for p in sorted(consumer.partitions_for_topic(topic) or ())
-    ]
+async def _partitions(bus: KafkaBus, topics: list[str]) -> list[TopicPartition]:
+    known = await kafka_topics.partitions_of(await bus._admin_client(), topics)
+    return [TopicPartition(topic, p) for topic in topics for p in known.get(topic, ())]
 
 
 def _headers(record) -> dict[str, str]:
@@ -120,7 +119,7 @@ async def read_retained(bus: KafkaBus, topic: str) -> list[Retained]:
     consumer = groupless_consumer(bus)
     await consumer.start()
     try:
-        tps = await _partitions(consumer, [topic])
+        tps = await _partitions(bus, [topic])
         if not tps:
             return []
         starts = await consumer.beginning_offsets(tps)
@@ -159,7 +158,7 @@ async def group_status(bus: KafkaBus, topic: str, group: str) -> GroupStatus:
     consumer = groupless_consumer(bus)
     await consumer.start()
     try:
-        tps = await _partitions(consumer, topics)
+        tps = await _partitions(bus, topics)
         committed = await admin.list_consumer_group_offsets(group, partitions=tps)
         begins = await consumer.beginning_offsets(tps)
         ends = await consumer.end_offsets(tps)

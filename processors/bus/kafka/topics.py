@@ -61,6 +61,19 @@ async def create_missing(admin: AIOKafkaAdminClient, layouts: dict[str, TopicLay
     return new
 
 
+async def partitions_of(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, list[int]]:
+    """Each existing topic of ``names`` and its partition numbers, as the broker's metadata lists them.
+
+    Asked of the admin client, not of a consumer: a consumer's ``topics()`` fetches every topic's
+    metadata but keeps it apart from what ``partitions_for_topic`` reads, which lists only the topics
+    the consumer already asked about; a topic created since is not there, and a reader that took that
+    for "no partitions" read nothing. Name only topics that exist: naming a missing one can make the
+    broker auto-create it with its own layout.
+    """
+    described = await admin.describe_topics(names)
+    return {t["topic"]: sorted(p["partition"] for p in t["partitions"]) for t in described if not t["error_code"]}
+
+
 async def wait_for_leaders(admin: AIOKafkaAdminClient, partitions: dict[str, int],
                            timeout_s: float = LEADER_WAIT_S) -> None:
     """Return once every partition of the new topics has a leader in the broker's metadata.
