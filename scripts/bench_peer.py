@@ -14,62 +14,31 @@ so drift between the first and the last turn shows), two ways to ask and be answ
 
 Each turn gets fresh topics and warm-up calls; then latency (p50/p99 over sequential calls, one in
 flight) and, over pipelined calls with 64 in flight, calls/s and CPU ms per round trip: this
-process (client and server both run in it) plus the broker JVM. The table shows every turn and the
-mean over turns; the ratios are ragbus/FastStream (above 1: ragbus takes longer or costs more, but
-for calls/s, where above 1 means ragbus serves more).
+process (client and server both run in it) plus the broker JVM, whose share shows apart. The
+table shows every turn and the mean over turns; the ratios are ragbus/FastStream: above 1, ragbus
+takes longer or costs more, except for calls/s, where above 1 means ragbus serves more.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import os
 import shutil
 import sys
-from collections.abc import Callable, Iterable
 
 from config.settings import load_settings
 from processors.testing import brokers
 from processors.testing.apache import apache_kafka
-from scripts.bench.cpu import cpu_of
+from scripts.bench.faststream_compare import OURS, PEER, BrokerCpu, figures, print_table
 from scripts.bench.faststream_echo import faststream_setup
-from scripts.bench.pingpong import BODY, CONCURRENCY, Plan, Result, Setup, processor_setup, run
+from scripts.bench.pingpong import BODY, CONCURRENCY, Plan, Setup, processor_setup, run
 
 FULL = Plan(warm_calls=200, lat_rounds=500, lat_cap_s=30.0, total=8192, budget_s=180.0)
 QUICK = Plan(warm_calls=50, lat_rounds=200, lat_cap_s=15.0, total=1024, budget_s=90.0)
-FIGURES = ("p50_ms", "p99_ms", "rate", "cpu_ms")
-PEER, OURS = "FastStream", "ragbus"
 
 
-def mean_result(results: Iterable[Result]) -> Result:
-    """The mean of every figure over a setup's turns; ``samples`` is their sum."""
-    runs = list(results)
-    if not runs:
-        raise ValueError("no turns to average")
-    means = {f: sum(getattr(r, f) for r in runs) / len(runs) for f in FIGURES}
-    return Result(samples=sum(r.samples for r in runs), **means)
-
-
-def ratios(ours: Result, peer: Result) -> dict[str, float]:
-    """ragbus/FastStream for each figure: latency and CPU above 1 cost ragbus more, calls/s above 1 serve more."""
-    return {f: getattr(ours, f) / getattr(peer, f) for f in FIGURES}
-
-
-def print_table(turns: list[tuple[str, int, Result]]) -> None:
-    print(f"\n  {'setup':<12}{'turn':>5}{'p50 ms':>10}{'p99 ms':>10}{'calls/s':>10}{'CPU ms/call':>13}{'n lat':>7}")
-    rows = [(name, str(turn), r) for name, turn, r in turns]
-    means = {name: mean_result(r for n, _, r in turns if n == name) for name in (PEER, OURS)}
-    rows += [(name, "mean", r) for name, r in means.items()]
-    for name, turn, r in rows:
-        print(f"  {name:<12}{turn:>5}{r.p50_ms:>10.3f}{r.p99_ms:>10.3f}{r.rate:>10,.0f}{r.cpu_ms:>13.3f}"
-              f"{r.samples:>7}")
-    x = ratios(means[OURS], means[PEER])
-    print(f"  {'ragbus/FastStream':<17}{x['p50_ms']:>9.2f}x{x['p99_ms']:>9.2f}x{x['rate']:>9.2f}x"
-          f"{x['cpu_ms']:>12.2f}x", flush=True)
-
-
-async def bench(url: str, broker_cpu: Callable[[], float], plan: Plan, rounds: int) -> list[tuple[str, int, Result]]:
+async def bench(url: str, broker_cpu: BrokerCpu, plan: Plan, rounds: int) -> list[tuple[str, int, dict[str, float]]]:
     settings = load_settings(environ={}).bus  # production defaults: no file, no RAGBUS_* variable
     setups: dict[str, Setup] = {
         PEER: faststream_setup(url.removeprefix("kafka://"), settings.kafka.request_topics.partitions),
@@ -80,7 +49,8 @@ async def bench(url: str, broker_cpu: Callable[[], float], plan: Plan, rounds: i
         for name, setup in setups.items():
             print(f"turn {turn}: {name}; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
                   file=sys.stderr, flush=True)
-            turns.append((name, turn, await run(setup, plan, extra_cpu=broker_cpu)))
+            result = await run(setup, plan, extra_cpu=broker_cpu)
+            turns.append((name, turn, figures(result, broker_cpu.last_phase_ms(plan.total))))
     return turns
 
 
@@ -102,7 +72,7 @@ def main() -> int:
     try:
         broker.start()
         pid = broker.process.pid if broker.process else None
-        turns = asyncio.run(bench(broker.url, functools.partial(cpu_of, pid), plan, args.rounds))
+        turns = asyncio.run(bench(broker.url, BrokerCpu(pid), plan, args.rounds))
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
