@@ -34,7 +34,7 @@ from scripts.bench.faststream_compare import OURS, PEER, BrokerCpu, figures, pri
 from scripts.bench.faststream_echo import faststream_setup
 from scripts.bench.pingpong import BODY, CONCURRENCY, Plan, Setup, processor_setup, run
 
-FULL = Plan(warm_calls=200, lat_rounds=500, lat_cap_s=30.0, total=8192, budget_s=180.0)
+FULL = Plan(warm_calls=200, lat_rounds=1000, lat_cap_s=60.0, total=8192, budget_s=180.0)
 QUICK = Plan(warm_calls=50, lat_rounds=200, lat_cap_s=15.0, total=1024, budget_s=90.0)
 
 
