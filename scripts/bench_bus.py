@@ -3,8 +3,9 @@ and the processor runtime against the bare bus.
 
     python -m scripts.bench_bus [--quick]
 
-It starts the Kafka (Tansu) and Pulsar (Pulsar Lite) test brokers on loopback,
-measures each backend beside its baseline, and stops them (also on error). The
+It starts the Kafka and Pulsar test brokers on loopback (Apache Kafka and Apache Pulsar,
+or the light ones: scripts/bench/brokers.py), measures each backend beside its baseline, and stops
+them (also on error). The
 workload is what processors put on the bus: a client publishes requests with
 ``request-id`` and ``reply-to`` headers; a server on its own connection (group
 "server") echoes each body to ``reply-to`` and acks; one client reader task

@@ -3,7 +3,7 @@
     python -m scripts.bench_gateway [--bus pulsar|kafka] [--queries 200] [--model]
 
 The query workers run in one ``ragbus worker`` process and the gateway in another
-(``ragbus serve --bus URL``), on Pulsar Lite (or Tansu) started here; this process asks
+(``ragbus serve --bus URL``), on Apache Pulsar (or Kafka) started here; this process asks
 the same questions five ways: ``DocumentRagClient.ask`` over the bus, ``POST /v1/ask``
 over HTTP with two clients, httpx (what the ``openai`` SDK uses by default) and aiohttp
 (whose HTTP parser is C), and ``POST /v1/chat/completions`` through the official ``openai``

@@ -2,8 +2,8 @@
 
     python -m scripts.bench_hops [--queries 40] [--backends memory,kafka,pulsar]
 
-Runs the query processors in this process on each backend (Tansu and Pulsar
-Lite on loopback, with the test brokers' settings), over a small collection
+Runs the query processors in this process on each backend (the test brokers: Apache Kafka and Apache
+Pulsar on loopback, or the light ones with their settings), over a small collection
 built here, and asks ``--queries`` hybrid questions one at a time (after five
 to warm up). Prints per backend the caller's p50 and the median of each stage
 document-rag reports in ``timings_ms``: embed, vector_query, keyword_query, kg

@@ -3,8 +3,9 @@
     python -m scripts.bench_idle [--seconds 20] [--backends kafka pulsar] [--rounds 1]
         [--variant NAME[@TREE]:ENV=VALUE[,ENV=VALUE...] ...]
 
-For each backend it starts a fresh test broker (Tansu for Kafka, Pulsar Lite
-for Pulsar), measures the idle broker alone, then starts one worker process
+For each backend it starts a fresh test broker (Apache Kafka and Apache Pulsar;
+Tansu and Pulsar Lite with ``RAGBUS_TEST_KAFKA=light`` / ``RAGBUS_TEST_PULSAR=light``),
+measures the idle broker alone, then starts one worker process
 per variant in turn (each on a fresh data dir and its own consumer groups),
 waits for `ready`, lets it settle, and samples user+system CPU time of the
 worker and of the broker over the window. Variants are environment overrides
@@ -18,7 +19,7 @@ round (A B, B A, ...), so neither always runs first on a broker that ages.
 The ``conns`` column counts the worker's open TCP connections to the broker:
 what the broker sees of its consumers (on Kafka one or more per consumer).
 Default variants: the settings as shipped, and Tansu's low-latency test
-setting (fetch_max_wait_ms=5).
+setting (fetch_max_wait_ms=5), whose cost shows beside them.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import uuid
 from pathlib import Path
 
 from config.settings import load_settings
+from processors.testing import selection
 from scripts.bench.brokers import broker_for
 from scripts.bench.cpu import cpu_of
 from scripts.bench.paths import REPO as ROOT
@@ -87,8 +89,8 @@ def start_worker(url: str, root: Path, env_over: dict[str, str], workdir: Path) 
     env = {**os.environ, "PYTHONPATH": str(root), "RAGBUS_DATA_DIR": str(workdir / f"data-{suffix}"), **env_over}
     for name in load_settings(environ={}).processors:  # groups of this run's own: a fresh join, no old offsets
         env[f"RAGBUS_PROCESSORS__{name.upper().replace('-', '_')}__GROUP"] = f"{name}-{suffix}"
-    if url.startswith("pulsar"):
-        env.setdefault("RAGBUS_BUS__PULSAR__CONSUMER_ID_SPREAD", "8")  # Pulsar Lite's consumer ids (README)
+    for name, value in selection.broker_env().items():  # a light broker's own settings, only on it
+        env.setdefault(name, value)
     proc = subprocess.Popen([sys.executable, "-m", "processors.cli", "worker", "--all", "--bus", url],
                             env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None

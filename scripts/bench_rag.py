@@ -6,8 +6,10 @@
     ``handle`` in this process (no bus, no encoding);
 (b) memory: every processor a task of this process on ``memory://``, the
     question sent to document-rag through ``DocumentRagClient``;
-(c) kafka / (d) pulsar: the same over Tansu / Pulsar Lite on loopback,
-    started here from their PyPI packages.
+(c) kafka / (d) pulsar: the same over Apache Kafka / Apache Pulsar on loopback,
+    started here from the installed jars (``ragbus brokers --install``), with ragbus's production
+    defaults; ``RAGBUS_TEST_KAFKA=light`` / ``RAGBUS_TEST_PULSAR=light`` measure Tansu / Pulsar Lite
+    instead, with their own settings (processors/testing/selection.py).
 
 The corpus is the Python language reference (``pydoc_data.topics``),
 ingested once into a temporary data dir, with the sample graph. Each
@@ -28,10 +30,9 @@ query, with queries/s as a share of it; with each row's progress line, its CPU
 per query by thread (the event loop, each processor's thread, the native ones:
 onnxruntime's pool and the bus clients') and the broker's. Before each bus backend's load it
 measures the pipeline's idle CPU (this process plus the broker, --idle-seconds)
-and prints CPU per query also net of it: with the test brokers' 5 ms Kafka
-polling an idle pipeline burns CPU a real Kafka's long poll would not, so the
-net figure (a lower bound) is the cost of the queries themselves. The broker's own share of
-both is printed apart, and the load average beside each measurement. A backend may carry
+and prints CPU per query also net of it (a lower bound: the cost of the queries themselves; it
+matters on Tansu, whose 5 ms polling burns CPU while idle that Apache Kafka's long poll does not).
+The broker's own share of both is printed apart, and the load average beside each measurement. A backend may carry
 settings of its own (``kafka+RAGBUS_BUS__KAFKA__COMMIT_INTERVAL_MS=1000``), measured as a row of
 its own, so a setting is compared side by side in one run. Absolute times drift on a shared
 machine; the ratios between rows of one run are the result.
@@ -139,8 +140,8 @@ async def bus_rag(settings, url):
 async def idle_rate(seconds: float, broker_pid: int | None) -> tuple[float, float]:
     """CPU seconds per second this process and the broker burn with the pipeline up and no question asked.
 
-    With the test brokers' settings (TEST_BROKER_ENV) each Kafka consumer polls Tansu every 5 ms,
-    so a pipeline of a dozen consumers costs CPU while idle that a real Kafka's long poll would not.
+    On Tansu (its settings: brokers.LIGHT_BROKER_ENV) each Kafka consumer polls every 5 ms, so a
+    pipeline of a dozen consumers costs CPU while idle that Apache Kafka's long poll does not.
     Returns the rate of both together and the broker's share of it.
     """
     if seconds <= 0:
