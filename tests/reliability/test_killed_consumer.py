@@ -1,8 +1,9 @@
 """A worker killed with SIGKILL: the broker hands its messages to the survivor, and asks soon run at normal speed.
 
 Two worker processes each run every query processor; one caller asks
-document-rag questions at concurrency 8 with resends OFF, so only the
-broker can rescue a request the dead worker held or was about to be given:
+document-rag questions at concurrency 8 with resends OFF (the caller's, and
+document-rag's of its sub-requests), so only the broker can rescue a
+request the dead worker held or was about to be given:
 Pulsar by redelivering a closed consumer's unacknowledged messages and
 dispatching no more to it, Kafka by moving the dead member's partitions
 once the group's session times out. Every question must be answered (none
@@ -99,6 +100,7 @@ async def test_a_killed_worker_is_replaced_by_the_broker_without_resends(which, 
         "RAGBUS_PROCESSORS__KEYWORD_QUERY__REFRESH_INTERVAL_S": "0",
         "RAGBUS_PROCESSORS__DOC_EMBEDDINGS_QUERY__REFRESH_INTERVAL_S": "0",
         "RAGBUS_PROCESSORS__FETCH_CHUNK__REFRESH_INTERVAL_S": "0",
+        "RAGBUS_PROCESSORS__DOCUMENT_RAG__RESEND_AFTER_S": "0",  # its sub-requests are not resent either
     })
     workers = await asyncio.gather(*(WorkerProcess(pipelines.QUERY, url, env).start() for _ in range(2)))
     try:
