@@ -54,6 +54,10 @@ class KafkaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # How often finished offsets are committed (also on every rebalance and close).
     commit_interval_ms: PositiveMillis = 200
     linger_ms: NonNegativeMillis = 0
+    # How long a publish waits for its partition's leader to take it (aiokafka's request_timeout_ms,
+    # which is also how long a batch may wait to be sent) before it fails: long enough to ride out a
+    # broker restart or a leader moving to another broker, as Kafka's own request.timeout.ms (30 s).
+    publish_timeout_ms: PositiveMillis = 30_000
     # The topics ragbus creates, by class. Request topics carry the work; a retry topic
     # (<topic>.retry.<group>) only a group's failed attempts; a dead-letter topic
     # (<topic><dead_letter_suffix>) what failed for good, kept a week for inspection. Replies share

@@ -88,11 +88,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+LONG_RUNNING = ("worker", "serve")  # commands that run until stopped: their logs are an operator's
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    if not args.verbose and args.command not in LONG_RUNNING:
+        # A one-shot command's Kafka clients log each request they retry (a new topic's partition
+        # whose leader is not in place yet, a broker restarting), some at ERROR; a retry either
+        # succeeds or ends in an error the command reports itself. Workers and the gateway keep them.
+        logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     if not getattr(args, "run", None):  # bare `ragbus`: what it can do, not a bus self-check
         parser.print_help()
         return 0

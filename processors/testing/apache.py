@@ -35,21 +35,24 @@ PULSAR_OPENS = [f"--add-opens={m}=ALL-UNNAMED" for m in (
     "java.base/jdk.internal.misc", "java.base/jdk.internal.platform", "java.base/sun.net",
     "java.management/sun.management", "jdk.management/com.sun.management.internal")]
 
-_LOG4J = """Configuration:
-  Appenders:
-    Console:
-      name: STDOUT
-      PatternLayout:
-        pattern: "%d{{ISO8601}} %-5p [%t] %c{{1.}} - %m%n"
-  Loggers:
-    Root:
-      level: WARN
-      AppenderRef:
-        - ref: STDOUT
-    Logger:
-      - name: {started_logger}
-        level: INFO
-"""
+def _log4j(started_logger: str) -> str:
+    """Warnings and errors only, but the line each broker prints once it serves (what ``ready`` looks for)."""
+    return (
+        "Configuration:\n"
+        "  Appenders:\n"
+        "    Console:\n"
+        "      name: STDOUT\n"
+        "      PatternLayout:\n"
+        '        pattern: "%d{ISO8601} %-5p [%t] %c{1.} - %m%n"\n'
+        "  Loggers:\n"
+        "    Root:\n"
+        "      level: WARN\n"
+        "      AppenderRef:\n"
+        "        - ref: STDOUT\n"
+        "    Logger:\n"
+        f"      - name: {started_logger}\n"
+        "        level: INFO\n"
+    )
 
 
 def java() -> str:
@@ -65,7 +68,7 @@ def _properties(path: Path, values: dict[str, object]) -> None:
 
 def _log_config(workdir: Path, name: str, started_logger: str) -> Path:
     path = workdir / f"{name}-log4j2.yaml"
-    path.write_text(_LOG4J.format(started_logger=started_logger))
+    path.write_text(_log4j(started_logger))
     return path
 
 

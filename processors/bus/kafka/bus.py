@@ -133,7 +133,7 @@ class KafkaSubscription(Subscription):
             fetch_max_wait_ms=opts.fetch_max_wait_ms,
             session_timeout_ms=opts.session_timeout_ms,
             heartbeat_interval_ms=opts.heartbeat_interval_ms,
-            max_partition_fetch_bytes=max(1_048_576, bus.max_message_bytes + 65536),
+            max_partition_fetch_bytes=max(1_048_576, bus.max_message_bytes + kafka_topics.FRAMING_BYTES),
             **bus.security,
         )
         self._offsets: dict[TopicPartition, PartitionOffsets] = {}
@@ -297,8 +297,8 @@ class KafkaBus(Bus):
         self._producer = AIOKafkaProducer(
             bootstrap_servers=address.bootstrap,
             linger_ms=opts.linger_ms,
-            max_request_size=settings.max_message_bytes + 65536,
-            request_timeout_ms=int(settings.connect_timeout_s * 1000),
+            max_request_size=settings.max_message_bytes + kafka_topics.FRAMING_BYTES,
+            request_timeout_ms=opts.publish_timeout_ms,
             **self.security,
         )
         self._known_topics: set[str] = set()
@@ -341,12 +341,14 @@ class KafkaBus(Bus):
         async with self._ensure_lock:
             missing = [t for t in topics if t not in self._known_topics]
             if missing:
-                await kafka_topics.create_missing(await self._admin_client(), {t: self.layout(t) for t in missing})
+                await kafka_topics.create_missing(await self._admin_client(), {t: self.layout(t) for t in missing},
+                                                  self.max_message_bytes)
                 self._known_topics.update(missing)
 
     async def provision_topics(self, topics: list[str]) -> list[str]:
         self._check_open()
-        created = await kafka_topics.create_missing(await self._admin_client(), {t: self.layout(t) for t in topics})
+        created = await kafka_topics.create_missing(await self._admin_client(), {t: self.layout(t) for t in topics},
+                                                    self.max_message_bytes)
         self._known_topics.update(topics)
         return created
 

@@ -57,7 +57,7 @@ def groupless_consumer(bus: KafkaBus) -> AIOKafkaConsumer:
         enable_auto_commit=False,
         auto_offset_reset="earliest",
         fetch_max_wait_ms=bus.settings.kafka.fetch_max_wait_ms,
-        max_partition_fetch_bytes=max(1_048_576, bus.max_message_bytes + 65536),
+        max_partition_fetch_bytes=max(1_048_576, bus.max_message_bytes + kafka_topics.FRAMING_BYTES),
         **bus.security,
     )
 

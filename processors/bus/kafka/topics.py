@@ -25,6 +25,10 @@ from ..base import TopicInfo
 from .groups import RETRY_INFIX
 
 RETENTION = "retention.ms"
+MAX_MESSAGE = "max.message.bytes"
+# Room beyond a body of [bus] max_message_bytes for its headers and the record batch around it: the
+# producer's largest request, a consumer's fetch per partition and a topic's largest batch add it.
+FRAMING_BYTES = 65_536
 LEADER_WAIT_S = 10.0  # how long create_missing waits for a new topic's partitions to have leaders
 
 
@@ -39,13 +43,19 @@ def topic_kind(name: str, dead_letter_suffix: str) -> str:
     return "request"
 
 
-def new_topic(name: str, layout: TopicLayout, brokers: int) -> NewTopic:
+def new_topic(name: str, layout: TopicLayout, brokers: int, max_message_bytes: int) -> NewTopic:
+    """The topic as ragbus creates it; its batches may be as large as the bus lets a body be (a broker's
+    own default, message.max.bytes, is about 1 MB: a bus limit above it would be refused at publish)."""
     replication = layout.replication_factor or min(3, max(brokers, 1))
-    configs = {RETENTION: str(layout.retention_ms)} if layout.retention_ms is not None else {}
+    configs = {MAX_MESSAGE: str(max_message_bytes + FRAMING_BYTES)}
+    if layout.retention_ms is not None:
+        configs[RETENTION] = str(layout.retention_ms)
     return NewTopic(name, layout.partitions, replication, topic_configs=configs)
 
 
-async def create_missing(admin: AIOKafkaAdminClient, layouts: dict[str, TopicLayout]) -> list[str]:
+async def create_missing(
+    admin: AIOKafkaAdminClient, layouts: dict[str, TopicLayout], max_message_bytes: int
+) -> list[str]:
     """Create the topics of ``layouts`` the broker lacks, each with its layout; the names created.
 
     A topic that exists is left as it is, even if its layout differs: changing partitions
@@ -56,7 +66,7 @@ async def create_missing(admin: AIOKafkaAdminClient, layouts: dict[str, TopicLay
     if new:
         brokers = len((await admin.describe_cluster())["brokers"])
         with contextlib.suppress(TopicAlreadyExistsError):  # another process made it first
-            await admin.create_topics([new_topic(name, layouts[name], brokers) for name in new])
+            await admin.create_topics([new_topic(name, layouts[name], brokers, max_message_bytes) for name in new])
         await wait_for_leaders(admin, {name: layouts[name].partitions for name in new})
     return new
 
