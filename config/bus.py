@@ -54,10 +54,6 @@ class KafkaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # How often finished offsets are committed (also on every rebalance and close).
     commit_interval_ms: PositiveMillis = 200
     linger_ms: NonNegativeMillis = 0
-    # How long a publish waits for its partition's leader to take it (aiokafka's request_timeout_ms,
-    # which is also how long a batch may wait to be sent) before it fails: long enough to ride out a
-    # broker restart or a leader moving to another broker, as Kafka's own request.timeout.ms (30 s).
-    publish_timeout_ms: PositiveMillis = 30_000
     # The topics ragbus creates, by class. Request topics carry the work; a retry topic
     # (<topic>.retry.<group>) only a group's failed attempts; a dead-letter topic
     # (<topic><dead_letter_suffix>) what failed for good, kept a week for inspection. Replies share
@@ -115,6 +111,11 @@ class BusSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_message_bytes: PositiveInt = 1_000_000
     # connect() fails with BusUnavailable after this long instead of hanging.
     connect_timeout_s: PositiveSeconds = 10.0
+    # How long a publish waits for the broker to take the message before it fails (Kafka: aiokafka's
+    # request_timeout_ms, how long a batch may wait for its partition's leader; Pulsar: the producer's
+    # send timeout): long enough to ride out a broker restart or a leader moving to another broker,
+    # as Kafka's request.timeout.ms and Pulsar's send timeout (30 s both).
+    publish_timeout_s: PositiveSeconds = 30.0
     # A message whose handler failed this many times goes to the dead-letter topic: the
     # default of every consumer on this bus (a processor's own max_attempts overrides it).
     max_attempts: PositiveInt = 3

@@ -136,7 +136,7 @@ async def test_prometheus_scrapes_two_workers_and_answers_rates_errors_and_quant
     finally:
         for w in workers:
             await w.stop()
-    print(f"\nquestions: {report.line()}; {short} more with a deadline of 30 to 150 ms")
+    print(f"\nquestions: {report.line()}; {short} more with a deadline of 2 to 10 ms")
     for name, result in results.items():
         print(f"{name}:")
         for s in sorted(result, key=lambda s: sorted(s["metric"].items())):
@@ -172,7 +172,9 @@ async def ask_questions(url: str, collection: str):
         load = QueryLoad(client, QUESTIONS, total=60, concurrency=6, timeout=60, collection=collection)
         report = await load.run()
         short = 0
-        for deadline in (0.03, 0.06, 0.09, 0.12, 0.15) * 2:  # some expire unhandled, some are cut off mid-way
+        # Some expire unhandled, some are cut off mid-way: every one is shorter than a hybrid query takes
+        # even uncontended (its embedding and searches alone take over 10 ms here, whatever the broker).
+        for deadline in (0.002, 0.004, 0.006, 0.008, 0.010) * 2:
             short += 1
             rag = DocumentRagClient(client, timeout=deadline)
             with contextlib.suppress(RequestTimeout, RemoteError):

@@ -21,7 +21,9 @@ def parts(traceparent: str) -> tuple[str, str]:
 
 @pytest.mark.parametrize("backend", ["memory", pytest.param("kafka", marks=pytest.mark.brokers)])
 async def test_every_hop_of_one_question_is_in_its_trace(backend, request, tmp_path, monkeypatch):
-    url = f"memory://{tmp_path.name}" if backend == "memory" else request.getfixturevalue("kafka_broker").url
+    # A Kafka of the test's own: on the session's, requests other tests left in document-rag's topic would be
+    # answered by this pipeline too, each in a trace of its own, and recorded beside the question's hops.
+    url = f"memory://{tmp_path.name}" if backend == "memory" else request.getfixturevalue("own_kafka_broker").url
     sent: list[tuple[str, dict[str, str]]] = []
     publish = Bus.publish
 

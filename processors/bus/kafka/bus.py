@@ -298,7 +298,7 @@ class KafkaBus(Bus):
             bootstrap_servers=address.bootstrap,
             linger_ms=opts.linger_ms,
             max_request_size=settings.max_message_bytes + kafka_topics.FRAMING_BYTES,
-            request_timeout_ms=opts.publish_timeout_ms,
+            request_timeout_ms=int(settings.publish_timeout_s * 1000),
             **self.security,
         )
         self._known_topics: set[str] = set()

@@ -225,7 +225,7 @@ class PulsarBus(Bus):
                     self._full_name(topic),
                     batching_enabled=False,
                     block_if_queue_full=True,
-                    send_timeout_millis=int(self.settings.connect_timeout_s * 1000),
+                    send_timeout_millis=int(self.settings.publish_timeout_s * 1000),
                 )
             )
         try:
