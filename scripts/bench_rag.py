@@ -152,6 +152,16 @@ async def idle_rate(seconds: float, broker_pid: int | None) -> tuple[float, floa
     return (time.process_time() - cpu0 + broker) / wall, broker / wall
 
 
+async def warm_up(ask, total: int, concurrency: int = 8) -> None:
+    questions = iter([QUESTIONS[i % len(QUESTIONS)] for i in range(total)])
+
+    async def worker():
+        for q in questions:
+            await ask(q)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
 async def measure(ask, concurrency: int, total: int, broker_pid: int | None, idle: tuple = (0.0, 0.0)) -> dict:
     for q in QUESTIONS[:4]:  # warm up: first loads, first connections
         await ask(q)
@@ -189,6 +199,9 @@ async def main() -> None:
     parser.add_argument("--backends", default="direct,memory,kafka,pulsar",
                         help="comma-separated; a backend may carry settings of its own, each one +ENV_NAME=VALUE "
                              "(e.g. kafka+RAGBUS_BUS__KAFKA__COMMIT_INTERVAL_MS=1000), measured as a row of its own")
+    parser.add_argument("--warmup", type=int, default=300,
+                        help="questions asked (8 in flight) before a bus backend's idle window and rows: a JVM "
+                             "broker just started runs its hot paths interpreted until its JIT compiles them")
     parser.add_argument("--idle-seconds", type=float, default=5.0,
                         help="before each backend's load, measure its idle CPU this long (0: skip)")
     args = parser.parse_args()
@@ -234,6 +247,8 @@ async def run(args, work: Path) -> None:
             async with opened as ask:
                 pid = broker.process.pid if broker and broker.process else None
                 await ask(QUESTIONS[0])  # every processor up and connected before the idle window
+                if kind != "direct" and args.warmup:
+                    await warm_up(ask, args.warmup)
                 idle = await idle_rate(args.idle_seconds if kind != "direct" else 0, pid)
                 print(f"  idle: {idle[0]:.0%} of a core, the broker {idle[1]:.0%}; load average "
                       f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", file=sys.stderr)
