@@ -127,3 +127,27 @@ def test_install_when_installed_is_a_quick_check(tmp_path):
     assert run.returncode == 0, run.stderr
     home = jars.lib_dir("kafka").parent
     assert run.stdout.strip() == f"Apache Kafka {jars.pinned_version('kafka')}: installed in {home}"
+
+
+def test_kafka_formats_and_starts_whatever_its_random_cluster_id_begins_with(tmp_path, monkeypatch):
+    """A cluster id is base64 of a random UUID: 1 in 32 begins with "-", which Kafka's format command took for
+    an option ("expected one argument") until the id was passed as one token."""
+    import uuid
+
+    from processors.testing import apache
+
+    try:
+        jars.lib_dir("kafka")
+    except brokers.BrokerStartError as exc:
+        if brokers.in_ci():
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+    monkeypatch.setattr(uuid, "uuid4", lambda: uuid.UUID(bytes=b"\xf8" + bytes(15)))  # base64: "-A..."
+    broker = apache.apache_kafka(tmp_path).start()
+    try:
+        meta = (tmp_path / "kafka-data" / "meta.properties").read_text()
+        assert "cluster.id=-" in meta, meta
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=5):
+            pass
+    finally:
+        broker.stop()
