@@ -116,7 +116,7 @@ def apache_kafka(workdir: Path, host: str = "127.0.0.1", wrap: Sequence[str] = (
 
     def format_log_dir() -> None:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        # One token, "--cluster-id=ID": an ID that starts with "-" (1 in 32) was taken for an option.
+        # One token, "--cluster-id=ID": an ID that starts with "-" (1 in 64) was taken for an option.
         done = subprocess.run([*jvm, "kafka.tools.StorageTool", "format", "--standalone", f"--cluster-id={cluster_id}",
                                "-c", str(config)], capture_output=True, text=True)
         if done.returncode != 0:

@@ -130,7 +130,7 @@ def test_install_when_installed_is_a_quick_check(tmp_path):
 
 
 def test_kafka_formats_and_starts_whatever_its_random_cluster_id_begins_with(tmp_path, monkeypatch):
-    """A cluster id is base64 of a random UUID: 1 in 32 begins with "-", which Kafka's format command took for
+    """A cluster id is base64 of a random UUID: 1 in 64 begins with "-", which Kafka's format command took for
     an option ("expected one argument") until the id was passed as one token."""
     import uuid
 
