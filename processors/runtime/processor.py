@@ -55,6 +55,9 @@ from .envelope import REQUEST_ID, Envelope, EnvelopeError, handling_trace, parse
 
 log = logging.getLogger(__name__)
 
+# Logged (INFO) with the processor's name and the request id for each request dropped past its deadline.
+DROPPED_EXPIRED = "%s: dropped request %s, deadline passed"
+
 Req = TypeVar("Req", bound=msgspec.Struct)
 Resp = TypeVar("Resp", bound=msgspec.Struct)
 
@@ -221,7 +224,7 @@ class Processor(Generic[Req, Resp]):
             self._expired.inc()
             if tracing.ENABLED:
                 tracing.outcome("expired")
-            log.info("%s: dropped request %s, deadline passed", self.name, envelope.request_id)
+            log.info(DROPPED_EXPIRED, self.name, envelope.request_id)
             return
         try:
             # A ClassVar cannot name Req: request_type is the subclass's Req, which decode checked.

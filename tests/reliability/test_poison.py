@@ -27,6 +27,7 @@ import asyncio
 import collections
 import contextlib
 import gc
+import logging
 import math
 import random
 import tracemalloc
@@ -43,6 +44,7 @@ from processors.bus import SubscriptionClosed, connect, dead_letter_topic
 from processors.bus.consume import H_ATTEMPTS, H_ERROR, H_ORIGIN, H_REASON
 from processors.bus.memory import _BROKERS, drop_memory_broker
 from processors.runtime import metrics
+from processors.runtime import processor as processor_module
 from processors.runtime.envelope import (
     ATTEMPT,
     CONTENT_TYPE_HEADER,
@@ -53,6 +55,7 @@ from processors.runtime.envelope import (
     now_ms,
     request_headers,
 )
+from processors.runtime.processor import DROPPED_EXPIRED
 from processors.runtime.request_client import RequestClient
 from processors.runtime.typed_clients import (
     DocEmbeddingsClient,
@@ -575,7 +578,11 @@ class Accounting:
         return [(m.kind, m.variant, m.name, len(m.body)) for m in self.messages
                 if m.expect != {EXPIRED} and m.hid not in self.refused_hids and not self.endings.get(m.hid)]
 
-    def check(self, expired_seen: dict[str, float]) -> collections.Counter:
+    def expired_hostile(self, drops: ExpiredDrops) -> set[str]:
+        """The hids of this wave's messages a processor dropped past their deadline."""
+        return {m.hid for _, rid in drops.drops if (m := self.by_request_id.get(rid)) is not None}
+
+    def check(self, drops: ExpiredDrops, expired_seen: dict[str, float]) -> collections.Counter:
         """Assert every message had exactly one ending it may have; returns (kind, ending) counts."""
         summary: collections.Counter = collections.Counter()
         problems = []
@@ -614,9 +621,49 @@ class Accounting:
         assert not problems, f"{len(problems)} hostile messages ended wrongly, e.g. {problems[:5]}"
         assert not self.unknown, f"messages nobody sent: {self.unknown[:3]}"
         assert not self.reflected, f"a hostile header came back in a reply: {self.reflected[:3]}"
-        assert dict(expired_seen) == {n: self.expected_expired[n] for n in pipelines.QUERY}, \
-            (expired_seen, self.expected_expired)
+        # Dropped past its deadline: exactly the messages sent so, each of them by its own processor.
+        expected = {m.hid for m in self.messages if m.expect == {EXPIRED}}
+        dropped = self.expired_hostile(drops)
+        assert dropped == expected, (
+            f"dropped as expired but not sent so: {[self.by_hid[h].variant for h in dropped - expected][:5]}; "
+            f"sent so, never dropped: {[self.by_hid[h].variant for h in expected - dropped][:5]}")
+        for name, rid in drops.drops:
+            m = self.by_request_id.get(rid)
+            assert m is None or m.name == name, (rid, name)
+        # The counter counts every drop its log line tells of. Requests that are not the wave's may be
+        # among them: a sub-request of a document-rag request the workers took too long to reach runs
+        # out of its deadline (call_timeout_s) and is dropped; its answer says the path degraded.
+        logged = collections.Counter(name for name, _ in drops.drops)
+        assert dict(expired_seen) == {n: float(logged[n]) for n in pipelines.QUERY}, (expired_seen, logged)
         return summary
+
+
+class ExpiredDrops(logging.Handler):
+    """(processor, request id) of each request the processors in this process dropped past its deadline.
+
+    Read from the line the processor logs for each (``DROPPED_EXPIRED``, at INFO), so a drop is
+    known by the message it was and not only counted by processor.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.drops: list[tuple[str, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg == DROPPED_EXPIRED and isinstance(record.args, tuple):
+            self.drops.append((str(record.args[0]), str(record.args[1])))
+
+    @contextlib.contextmanager
+    def recording(self):
+        logger = logging.getLogger(processor_module.__name__)
+        level = logger.level
+        logger.addHandler(self)
+        logger.setLevel(logging.INFO)
+        try:
+            yield self
+        finally:
+            logger.removeHandler(self)
+            logger.setLevel(level)
 
 
 def expired_counts() -> dict[str, float]:
@@ -645,49 +692,55 @@ async def run_wave(h: Harness, count: int, *, chunk: int, settle_timeout: float)
     h.last_wave_bytes = sum(len(m.body) + sum(len(k) + len(v) for k, v in m.headers.items()) for m in messages)
     accounting = Accounting(messages, h.topics)
     accounting.skip(h.recorder)  # what earlier waves left there
-    before = expired_counts()
+    drops = ExpiredDrops()
+    with drops.recording():
+        before = expired_counts()
 
-    def expired_now():
-        now = expired_counts()
-        return {n: now[n] - before[n] for n in pipelines.QUERY}
+        def expired_now():
+            now = expired_counts()
+            return {n: now[n] - before[n] for n in pipelines.QUERY}
 
-    def settled() -> bool:
+        def settled() -> bool:
+            accounting.update(h.recorder)
+            expired = len(accounting.expired_hostile(drops))
+            if h.recorder.victim or accounting.ended() + expired >= len(messages):
+                return True  # (if wrongly: the checks below say how)
+            return accounting.ended() >= accounting.ending_count and \
+                expired >= sum(accounting.expected_expired.values())
+
+        real_calls = []
+        for j in range(0, len(messages), chunk):
+            for m in messages[j:j + chunk]:
+                try:
+                    await h.hostile_bus.publish(h.topics[m.name], m.body, m.headers)
+                except KafkaMessageSizeTooLarge:
+                    if m.kind != "oversized":
+                        raise
+                    accounting.refused(m)
+            # A real request behind the chunk in its topic's queue: answered correctly, right away.
+            real_calls.append(asyncio.ensure_future(h.real.check(pipelines.QUERY[(j // chunk) % 7])))
+            await asyncio.sleep(0)
+        try:
+            await asyncio.gather(*real_calls)
+        finally:  # on a failure, leave no call running or unretrieved
+            for call in real_calls:
+                call.cancel()
+            await asyncio.gather(*real_calls, return_exceptions=True)
+        await until(settled, settle_timeout,
+                    lambda: f"{accounting.ended()}/{accounting.ending_count} ended, expired {expired_now()}; "
+                            f"not ended: {accounting.unended()[:5]}",
+                    progress=lambda: (accounting.ended(), sum(expired_now().values())), stall=10,
+                    on_stall=h.recorder.nudge if h.nudge_when_stalled else None)
+        # The workers still serve every topic, after all of it.
+        for name in pipelines.QUERY:
+            await h.real.check(name)
         accounting.update(h.recorder)
-        expired = sum(expired_now().values())
-        if h.recorder.victim or accounting.ended() + expired >= len(messages):
-            return True  # (if wrongly: the checks below say how)
-        return accounting.ended() >= accounting.ending_count and \
-            expired >= sum(accounting.expected_expired.values())
-
-    real_calls = []
-    for j in range(0, len(messages), chunk):
-        for m in messages[j:j + chunk]:
-            try:
-                await h.hostile_bus.publish(h.topics[m.name], m.body, m.headers)
-            except KafkaMessageSizeTooLarge:
-                if m.kind != "oversized":
-                    raise
-                accounting.refused(m)
-        # A real request behind the chunk in its topic's queue: answered correctly, right away.
-        real_calls.append(asyncio.ensure_future(h.real.check(pipelines.QUERY[(j // chunk) % 7])))
-        await asyncio.sleep(0)
-    try:
-        await asyncio.gather(*real_calls)
-    finally:  # on a failure, leave no call running or unretrieved
-        for call in real_calls:
-            call.cancel()
-        await asyncio.gather(*real_calls, return_exceptions=True)
-    await until(settled, settle_timeout,
-                lambda: f"{accounting.ended()}/{accounting.ending_count} ended, expired {expired_now()}; "
-                        f"not ended: {accounting.unended()[:5]}",
-                progress=lambda: (accounting.ended(), sum(expired_now().values())), stall=10,
-                on_stall=h.recorder.nudge if h.nudge_when_stalled else None)
-    # The workers still serve every topic, after all of it.
-    for name in pipelines.QUERY:
-        await h.real.check(name)
-    accounting.update(h.recorder)
-    assert not h.recorder.victim, f"a forged reply-to was published to: {h.recorder.victim[0].headers}"
-    summary = accounting.check(expired_now())
+        assert not h.recorder.victim, f"a forged reply-to was published to: {h.recorder.victim[0].headers}"
+        summary = accounting.check(drops, expired_now())
+    others = [(name, rid) for name, rid in drops.drops if rid not in accounting.by_request_id]
+    if others:
+        print(f"  {len(others)} request(s) not of the wave dropped past their deadline: "
+              f"{dict(collections.Counter(name for name, _ in others))}")
     assert h.real.client.stats.late == h.real.client.stats.duplicates == 0
     h.recorder.forget()  # accounted for: the test keeps nothing of the wave alive
     return summary
