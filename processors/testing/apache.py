@@ -3,7 +3,9 @@
 Each runs from the jars ``jars.install`` fetched, in a JVM of its own, on free loopback ports, with its
 configuration, logs and data in the broker's work directory; ``restart`` keeps all three, so what
 Kafka's log or Pulsar's BookKeeper ledger held before is there after. Ready means serving clients:
-Kafka once its log says the server started, Pulsar once its admin API lists ``public/default``.
+Kafka once its log says the server started and its group coordinator answers (so the first group to
+join does not meet the broker still creating its offsets topic), Pulsar once its admin API lists
+``public/default``.
 
 The settings written here are a one-node test cluster's (replication 1, no rebalance delay), never
 ragbus's own defaults: those stay right for a real cluster (``config/bus.py``).
@@ -11,14 +13,19 @@ ragbus's own defaults: those stay right for a real cluster (``config/bus.py``).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import shutil
 import subprocess
+import threading
 import urllib.request
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
+
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
 
 from . import jars
 from .brokers import BrokerProcess, accepts_clients, free_port
@@ -101,7 +108,29 @@ def _kafka_started(broker: BrokerProcess, log_start: int) -> bool:
             started = b"Kafka Server started" in log.read()
     except OSError:
         return False
-    return started and accepts_clients(broker, log_start)
+    return started and accepts_clients(broker, log_start) and _coordinator_answers(broker)
+
+
+def _coordinator_answers(broker: BrokerProcess) -> bool:
+    """Whether the broker names a group coordinator; the first ask has it create ``__consumer_offsets``."""
+
+    async def ask() -> bool:
+        admin = AIOKafkaAdminClient(bootstrap_servers=f"{broker.host}:{broker.port}", request_timeout_ms=5000)
+        try:
+            await admin.start()
+            await admin.find_coordinator("ragbus-ready")
+            return True
+        except KafkaError:
+            return False  # GroupCoordinatorNotAvailable while the offsets topic is made: asked again
+        finally:
+            await admin.close()
+
+    answer: list[bool] = []
+    # A thread of its own: the caller may be inside an event loop (an async fixture or script).
+    asker = threading.Thread(target=lambda: answer.append(asyncio.run(ask())), daemon=True)
+    asker.start()
+    asker.join()
+    return bool(answer and answer[0])
 
 
 def apache_kafka(workdir: Path, host: str = "127.0.0.1", wrap: Sequence[str] = ()) -> BrokerProcess:
