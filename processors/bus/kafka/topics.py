@@ -16,7 +16,8 @@ import contextlib
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+from aiokafka.protocol.offset import OffsetRequest
 
 from config.bus import TopicLayout
 from schema.topics import REPLY_PREFIX
@@ -86,23 +87,48 @@ async def partitions_of(admin: AIOKafkaAdminClient, names: list[str]) -> dict[st
 
 async def wait_for_leaders(admin: AIOKafkaAdminClient, partitions: dict[str, int],
                            timeout_s: float = LEADER_WAIT_S) -> None:
-    """Return once every partition of the new topics has a leader in the broker's metadata.
+    """Return once every partition of the new topics has a leader that serves it.
 
     Kafka answers CreateTopics once the controller has the topic, a moment before the brokers'
     metadata lists its partitions and their leaders: a publish in that moment is refused with
     NotLeaderForPartition (and retried), and a reader that assigns itself "every partition"
-    would see only those listed yet. Past ``timeout_s`` it returns anyway: the clients retry.
+    would see only those listed yet. A moment later still, the metadata names a leader that has
+    not yet taken the partition up, and a consumer's first offset lookup there fails (aiokafka
+    logs it as an error, then retries): so each leader is asked for its partitions' end offsets
+    too. Past ``timeout_s`` it returns anyway: the clients retry.
     """
     deadline = asyncio.get_running_loop().time() + timeout_s
     while True:
         described = await admin.describe_topics(list(partitions))
-        led = {t["topic"]: sum(1 for p in t["partitions"] if p["leader"] >= 0)
-               for t in described if not t["error_code"]}
-        if all(led.get(name, 0) >= count for name, count in partitions.items()):
+        leaders: dict[int, dict[str, list[int]]] = {}
+        for t in described:
+            if not t["error_code"]:
+                for p in t["partitions"]:
+                    if p["leader"] >= 0:
+                        leaders.setdefault(p["leader"], {}).setdefault(t["topic"], []).append(p["partition"])
+        led = {name: sum(len(by_topic.get(name, ())) for by_topic in leaders.values()) for name in partitions}
+        if all(led[name] >= count for name, count in partitions.items()) and await _leaders_serve(admin, leaders):
             return
         if asyncio.get_running_loop().time() >= deadline:
             return
         await asyncio.sleep(0.05)
+
+
+async def _leaders_serve(admin: AIOKafkaAdminClient, leaders: dict[int, dict[str, list[int]]]) -> bool:
+    """Whether each leader answers a ListOffsets (latest) for its partitions without an error.
+
+    aiokafka's admin client has no call for it; this sends the consumer's own request through the
+    admin client's connection to the node.
+    """
+    for node, by_topic in leaders.items():
+        request = OffsetRequest(-1, 0, [(topic, [(p, -1) for p in parts]) for topic, parts in by_topic.items()])
+        try:
+            response = await admin._send_request_to_node(node, request)
+        except KafkaError:
+            return False
+        if any(error_code for _, part_data in response.topics for _, error_code, *_ in part_data):
+            return False
+    return True
 
 
 async def describe(admin: AIOKafkaAdminClient, names: list[str] | None, dead_letter_suffix: str) -> list[TopicInfo]:
