@@ -24,9 +24,6 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaError
-
 from . import jars
 from .brokers import BrokerProcess, accepts_clients, free_port
 from .errors import BrokerStartError
@@ -113,21 +110,12 @@ def _kafka_started(broker: BrokerProcess, log_start: int) -> bool:
 
 def _coordinator_answers(broker: BrokerProcess) -> bool:
     """Whether the broker names a group coordinator; the first ask has it create ``__consumer_offsets``."""
-
-    async def ask() -> bool:
-        admin = AIOKafkaAdminClient(bootstrap_servers=f"{broker.host}:{broker.port}", request_timeout_ms=5000)
-        try:
-            await admin.start()
-            await admin.find_coordinator("ragbus-ready")
-            return True
-        except KafkaError:
-            return False  # GroupCoordinatorNotAvailable while the offsets topic is made: asked again
-        finally:
-            await admin.close()
+    from processors.bus.kafka.groups import coordinator_answers  # aiokafka, only once a Kafka is started
 
     answer: list[bool] = []
     # A thread of its own: the caller may be inside an event loop (an async fixture or script).
-    asker = threading.Thread(target=lambda: answer.append(asyncio.run(ask())), daemon=True)
+    asker = threading.Thread(
+        target=lambda: answer.append(asyncio.run(coordinator_answers(f"{broker.host}:{broker.port}"))), daemon=True)
     asker.start()
     asker.join()
     return bool(answer and answer[0])

@@ -26,6 +26,7 @@ import asyncio
 
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment, ConsumerProtocolMemberMetadata
+from aiokafka.errors import KafkaError
 
 RETRY_INFIX = ".retry."  # a group's retry topic is <topic>.retry.<group> (kafka.retry_topic)
 
@@ -71,3 +72,20 @@ def member_topics(member: dict) -> set[str] | None:
         else:
             topics.update(name for name, _ in decoded.assignment)
     return topics or None
+
+
+async def coordinator_answers(bootstrap: str, timeout_ms: int = 5000) -> bool:
+    """Whether the broker names a group coordinator (asked for a group no one uses).
+
+    A broker just started answers GroupCoordinatorNotAvailable until it has made its offsets topic,
+    which the first such question has it do.
+    """
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=timeout_ms)
+    try:
+        await admin.start()
+        await admin.find_coordinator("ragbus-ready")
+        return True
+    except KafkaError:
+        return False
+    finally:
+        await admin.close()
