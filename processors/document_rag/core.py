@@ -278,7 +278,7 @@ class DocumentRag:
         depth = max(limit, self.hybrid_depth)
         vector, keyword = await asyncio.gather(
             self._vector(question, depth, collection, result, t),
-            self._bounded(self._keyword(question, depth, collection, t)),
+            self._bounded(lambda: self._keyword(question, depth, collection, t)),
             return_exceptions=True,
         )
         answered: list[list[ChunkMatch]] = []  # the paths that answered, vector first
@@ -297,11 +297,13 @@ class DocumentRag:
         with t.stage("fuse"):
             return fuse(answered, [self.vector_weight, self.keyword_weight], limit, fusion)
 
-    async def _bounded(self, work: Awaitable[_T]) -> _T:
+    async def _bounded(self, work: Callable[[], Awaitable[_T]]) -> _T:
+        # ``work`` makes its coroutine here: one made by the caller and never started (the gather
+        # around this was cancelled first) would be reported as never awaited.
         if self.path_timeout_s is None:
-            return await work
+            return await work()
         async with asyncio.timeout(self.path_timeout_s):
-            return await work
+            return await work()
 
     async def _vector(self, question, limit, collection, result: RagAnswer, t: _Timings) -> list[ChunkMatch]:
         if self.max_concepts == 0:  # the question alone: no extract-concepts hop
@@ -368,7 +370,7 @@ class DocumentRag:
                 kwargs: dict[str, Any] = {"at_time": iso(when) if when else None, "limit": self.fact_limit}
                 if collection != DEFAULT_COLLECTION:
                     kwargs["collection"] = collection
-                found = await self._bounded(self.kg_client.query(question, **kwargs))
+                found = await self._bounded(lambda: self.kg_client.query(question, **kwargs))
             except Exception as exc:
                 log.warning("the graph path failed, answering without facts: %s", _why(exc))
                 result.degrade("kg", _why(exc))
