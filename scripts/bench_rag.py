@@ -22,7 +22,9 @@ latency bound a hybrid query should meet: direct p50 + 4 hops x ping-pong p50
 concurrency 32: direct CPU per query + 6 exchanges (the ask and document-rag's
 five requests) x the raw round trip's CPU (this process and the broker, 64 in
 flight). What a query costs beyond the floor is, to a first approximation,
-ragbus's own; the floor itself is the client's and the broker's.
+ragbus's own; the floor itself is the client's and the broker's. Beside it, the
+same raw round trip spread over six request topics, an echo server consuming
+each (the layout of a query's exchanges), and the floor that gives.
 Printed per backend and concurrency: p50/p99 latency,
 queries/s, CPU-seconds per query (this process plus, for (c)/(d), the
 broker process), and the machine's limit for that cost, cores / CPU-s per
@@ -91,6 +93,9 @@ HOPS = 4  # a hybrid query's critical path: ask, embed, faiss query, prompt
 # A hybrid query's request/response exchanges on the bus: the ask, and the five requests document-rag
 # sends (embed, doc-embeddings-query, keyword-query, kg-query, prompt; the direct row hands over five).
 EXCHANGES = 6
+# Those exchanges go to six request topics (document-rag's and the five it calls), each read by its own
+# consumer: the raw round trip is also measured spread over as many, beside the single-topic one.
+SPREAD_TOPICS = 6
 # What document-rag calls; (a) hands it their requests directly, (b)-(d) run them as workers.
 RETRIEVAL = [name for name in pipelines.QUERY if name != "document-rag"]
 
@@ -225,6 +230,7 @@ async def run(args, work: Path) -> None:
 
     rows = []
     raw_trips: dict[str, pingpong.Result] = {}  # the raw client library's round trip on the same broker
+    spread_trips: dict[str, pingpong.Result] = {}  # the same, spread over the query's request topics
     started: list[brokers.BrokerProcess] = []
     try:
         for n, spec in enumerate(wanted):
@@ -268,6 +274,8 @@ async def run(args, work: Path) -> None:
                        else pingpong.raw_pulsar_setup(broker.url))
                 raw_trips[backend] = await pingpong.run(pingpong.echo_bench(raw), pingpong.QUICK,
                                                         extra_cpu=functools.partial(cpu_of, pid))
+                spread_trips[backend] = await pingpong.run(pingpong.spread_echo_bench(raw, SPREAD_TOPICS),
+                                                           pingpong.QUICK, extra_cpu=functools.partial(cpu_of, pid))
     finally:
         for broker in started:
             broker.stop()
@@ -301,6 +309,12 @@ async def run(args, work: Path) -> None:
                       f"{pingpong.CONCURRENCY} in flight); floor at c={c} = direct {d['cpu_ms']:.1f} + "
                       f"{EXCHANGES} x {raw.cpu_ms:.2f} = {floor:.1f} CPU ms/query ({floor / d['cpu_ms']:.2f}x direct); "
                       f"measured {r['cpu_ms']:.1f} ({r['cpu_ms'] / floor:.2f}x the floor)")
+                spread = spread_trips[backend]
+                spread_floor = d["cpu_ms"] + EXCHANGES * spread.cpu_ms
+                print(f"{backend}: the raw round trip spread over {SPREAD_TOPICS} request topics, a consumer each "
+                      f"(a query's layout), {spread.cpu_ms:.2f} CPU ms, p50 {spread.p50_ms:.1f} ms; floor at c={c} "
+                      f"in that layout = {spread_floor:.1f} CPU ms/query; "
+                      f"measured {r['cpu_ms'] / spread_floor:.2f}x it")
 
 
 if __name__ == "__main__":

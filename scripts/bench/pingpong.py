@@ -182,6 +182,44 @@ def echo_bench(factory: SetupFactory) -> Setup:
     return setup
 
 
+def spread_echo_bench(factory: SetupFactory, topics: int) -> Setup:
+    """``echo_bench`` with the calls spread over ``topics`` request topics, an echo server on each.
+
+    The traffic a worker of several processors carries: requests to several topics, each read by a
+    consumer of its own, the replies to one topic. Every reply reader resolves any call's reply.
+    """
+
+    @contextlib.asynccontextmanager
+    async def setup(tag: str) -> AsyncIterator[tuple[Call, Helpers]]:
+        reply_to = f"bench-rep-{tag}"
+        requests = [f"bench-req-{tag}-{i}" for i in range(topics)]
+        async with contextlib.AsyncExitStack() as stack:
+            sides = [await stack.enter_async_context(factory(topic, reply_to)) for topic in requests]
+            pending: dict[str, asyncio.Future[bytes]] = {}
+            ids = itertools.count()
+
+            async def read_replies(replies: Receive) -> None:
+                while True:
+                    headers, body, ack = await replies()
+                    future = pending.pop(headers.get("request-id", ""), None)
+                    if future is not None and not future.done():
+                        future.set_result(body)
+                    await ack()
+
+            async def call() -> bytes:
+                n = next(ids)
+                rid, (_, publish) = str(n), sides[n % topics][0]
+                pending[rid] = future = asyncio.get_running_loop().create_future()
+                await publish(requests[n % topics], BODY, {"request-id": rid, "reply-to": reply_to})
+                return await future
+
+            helpers: Helpers = [read_replies(client[0]) for client, _ in sides]
+            helpers += [serve(*server) for _, server in sides if server is not None]
+            yield call, helpers
+
+    return setup
+
+
 @contextlib.asynccontextmanager
 async def direct_setup(_requests: str, _reply_to: str) -> AsyncIterator[tuple[Ends, None]]:
     replies: asyncio.Queue[Received] = asyncio.Queue()
