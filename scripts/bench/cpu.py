@@ -45,3 +45,24 @@ def thread_cpu() -> collections.Counter:
         if seconds is not None:  # else it ended meanwhile
             cpu[names.get(int(task.name), "native")] += seconds
     return cpu
+
+
+def jit_cpu(pid: int | None) -> float:
+    """CPU seconds a JVM's JIT compiler threads (``C1 CompilerThre``, ``C2 CompilerThre``...) have used; 0 for none.
+
+    A broker just started compiles its hot paths while it serves: measured on Apache Kafka at
+    concurrency 1, its C2 thread took 11 of the broker's 17 CPU ms per query in the first 300
+    queries after a 300-query warm-up, and under 1 ms after 900 more. A figure taken meanwhile
+    is the JIT's, not the broker's steady state a long-running cluster serves with.
+    """
+    if pid is None:
+        return 0.0
+    total = 0.0
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            name = (task / "comm").read_text()
+        except OSError:
+            continue
+        if name.startswith(("C1 Compiler", "C2 Compiler")):
+            total += _stat_cpu(task / "stat") or 0.0
+    return total

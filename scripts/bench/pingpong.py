@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import logging
 import operator
+import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
@@ -24,11 +25,13 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from config.bus import BusSettings
-from config.settings import ProcessorSettings
+from config.settings import ProcessorSettings, bus_settings
 from processors.bus import Bus, connect
+from processors.bus.kafka.topics import wait_for_leaders
 from processors.bus.memory import drop_memory_broker
 from processors.runtime.request_client import RequestClient
 from processors.runtime.processor import Processor, RequestContext
+from processors.testing import selection
 from schema import Error
 from scripts.bench.stats import percentile
 
@@ -296,7 +299,13 @@ def processor_setup(url: str, settings: BusSettings) -> Setup:
     return setup
 
 
-def raw_kafka_setup(bootstrap: str) -> SetupFactory:
+def raw_kafka_setup(bootstrap: str, fetch_max_wait_ms: int | None = None) -> SetupFactory:
+    """The bare aiokafka round trip; its consumers wait for data as long as ragbus's do
+    (``fetch_max_wait_ms``, None = the bus settings' value: the production default, or a light
+    broker's test setting), so the baseline and the pipeline poll alike."""
+    if fetch_max_wait_ms is None:
+        fetch_max_wait_ms = bus_settings(environ={**os.environ, **selection.broker_env()}).kafka.fetch_max_wait_ms
+
     def ends(consumer: AIOKafkaConsumer, producer: AIOKafkaProducer) -> Ends:
         def publish(topic: str, body: bytes, headers: dict[str, str]) -> Awaitable[object]:
             return producer.send_and_wait(topic, body, headers=[(k, v.encode()) for k, v in headers.items()])
@@ -309,12 +318,15 @@ def raw_kafka_setup(bootstrap: str) -> SetupFactory:
         await admin.start()
         try:
             await admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in (requests, reply_to)])
+            # Untimed: without it a consumer's first offset lookup may meet a leader not serving yet.
+            await wait_for_leaders(admin, {requests: PARTITIONS, reply_to: PARTITIONS})
         finally:
             await admin.close()
         async with contextlib.AsyncExitStack() as stack:
             server_in, client_in = (
-                AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, fetch_max_wait_ms=5,
-                                 auto_offset_reset="earliest", enable_auto_commit=False)
+                AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
+                                 fetch_max_wait_ms=fetch_max_wait_ms, auto_offset_reset="earliest",
+                                 enable_auto_commit=False)
                 for topic, group in ((requests, "server"), (reply_to, "client"))
             )
             server_out, client_out = (AIOKafkaProducer(bootstrap_servers=bootstrap) for _ in range(2))
