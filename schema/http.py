@@ -25,6 +25,7 @@ class AskRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     question: Text
     mode: Literal["vector", "keyword", "hybrid"] | None = None
     at_time: str | None = None
+    as_of: str | None = None  # the graph as recorded then (see DocumentRagRequest)
     doc_limit: Limit | None = None
     collection: str = DEFAULT_COLLECTION
     stream: bool = False

@@ -18,6 +18,13 @@ class DocumentRagRequest(msgspec.Struct, kw_only=True):
 
     ``fusion``: how hybrid mode fuses its vector and keyword lists: rrf | minmax |
     dbsf (None = the processor's default).
+
+    ``as_of`` (ISO 8601): graph facts as they were recorded then, before later
+    revisions (with ``at_time``: what was believed then about that instant).
+
+    ``answer``: False asks for the sources only (the ranked chunks with their
+    scores, and the facts), with no prompt call and an empty answer. A streamed
+    request always answers.
     """
 
     query: str
@@ -26,6 +33,8 @@ class DocumentRagRequest(msgspec.Struct, kw_only=True):
     doc_limit: Limit | None = None
     collection: str = DEFAULT_COLLECTION
     fusion: str | None = None
+    as_of: str | None = None
+    answer: bool = True
 
 
 class DocumentRagResponse(msgspec.Struct, kw_only=True):

@@ -182,12 +182,20 @@ class DocumentRag:
         doc_limit: int | None = None,
         collection: str = DEFAULT_COLLECTION,
         fusion: str | None = None,
+        as_of: Any = None,
+        answer: bool = True,
     ) -> RagAnswer:
-        """A cited answer to ``question``; ``BadRequest`` (a ValueError) or ``TypeError`` on bad input."""
-        found = await self._sources(question, mode, at_time, doc_limit, collection, fusion)
+        """A cited answer to ``question``; ``BadRequest`` (a ValueError) or ``TypeError`` on bad input.
+
+        ``as_of``: the graph as it was recorded then. ``answer=False``: the sources only (the
+        chunks, ranked, with their scores, and the facts), no prompt call and an empty answer.
+        """
+        found = await self._sources(question, mode, at_time, doc_limit, collection, fusion, as_of)
+        if not answer:
+            return found.finish("")
         with found.timings.stage("prompt"):
-            answer = await self.prompt_client.document_prompt(**found.prompt)
-        return found.finish(answer.text)
+            written = await self.prompt_client.document_prompt(**found.prompt)
+        return found.finish(written.text)
 
     async def stream(
         self,
@@ -198,13 +206,14 @@ class DocumentRag:
         doc_limit: int | None = None,
         collection: str = DEFAULT_COLLECTION,
         fusion: str | None = None,
+        as_of: Any = None,
     ) -> AsyncIterator[tuple[str, Any]]:
         """The same answer as it is written: ``("sources", RagAnswer without answer)`` once, then
         ``("answer", text)`` per piece of the prompt's stream, then ``("final", RagAnswer)``.
 
         Needs a prompt client with ``document_prompt_stream``.
         """
-        found = await self._sources(question, mode, at_time, doc_limit, collection, fusion)
+        found = await self._sources(question, mode, at_time, doc_limit, collection, fusion, as_of)
         yield "sources", found.result
         text = None
         with found.timings.stage("prompt"):
@@ -217,7 +226,7 @@ class DocumentRag:
             raise RuntimeError("the prompt stream ended without its result")
         yield "final", found.finish(text)
 
-    async def _sources(self, question, mode, at_time, doc_limit, collection, fusion=None) -> _Found:
+    async def _sources(self, question, mode, at_time, doc_limit, collection, fusion=None, as_of=None) -> _Found:
         """Everything before the prompt: checks, the document and graph paths, chunk texts."""
         if not isinstance(question, str):
             raise TypeError(f"question must be a str, got {type(question).__name__}")
@@ -230,11 +239,13 @@ class DocumentRag:
         fusion = self.fusion if fusion is None else _check_fusion(fusion)
         limit = self.doc_limit if doc_limit is None else _check_limit("doc_limit", doc_limit)
         when = parse_instant(at_time, what="at_time") if at_time is not None else None
+        known = parse_instant(as_of, what="as_of") if as_of is not None else None
         t = _Timings()
         started = time.perf_counter()
         result = RagAnswer(answer="", at_time=iso(when) if when else None)
 
-        graph = asyncio.ensure_future(self._graph(question, when, collection, result, t)) if self.kg_client else None
+        graph = (asyncio.ensure_future(self._graph(question, when, collection, result, t, known))
+                 if self.kg_client else None)
         try:
             matches = _one_version_each(await self._documents(question, mode, limit, collection, result, t, fusion))
             with t.stage("fetch"):
@@ -364,10 +375,12 @@ class DocumentRag:
             kept.append(match if match.text == text else _with_text(match, text))
         return kept
 
-    async def _graph(self, question, when, collection, result: RagAnswer, t: _Timings) -> None:
+    async def _graph(self, question, when, collection, result: RagAnswer, t: _Timings, known=None) -> None:
         with t.stage("kg"):
             try:
                 kwargs: dict[str, Any] = {"at_time": iso(when) if when else None, "limit": self.fact_limit}
+                if known is not None:
+                    kwargs["as_of"] = iso(known)
                 if collection != DEFAULT_COLLECTION:
                     kwargs["collection"] = collection
                 found = await self._bounded(lambda: self.kg_client.query(question, **kwargs))

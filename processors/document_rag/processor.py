@@ -72,14 +72,14 @@ class DocumentRagProcessor(Processor[DocumentRagRequest, DocumentRagResponse]):
     async def handle(self, request: DocumentRagRequest, context: RequestContext) -> DocumentRagResponse:
         r = await self._checked(request).query(
             request.query, mode=request.mode, at_time=request.at_time, doc_limit=request.doc_limit,
-            collection=request.collection, fusion=request.fusion,
+            collection=request.collection, fusion=request.fusion, as_of=request.as_of, answer=request.answer,
         )
         return _response(r)
 
     async def stream(self, request: DocumentRagRequest, context: RequestContext) -> AsyncIterator[DocumentRagPiece]:
         events = self._checked(request).stream(
             request.query, mode=request.mode, at_time=request.at_time, doc_limit=request.doc_limit,
-            collection=request.collection, fusion=request.fusion,
+            collection=request.collection, fusion=request.fusion, as_of=request.as_of,
         )
         async for kind, value in events:
             if kind == "sources":

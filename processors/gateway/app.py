@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 import msgspec
@@ -23,7 +23,7 @@ from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from config.settings import GatewaySettings
 from processors.ingestion import DocumentSource, UnreadableDocument, UnsupportedFormat, empty_collection, open_bytes
@@ -72,8 +72,10 @@ async def _first(
     return first, pieces
 
 
-def build_app(state: GatewayState, settings: GatewaySettings, *,
-              api_keys: list[str] | None = None) -> Guard | CORSMiddleware:
+def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[str] | None = None,
+              mcp_routes: Sequence[BaseRoute] = ()) -> Guard | CORSMiddleware:
+    """The gateway's ASGI app; ``mcp_routes``: the MCP face's endpoint (``McpFace.http_routes``), behind
+    the same guard as every route."""
     keys = list(api_keys if api_keys is not None else settings.api_keys)
     schema_doc = msgspec.json.encode(openapi.document(auth=bool(keys)))
 
@@ -95,7 +97,7 @@ def build_app(state: GatewayState, settings: GatewaySettings, *,
     async def ask(request: Request) -> Response:
         body = decode_body(await request.body(), AskRequest)
         pipeline = state.need()
-        question = DocumentRagRequest(query=body.question, mode=body.mode, at_time=body.at_time,
+        question = DocumentRagRequest(query=body.question, mode=body.mode, at_time=body.at_time, as_of=body.as_of,
                                       doc_limit=body.doc_limit, collection=_collection(body.collection))
         if not body.stream:
             try:
@@ -215,6 +217,7 @@ def build_app(state: GatewayState, settings: GatewaySettings, *,
             Route("/v1/documents", add_document, methods=["POST"]),
             Route("/v1/documents/{document_id:path}", delete_document, methods=["DELETE"]),
             Route("/v1/kg/query", kg_query, methods=["GET"]),
+            *mcp_routes,
         ],
         exception_handlers={
             HTTPError: on_http_error,  # type: ignore[dict-item]  # Starlette passes a handler its key's class

@@ -59,11 +59,18 @@ class BusPipeline:
 
     async def ask(self, r: DocumentRagRequest) -> DocumentRagResponse:
         return await self.rag.ask(r.query, mode=r.mode, at_time=r.at_time, doc_limit=r.doc_limit,
-                                  collection=r.collection)
+                                  collection=r.collection, fusion=r.fusion, as_of=r.as_of, answer=r.answer)
 
     def ask_stream(self, r: DocumentRagRequest) -> AsyncIterator[DocumentRagPiece]:
         return self.rag.ask_stream(r.query, mode=r.mode, at_time=r.at_time, doc_limit=r.doc_limit,
-                                   collection=r.collection)
+                                   collection=r.collection, as_of=r.as_of)
+
+    async def documents(self, request: ListDocuments) -> DocumentList:
+        """A page of a collection's documents, or (``collections``) the collections, from documents-query."""
+        r = await self.client.request(t.DOCUMENTS_QUERY, request, DocumentList, timeout=self.timeout_s)
+        if r.error is not None:
+            raise RemoteError(t.DOCUMENTS_QUERY, r.error)
+        return r
 
     async def kg_query(self, request: KgQueryRequest) -> KgQueryResponse:
         r = await self.client.request(t.KG_QUERY, request, KgQueryResponse, timeout=self.timeout_s)

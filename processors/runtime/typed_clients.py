@@ -200,9 +200,12 @@ class DocumentRagClient(_Typed):
         doc_limit: int | None = None,
         collection: str = DEFAULT_COLLECTION,
         fusion: str | None = None,
+        as_of: str | None = None,
+        answer: bool = True,
     ) -> DocumentRagResponse:
+        """The answer (``answer=False``: the sources only); see ``DocumentRagRequest``."""
         request = DocumentRagRequest(query=query, mode=mode, at_time=at_time, doc_limit=doc_limit,
-                                     collection=collection, fusion=fusion)
+                                     collection=collection, fusion=fusion, as_of=as_of, answer=answer)
         r = await self.client.request(self.topic, request, DocumentRagResponse, timeout=self.timeout)
         return _check(self.topic, r)
 
@@ -214,9 +217,10 @@ class DocumentRagClient(_Typed):
         at_time: str | None = None,
         doc_limit: int | None = None,
         collection: str = DEFAULT_COLLECTION,
+        as_of: str | None = None,
     ) -> AsyncIterator[DocumentRagPiece]:
         """The answer as it is written: a ``sources`` piece, ``answer`` pieces, then the ``final`` one."""
         request = DocumentRagRequest(query=query, mode=mode, at_time=at_time, doc_limit=doc_limit,
-                                     collection=collection)
+                                     collection=collection, as_of=as_of)
         async for piece in self.client.stream(self.topic, request, DocumentRagPiece, timeout=self.timeout):
             yield _check(self.topic, piece)

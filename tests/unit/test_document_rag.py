@@ -971,3 +971,28 @@ async def test_cancelling_a_query_leaves_no_task_of_its_own_running(mode):
     assert kg_hang.cancelled == kg_hang.started == 1
     assert kw_hang.cancelled == kw_hang.started
     assert r.prompt.document_calls == []
+
+
+# -- sources only, and the graph as of a time ---------------------------------------------------
+
+
+async def test_answer_false_returns_the_ranked_sources_and_never_calls_the_prompt():
+    r = rig(kg=KgStub())
+
+    found = await r.rag.query(QUESTION, answer=False)
+
+    assert r.prompt.document_calls == []
+    assert found.answer == "" and found.cited == []
+    assert found.chunks and [c.score for c in found.chunks] == sorted((c.score for c in found.chunks), reverse=True)
+    assert found.facts == [MERKEL] and "prompt" not in found.timings_ms
+
+
+async def test_as_of_reaches_the_graph_normalised_and_a_bad_one_is_refused():
+    r = rig(kg=KgStub())
+
+    await r.rag.query(QUESTION, at_time="2012-01-01", as_of="2008-01-01")
+
+    assert r.kg.calls[-1][1]["as_of"] == "2008-01-01T00:00:00Z"
+    assert r.kg.calls[-1][1]["at_time"] == "2012-01-01T00:00:00Z"
+    with pytest.raises(ValueError, match="as_of"):
+        await r.rag.query(QUESTION, as_of="not a time")
