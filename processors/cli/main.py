@@ -12,11 +12,11 @@ from config.settings import load_settings
 from processors.bus import BusError
 from processors.runtime.typed_clients import RemoteError
 
-from . import ask, brokers, check, dlq, ingest, kg, library, records, serve, status, topics, worker
+from . import ask, brokers, check, dlq, ingest, kg, library, mcp_stdio, records, serve, status, topics, worker
 from .common import describe, text, utf8
 
 # In the order `ragbus --help` lists them.
-COMMANDS = (check, worker, ingest, library, ask, serve, kg, records, status, dlq, topics, brokers)
+COMMANDS = (check, worker, ingest, library, ask, serve, mcp_stdio, kg, records, status, dlq, topics, brokers)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-LONG_RUNNING = ("worker", "serve")  # commands that run until stopped: their logs are an operator's
+LONG_RUNNING = ("worker", "serve", "mcp")  # commands that run until stopped: their logs are an operator's
 
 
 def main(argv: list[str] | None = None) -> int:

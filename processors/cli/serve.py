@@ -34,11 +34,11 @@ def api_keys(settings: GatewaySettings, environ=os.environ) -> list[str]:
 
 
 async def run_pipeline(state, settings: Settings, url: str, stop: asyncio.Event, out=sys.stderr, *,
-                       reached: asyncio.Event | None = None) -> None:
+                       reached: asyncio.Event | None = None, up: asyncio.Event | None = None) -> None:
     """Start what the gateway calls (all of it on memory://), set ``state.pipeline``, hold it until ``stop``.
 
     ``reached`` is set once the bus is: at once on memory://, where the processors starting meanwhile are
-    what ``/ready`` waits for."""
+    what ``/ready`` waits for; ``up`` once ``state.pipeline`` is set."""
     from processors.gateway import BusPipeline
 
     reached = reached or asyncio.Event()
@@ -63,6 +63,8 @@ async def run_pipeline(state, settings: Settings, url: str, stop: asyncio.Event,
                 ready_check_s=settings.gateway.ready_check_s,
                 collection_check_s=settings.gateway.collection_check_s,
             )
+            if up is not None:
+                up.set()
             try:
                 await stop.wait()
             finally:
@@ -80,6 +82,7 @@ async def serve(args: argparse.Namespace) -> int:
 
         from processors.gateway import GatewayState, build_app
         from processors.gateway.http_limits import HeadLimits, protocol_with
+        from processors.gateway.mcp_face import McpFace
     except ImportError as exc:
         print(f"ragbus: error: ragbus serve needs the serve extra: pip install 'ragbus[serve]' ({exc})",
               file=sys.stderr)
@@ -90,7 +93,12 @@ async def serve(args: argparse.Namespace) -> int:
     host, port = args.host or g.host, args.port if args.port is not None else g.port
     url = args.bus or settings.bus.url
     state = GatewayState()
-    app = build_app(state, g, api_keys=api_keys(g))
+
+    async def ready_pipeline():
+        return state.need()
+
+    face = McpFace(ready_pipeline, version=ragbus_version())
+    app = build_app(state, g, api_keys=api_keys(g), mcp_routes=face.http_routes(host))
     # No access log, no Server and Date headers: per-request work nobody here reads (a proxy adds its own).
     limits = HeadLimits(max_head_bytes=g.max_head_bytes, head_timeout_s=g.head_timeout_s,
                         idle_timeout_s=g.idle_timeout_s)
@@ -116,7 +124,7 @@ async def serve(args: argparse.Namespace) -> int:
                 raise problem
             print(f"ragbus: error: the bus at {url} cannot be reached: {problem}", file=sys.stderr)
             return 2
-        http = asyncio.ensure_future(server.serve(sockets=[sock]))
+        http = asyncio.ensure_future(_serving(server, sock, face))
         print(f"serving http://{host}:{sock.getsockname()[1]} over {url}", file=sys.stderr, flush=True)
         done, _ = await asyncio.wait([pipeline, http], return_when=asyncio.FIRST_COMPLETED)
         if pipeline in done:  # it failed to start or stopped: no gateway without a pipeline
@@ -132,6 +140,20 @@ async def serve(args: argparse.Namespace) -> int:
         sock.close()
 
 
+async def _serving(server, sock: socket.socket, face) -> None:
+    async with face.running():  # the MCP sessions live as long as the HTTP server
+        await server.serve(sockets=[sock])
+
+
+def ragbus_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ragbus")
+    except PackageNotFoundError:
+        return ""
+
+
 def port(text: str) -> int:
     if not text.isdigit() or not 0 <= int(text) <= 65535:
         raise argparse.ArgumentTypeError(f"must be a port number 0-65535, got {text!r}")
@@ -139,7 +161,8 @@ def port(text: str) -> int:
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("serve", help="answer over HTTP: REST and OpenAI-compatible chat (/v1/chat/completions)")
+    p = sub.add_parser("serve", help="answer over HTTP: REST, OpenAI-compatible chat (/v1/chat/completions) "
+                                     "and MCP (streamable HTTP at /mcp)")
     p.add_argument("--host", help="address to listen on (default: [gateway] host, 127.0.0.1)")
     p.add_argument("--port", type=port, help="port to listen on (default: [gateway] port, 8000)")
     p.add_argument("--bus", help=BUS_HELP)

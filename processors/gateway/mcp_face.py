@@ -1,0 +1,208 @@
+"""The Model Context Protocol face: retrieval as MCP tools, on the official SDK (``mcp``, MCPServer).
+
+Four tools, each one request of the pipeline the REST routes call (``BusPipeline``), so MCP
+adds no retrieval of its own and scales like any gateway:
+
+- ``ask``: the cited answer, with the cited chunks' text and documents (document-rag, streamed,
+  so the call reports progress: sources found, the answer being written, done);
+- ``search``: the ranked chunks with their scores and no answer (document-rag with ``answer=False``);
+- ``graph``: the facts about the entities a question names, valid at ``at``, as known ``as_of`` (kg-query);
+- ``documents``: the collections, or a page of one collection's documents (documents-query).
+
+A caller's mistake (an empty question, an unknown mode, a time that is no time, a bad
+collection name) comes back as a tool error (``is_error``) that says what to change, as the
+REST routes' 4xx bodies do; so does a pipeline that is not ready or did not answer in time.
+
+Transports: ``run_stdio`` for ``ragbus mcp``; ``http_routes`` and ``running`` mount streamable
+HTTP at ``/mcp`` inside ``ragbus serve`` (behind the same key check as every route there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Annotated, Any, Literal
+
+import msgspec
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
+from starlette.routing import BaseRoute
+
+from schema import DEFAULT_COLLECTION, DocumentRagRequest, KgQueryRequest, ListDocuments, check_collection
+
+from .errors import from_pipeline
+from .pipeline import BusPipeline
+
+MCP_PATH = "/mcp"
+ASK_FIELDS = ["question", "mode", "at", "as_of", "collection", "doc_limit"]
+GRAPH_FIELDS = ["question", "at", "as_of", "limit", "collection"]
+
+Mode = Literal["vector", "keyword", "hybrid"]
+Question = Annotated[str, Field(description="the question, in words", min_length=1)]
+At = Annotated[str | None, Field(description="ISO 8601 instant: only graph facts valid then (e.g. 2019-06-01)")]
+AsOf = Annotated[str | None, Field(description="ISO 8601 instant: the graph as it was recorded then, "
+                                               "before later revisions")]
+Collection = Annotated[str, Field(description="the collection to read")]
+Limit = Annotated[int | None, Field(description="chunks to draw from (default: the pipeline's)", ge=1)]
+
+
+def _failed(exc: Exception, fields: list[str], renamed: dict[str, str] | None = None) -> ToolError:
+    """What went wrong, in words a caller can act on (the REST route's error type and message), with the
+    pipeline's field names made the tool's (``renamed``)."""
+    e = from_pipeline(exc, [*fields, *(renamed or {})])
+    message, param = e.message, (e.param or "").removeprefix("$.")
+    for theirs, ours in (renamed or {}).items():
+        message = re.sub(rf"\b{theirs}\b", ours, message)
+        param = ours if param == theirs else param
+    where = f" (argument {param})" if param else ""
+    return ToolError(f"{e.type}{where}: {message}")
+
+
+def _collection(name: str) -> str:
+    try:
+        return check_collection(name)
+    except ValueError as exc:
+        raise ToolError(f"BadRequest (argument collection): {exc}") from None
+
+
+def _chunk(c) -> dict[str, Any]:
+    return {"chunk_id": c.chunk_id, "score": c.score, "document_id": c.document_id, "title": c.title,
+            "text": c.text}
+
+
+def _facts(facts) -> list[dict[str, Any]]:
+    return [msgspec.to_builtins(f) for f in facts]
+
+
+class McpFace:
+    """The MCP server over a pipeline; ``await pipeline()`` returns it or raises why it is not there
+    (it may wait for a pipeline still starting)."""
+
+    def __init__(self, pipeline: Callable[[], Awaitable[BusPipeline]], *, version: str = "") -> None:
+        self._pipeline = pipeline
+        self.server = MCPServer(
+            "ragbus", version=version,
+            instructions="Question answering over ragbus's document collections and knowledge graph. "
+                         "ask answers with citations; search ranks chunks; graph lists facts valid at a "
+                         "time; documents lists collections and their documents.",
+        )
+        self._routes: list[BaseRoute] | None = None
+        self.server.tool(description="Answer a question from a collection, citing the chunks it drew on; "
+                                     "the cited chunks come with their text and document.")(self.ask)
+        self.server.tool(description="The chunks of a collection that best match a query, best first, each with "
+                                     "its rank and the score of the retriever that found it (cosine for vector, "
+                                     "BM25 for keyword: in hybrid mode compare ranks, not scores); no answer is "
+                                     "written.")(self.search)
+        self.server.tool(description="Facts of the knowledge graph about the entities a question names, valid "
+                                     "at a time (at) and as recorded at a time (as_of).")(self.graph)
+        self.server.tool(description="Without a collection: the collections. With one: a page of its documents "
+                                     "in id order (pass the last id as after for the next page).")(self.documents)
+
+    async def _need(self) -> BusPipeline:
+        try:
+            return await self._pipeline()
+        except Exception as exc:
+            raise _failed(exc, []) from None
+
+    async def ask(self, question: Question, ctx: Context, mode: Mode | None = None, at: At = None,
+                  as_of: AsOf = None, collection: Collection = DEFAULT_COLLECTION,
+                  doc_limit: Limit = None) -> dict[str, Any]:
+        request = DocumentRagRequest(query=question, mode=mode, at_time=at, as_of=as_of, doc_limit=doc_limit,
+                                     collection=_collection(collection))
+        pipeline = await self._need()
+        await ctx.report_progress(0, 3, "retrieving")
+        final = None
+        writing = False
+        try:
+            async for piece in pipeline.ask_stream(request):
+                if piece.kind == "sources":
+                    await ctx.report_progress(1, 3, f"{len(piece.chunks)} chunks and {len(piece.facts)} facts "
+                                                    "found; writing the answer")
+                elif piece.kind == "answer" and not writing:
+                    writing = True
+                    await ctx.report_progress(2, 3, "writing the answer")
+                elif piece.response is not None:
+                    final = piece.response
+        except Exception as exc:
+            raise _failed(exc, ASK_FIELDS, {"at_time": "at"}) from None
+        if final is None:
+            raise ToolError("EmptyStream: the pipeline ended the answer without its result")
+        await ctx.report_progress(3, 3, "answered")
+        cited = set(final.cited)
+        return {
+            "answer": final.answer,
+            "citations": [_chunk(c) for c in final.chunks if c.chunk_id in cited],
+            "facts": _facts(final.facts),
+            "at_time": final.at_time,
+            "paths": final.paths,
+            "degraded": final.degraded,
+            "problems": final.problems,
+        }
+
+    async def search(self, query: Question, mode: Mode | None = None, limit: Limit = None,
+                     collection: Collection = DEFAULT_COLLECTION) -> dict[str, Any]:
+        request = DocumentRagRequest(query=query, mode=mode, doc_limit=limit, collection=_collection(collection),
+                                     answer=False)
+        pipeline = await self._need()
+        try:
+            found = await pipeline.ask(request)
+        except Exception as exc:
+            raise _failed(exc, ["query", "mode", "limit", "collection"], {"doc_limit": "limit"}) from None
+        chunks = [{"rank": n, **_chunk(c)} for n, c in enumerate(found.chunks, 1)]
+        return {"chunks": chunks, "paths": [p for p in found.paths if p != "kg"],
+                "degraded": found.degraded, "problems": found.problems}
+
+    async def graph(self, question: Question, at: At = None, as_of: AsOf = None,
+                    limit: Annotated[int, Field(description="facts at most; 0 = the entities only", ge=0)] = 8,
+                    collection: Collection = DEFAULT_COLLECTION) -> dict[str, Any]:
+        request = KgQueryRequest(question=question, at_time=at, as_of=as_of, limit=limit,
+                                 collection=_collection(collection))
+        pipeline = await self._need()
+        try:
+            found = await pipeline.kg_query(request)
+        except Exception as exc:
+            raise _failed(exc, GRAPH_FIELDS, {"at_time": "at"}) from None
+        return {"entities": found.entities, "facts": _facts(found.facts), "rejected": _facts(found.rejected),
+                "at_time": found.at_time, "as_of": found.as_of}
+
+    async def documents(self, collection: Annotated[str | None, Field(description="the collection to list")] = None,
+                        after: Annotated[str, Field(description="list after this document id")] = "",
+                        limit: Annotated[int, Field(description="documents at most", ge=1, le=500)] = 100,
+                        ) -> dict[str, Any]:
+        if collection is None:
+            request = ListDocuments(collection=DEFAULT_COLLECTION, collections=True)
+        else:
+            request = ListDocuments(collection=_collection(collection), after=after, limit=limit)
+        pipeline = await self._need()
+        try:
+            found = await pipeline.documents(request)
+        except Exception as exc:
+            raise _failed(exc, ["collection", "after", "limit"]) from None
+        if collection is None:
+            return {"collections": found.collections}
+        return {"collection": collection, "documents": [msgspec.to_builtins(d) for d in found.documents],
+                "more": found.more, "after": found.documents[-1].document_id if found.more else None}
+
+    # -- transports ----------------------------------------------------------------------------
+
+    async def run_stdio(self) -> None:
+        """Serve one client on this process's standard input and output until it closes them."""
+        await self.server.run_stdio_async()
+
+    def http_routes(self, host: str) -> list[BaseRoute]:
+        """The streamable HTTP endpoint at ``/mcp``, for the gateway's router.
+
+        ``host`` is the address the gateway binds: on loopback the SDK checks the Host and
+        Origin headers against loopback names (a page elsewhere cannot drive it through the
+        user's browser)."""
+        if self._routes is None:
+            self._routes = list(self.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host).routes)
+        return self._routes
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """The HTTP sessions' task group: around the HTTP server's life (after ``http_routes``)."""
+        async with self.server.session_manager.run():
+            yield

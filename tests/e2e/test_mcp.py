@@ -1,0 +1,182 @@
+"""The MCP face for real: the official SDK's own client talks to ``ragbus mcp`` (stdio, its own
+process) and to ``/mcp`` of ``ragbus serve`` (streamable HTTP), on the memory bus and in front of
+Kafka and Pulsar workers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import uuid
+from pathlib import Path
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from processors.testing.gateway import GatewayProcess
+from processors.testing.selection import broker_env
+
+from ..helpers.rag_pipeline import pipeline
+from ..helpers.serve_stores import stores
+
+QUESTION = "How does a context manager wrap a block of code?"
+UK = "Who was head of government of the United Kingdom?"
+
+
+def ragbus_mcp(env: dict[str, str], *args: str) -> StdioServerParameters:
+    """``ragbus mcp`` as the SDK's client starts it: this interpreter's module, its own process."""
+    return StdioServerParameters(command=sys.executable, args=["-m", "processors.cli", "mcp", *args],
+                                 env={**os.environ, **broker_env(), **env}, cwd=str(Path(__file__).parents[2]))
+
+
+@contextlib.asynccontextmanager
+async def connected(server):
+    async with Client(server, read_timeout_seconds=120) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return stores(tmp_path_factory)
+
+
+def heads(facts) -> set[str]:
+    return {f["head"] for f in facts}
+
+
+async def check_tools(client) -> None:
+    """Every tool answers as documented, on whatever transport ``client`` speaks."""
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == {"ask", "search", "graph", "documents"}
+    assert {"question", "mode", "at", "as_of", "collection"} <= set(tools["ask"].input_schema["properties"])
+
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(done, total, message):
+        progress.append((done, total, message))
+
+    asked = await client.call_tool("ask", {"question": QUESTION}, progress_callback=on_progress)
+    assert not asked.is_error, asked.content
+    answer = asked.structured_content
+    cited = answer["citations"]
+    assert cited and cited[0]["document_id"] == "with" and "context manager" in cited[0]["text"]
+    assert f"[{cited[0]['chunk_id']}]" in answer["answer"]
+    assert [p[0] for p in progress] == [0, 1, 2, 3] and progress[-1][2] == "answered"
+
+    found = (await client.call_tool("search", {"query": QUESTION, "limit": 3})).structured_content
+    assert [c["rank"] for c in found["chunks"]] == [1, 2, 3]
+    assert found["chunks"][0]["document_id"] == "with" and "answer" not in found
+    assert all(isinstance(c["score"], float) and c["text"] for c in found["chunks"])
+
+    now = (await client.call_tool("graph", {"question": UK, "at": "2012-01-01"})).structured_content
+    believed = (await client.call_tool("graph", {"question": UK, "at": "2012-01-01", "as_of": "2008-01-01"}))
+    assert "David Cameron" in heads(now["facts"]) and "Gordon Brown" not in heads(now["facts"])
+    assert "Gordon Brown" in heads(believed.structured_content["facts"])  # not yet known to have left
+    then = await client.call_tool("ask", {"question": UK, "at": "2012-01-01", "as_of": "2008-01-01"})
+    assert "Gordon Brown" in heads(then.structured_content["facts"])
+
+    listed = (await client.call_tool("documents", {})).structured_content
+    assert "default" in listed["collections"]
+    page = (await client.call_tool("documents", {"collection": "default", "limit": 2})).structured_content
+    assert [d["document_id"] for d in page["documents"]] == ["loops", "slots"] and page["after"] == "slots"
+    rest = await client.call_tool("documents", {"collection": "default", "after": page["after"]})
+    assert [d["document_id"] for d in rest.structured_content["documents"]] == ["with"]
+    assert rest.structured_content["more"] is False
+
+
+@pytest.mark.parametrize("arguments, says", [
+    ({"question": ""}, "question"),
+    ({"question": QUESTION, "mode": "fuzzy"}, "mode"),
+    ({"question": QUESTION, "at": "next tuesday"}, "at"),
+    ({"question": QUESTION, "collection": "../other"}, "collection"),
+    ({"question": QUESTION, "doc_limit": 0}, "doc_limit"),
+])
+def test_bad_arguments_are_tool_errors_that_name_what_to_fix(data_dir, arguments, says):
+    async def main():
+        async with connected(ragbus_mcp({"RAGBUS_DATA_DIR": str(data_dir)})) as client:
+            r = await client.call_tool("ask", arguments)
+        assert r.is_error
+        text = r.content[0].text
+        assert says in text and "at_time" not in text, text
+
+    asyncio.run(main())
+
+
+def test_the_tools_over_stdio_on_the_memory_bus(data_dir):
+    async def main():
+        async with connected(ragbus_mcp({"RAGBUS_DATA_DIR": str(data_dir)})) as client:
+            await check_tools(client)
+
+    asyncio.run(main())
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory):
+    # A data dir of its own: a gateway on memory:// runs the writers, one process per data dir.
+    env = {"RAGBUS_DATA_DIR": str(stores(tmp_path_factory)), "RAGBUS_API_KEYS": "sk-mcp"}
+    with GatewayProcess(env=env, log_path=tmp_path_factory.mktemp("mcp-serve") / "serve.log") as g:
+        yield g
+
+
+def over_http(gateway, key: str | None):
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return streamable_http_client(f"{gateway.url}/mcp", http_client=httpx2.AsyncClient(headers=headers, timeout=120))
+
+
+def test_the_tools_over_streamable_http_inside_serve(gateway):
+    async def main():
+        async with connected(over_http(gateway, "sk-mcp")) as client:
+            await check_tools(client)
+
+    asyncio.run(main())
+
+
+def leaves(group: BaseException) -> list[BaseException]:
+    if isinstance(group, BaseExceptionGroup):
+        return [leaf for e in group.exceptions for leaf in leaves(e)]
+    return [group]
+
+
+def test_mcp_over_http_needs_the_gateways_key(gateway):
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+               "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                          "clientInfo": {"name": "test", "version": "0"}}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    refused = httpx2.post(f"{gateway.url}/mcp", json=listing, headers=accept)
+    assert refused.status_code == 401 and refused.json()["error"]["type"] == "Unauthorized"
+    let_in = httpx2.post(f"{gateway.url}/mcp", json=listing, headers={**accept, "Authorization": "Bearer sk-mcp"})
+    assert let_in.status_code == 200, let_in.text
+
+    async def main():
+        async with connected(over_http(gateway, "sk-wrong")) as client:
+            await client.list_tools()
+
+    with pytest.raises(BaseExceptionGroup) as failed:
+        asyncio.run(main())
+    assert [type(e).__name__ for e in leaves(failed.value)] == ["MCPError"]
+
+
+@pytest.mark.brokers
+@pytest.mark.parametrize("broker", ["kafka_broker", "pulsar_broker"])
+def test_ragbus_mcp_in_front_of_workers_on_a_broker(broker, request, tmp_path, monkeypatch):
+    """On a broker ``ragbus mcp`` starts no processor: it publishes, the workers answer."""
+    url = request.getfixturevalue(broker).url
+    collection = f"mcp-{uuid.uuid4().hex[:8]}"
+
+    async def main():
+        async with pipeline(url, tmp_path / "data", monkeypatch, collection=collection):
+            server = ragbus_mcp({"RAGBUS_DATA_DIR": str(tmp_path / "unused")}, "--bus", url)
+            async with connected(server) as client:
+                asked = await client.call_tool("ask", {"question": QUESTION, "collection": collection})
+                assert not asked.is_error, asked.content
+                assert asked.structured_content["citations"][0]["document_id"] == "with"
+                listed = await client.call_tool("documents", {"collection": collection})
+                assert {d["document_id"] for d in listed.structured_content["documents"]} == {"loops", "slots",
+                                                                                               "with"}
+        assert not (tmp_path / "unused").exists()  # no store opened by the MCP server
+
+    asyncio.run(main())
