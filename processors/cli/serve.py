@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ipaddress
 import os
 import socket
 import sys
@@ -71,6 +72,16 @@ async def run_pipeline(state, settings: Settings, url: str, stop: asyncio.Event,
                 state.pipeline, state.problem = None, "stopping"
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or a name) is this machine's loopback: what keyless serving may bind."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # another name: it may resolve anywhere
+        return False
+
+
 def listen(host: str, port: int) -> socket.socket:
     """The HTTP socket, bound and listening before anything says it serves (port 0: any free one)."""
     return socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
@@ -92,13 +103,19 @@ async def serve(args: argparse.Namespace) -> int:
     g = settings.gateway
     host, port = args.host or g.host, args.port if args.port is not None else g.port
     url = args.bus or settings.bus.url
+    keys = api_keys(g)
+    if not keys and not is_loopback(host) and not args.insecure:
+        print(f"ragbus: error: no API key is set, so ragbus serve answers on loopback only; {host} would let "
+              "anyone who reaches it ask, ingest and delete. Set keys ([gateway] api_keys or "
+              f"{API_KEYS_ENV}), or say --insecure to serve {host} without any", file=sys.stderr)
+        return 2
     state = GatewayState()
 
     async def ready_pipeline():
         return state.need()
 
     face = McpFace(ready_pipeline, version=ragbus_version())
-    app = build_app(state, g, api_keys=api_keys(g), mcp_routes=face.http_routes(host))
+    app = build_app(state, g, api_keys=keys, mcp_routes=face.http_routes(host))
     # No access log, no Server and Date headers: per-request work nobody here reads (a proxy adds its own).
     limits = HeadLimits(max_head_bytes=g.max_head_bytes, head_timeout_s=g.head_timeout_s,
                         idle_timeout_s=g.idle_timeout_s)
@@ -165,6 +182,8 @@ def add_parsers(sub) -> None:
                                      "and MCP (streamable HTTP at /mcp)")
     p.add_argument("--host", help="address to listen on (default: [gateway] host, 127.0.0.1)")
     p.add_argument("--port", type=port, help="port to listen on (default: [gateway] port, 8000)")
+    p.add_argument("--insecure", action="store_true",
+                   help="serve an address other than loopback with no API key set (refused without it)")
     p.add_argument("--bus", help=BUS_HELP)
     p.add_argument("--config", help=CONFIG_HELP)
     p.set_defaults(run=serve)

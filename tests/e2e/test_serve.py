@@ -346,6 +346,29 @@ def test_serve_says_the_bus_cannot_be_reached_and_never_that_it_serves(tmp_path)
     assert "serving" not in done.stderr + done.stdout
 
 
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.7", "gateway.example"])
+def test_without_keys_serve_refuses_an_address_other_than_loopback(host, tmp_path):
+    """Nothing is bound and nothing served: the error says why and how (keys, or --insecure in so many words)."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "RAGBUS_API_KEYS"}
+    env["RAGBUS_DATA_DIR"] = str(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "processors.cli", "serve", "--host", host, "--port", "0"],
+                          env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert f"no API key is set, so ragbus serve answers on loopback only; {host} would" in done.stderr
+    assert "--insecure" in done.stderr and "RAGBUS_API_KEYS" in done.stderr
+    assert "serving" not in done.stderr + done.stdout and not list(tmp_path.iterdir())
+
+
+def test_loopback_is_what_keyless_serving_may_bind():
+    from processors.cli.serve import is_loopback
+
+    assert all(is_loopback(h) for h in ("127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost"))
+    assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "example.com", "localhost.example"))
+
+
 @pytest.mark.brokers
 def test_ready_is_503_while_no_pipeline_answers(pulsar_broker, tmp_path):
     """/health answers from the start; /ready only once document-rag does (here: never, no worker runs)."""
