@@ -126,9 +126,13 @@ class GatewaySettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     host: str = "127.0.0.1"
     port: Port = 8000
-    # Bearer keys a request must carry (Authorization: Bearer KEY); none = no authentication.
-    # Also from RAGBUS_API_KEYS (comma-separated), added to these.
+    # Bearer keys a request must carry (Authorization: Bearer KEY); none = no authentication (and
+    # loopback only). Also from RAGBUS_API_KEYS (comma-separated), added to these. An entry is KEY
+    # (admin of every collection) or KEY=ROLE@COLLECTION+COLLECTION, ROLE read, ingest or admin,
+    # "@*" every collection (processors/gateway/keys.py).
     api_keys: list[str] = []
+    # A TOML file of [[keys]] tables (key, role, collections), added to api_keys; "" = none.
+    keys_file: str = ""
     # A request body over this is refused with 413 before it is read whole (uploads included).
     max_body_bytes: PositiveInt = 8 * 1024 * 1024
     # Requests answered at once; past this a request gets 503 with Retry-After at once, not a queue.

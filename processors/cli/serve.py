@@ -29,9 +29,12 @@ from .seed import first_use_plan
 API_KEYS_ENV = "RAGBUS_API_KEYS"  # comma-separated, added to [gateway] api_keys
 
 
-def api_keys(settings: GatewaySettings, environ=os.environ) -> list[str]:
+def api_keys(settings: GatewaySettings, environ=os.environ):
+    """Every configured key with its scope (``processors.gateway.keys``); a bad entry is a ValueError."""
+    from processors.gateway.keys import gather
+
     extra = [k.strip() for k in environ.get(API_KEYS_ENV, "").split(",") if k.strip()]
-    return list(dict.fromkeys([*settings.api_keys, *extra]))
+    return gather([*settings.api_keys, *extra], settings.keys_file)
 
 
 async def run_pipeline(state, settings: Settings, url: str, stop: asyncio.Event, out=sys.stderr, *,

@@ -33,6 +33,7 @@ from schema.http import AskRequest, ChatRequest, DocumentStored, DocumentUpload,
 from . import chat, openapi
 from .errors import HTTPError, decode_body, error_response, from_pipeline, json_response, param_named
 from .guard import Guard
+from .keys import ApiKey, Role, allows, gather
 from .pipeline import BusPipeline
 
 log = logging.getLogger(__name__)
@@ -72,11 +73,11 @@ async def _first(
     return first, pieces
 
 
-def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[str] | None = None,
+def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[ApiKey] | None = None,
               mcp_routes: Sequence[BaseRoute] = ()) -> Guard | CORSMiddleware:
     """The gateway's ASGI app; ``mcp_routes``: the MCP face's endpoint (``McpFace.http_routes``), behind
     the same guard as every route."""
-    keys = list(api_keys if api_keys is not None else settings.api_keys)
+    keys = list(api_keys if api_keys is not None else gather(settings.api_keys, settings.keys_file))
     schema_doc = msgspec.json.encode(openapi.document(auth=bool(keys)))
 
     async def health(request: Request) -> Response:
@@ -99,6 +100,7 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
         pipeline = state.need()
         question = DocumentRagRequest(query=body.question, mode=body.mode, at_time=body.at_time, as_of=body.as_of,
                                       doc_limit=body.doc_limit, collection=_collection(body.collection))
+        _allow(request, "read", question.collection)
         if not body.stream:
             try:
                 answer = await pipeline.ask(question)
@@ -125,7 +127,7 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
     async def chat_completions(request: Request) -> Response:
         body: ChatRequest = decode_body(await request.body(), ChatRequest)
         question = chat.question_of(body)
-        _collection(body.collection)
+        _allow(request, "read", _collection(body.collection))
         pipeline = state.need()
         if not body.stream:
             try:
@@ -156,6 +158,7 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
 
     async def add_document(request: Request) -> Response:
         document = await _upload(request)
+        _allow(request, "ingest", document.collection)
         pipeline = state.need()
         try:
             chunks = await pipeline.store(document)
@@ -167,6 +170,7 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
     async def delete_document(request: Request) -> Response:
         document_id = request.path_params["document_id"]
         collection = _collection(request.query_params.get("collection", "default"), "collection")
+        _allow(request, "ingest", collection)
         pipeline = state.need()
         try:
             result = await pipeline.delete(document_id, collection)
@@ -185,7 +189,7 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
             raise HTTPError(422, "ValidationError", str(exc), param_named(str(exc), KG_FIELDS)) from None
         if not query.question.strip():
             raise HTTPError(422, "ValidationError", "the question is empty", "question")
-        _collection(query.collection, "collection")
+        _allow(request, "read", _collection(query.collection, "collection"))
         pipeline = state.need()
         try:
             return json_response(await pipeline.kg_query(query))
@@ -247,6 +251,12 @@ async def _found(pipeline: BusPipeline, collection: str, drawn_from, rest: Async
     if rest is not None and hasattr(rest, "aclose"):
         await rest.aclose()
     raise HTTPError(404, "EmptyCollection", empty_collection(collection, upload="POST /v1/documents"), "$.collection")
+
+
+def _allow(request: Request, role: Role, collection: str) -> None:
+    """403 unless the request's key may act as ``role`` on ``collection`` (no keys configured: it may)."""
+    if not allows(request.scope, role, collection):
+        raise HTTPError(403, "Forbidden", f"this API key may not {role} collection {collection!r}", "collection")
 
 
 def _body(exc: HTTPError) -> ErrorBody:

@@ -16,11 +16,11 @@ uvicorn's ``limit_concurrency`` counts connections (keep-alive ones too) and sen
 
 from __future__ import annotations
 
-import hmac
-
 import msgspec
 
 from schema.http import ErrorBody, ErrorDetail
+
+from .keys import KEY_STATE, ApiKey, match
 
 OPEN_PATHS = frozenset({"/health", "/ready", "/openapi.json"})
 
@@ -37,9 +37,9 @@ def error_message(status: int, type_: str, message: str, headers: dict[str, str]
 
 
 class Guard:
-    def __init__(self, app, *, api_keys: list[str], max_body_bytes: int, max_in_flight: int, retry_after_s: int):
+    def __init__(self, app, *, api_keys: list[ApiKey], max_body_bytes: int, max_in_flight: int, retry_after_s: int):
         self.app = app
-        self.keys = [k.encode() for k in api_keys if k]
+        self.keys = [k for k in api_keys if k.key]
         self.max_body_bytes = max_body_bytes
         self.max_in_flight = max_in_flight
         self.retry_after_s = retry_after_s
@@ -92,9 +92,11 @@ class Guard:
         if self.keys:
             given = headers.get(b"authorization", b"")
             scheme, _, key = given.partition(b" ")
-            if scheme.lower() != b"bearer" or not any(hmac.compare_digest(key.strip(), k) for k in self.keys):
+            found = match(self.keys, key.strip()) if scheme.lower() == b"bearer" else None
+            if found is None:
                 return error_message(401, "Unauthorized", "a valid API key is needed: Authorization: Bearer <key>",
                                      {"WWW-Authenticate": "Bearer"})
+            scope.setdefault("state", {})[KEY_STATE] = found  # what it may do: the routes and tools ask
         length = headers.get(b"content-length")
         if length is not None:
             if not length.isdigit():

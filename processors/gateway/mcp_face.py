@@ -33,6 +33,7 @@ from starlette.routing import BaseRoute
 from schema import DEFAULT_COLLECTION, DocumentRagRequest, KgQueryRequest, ListDocuments, check_collection
 
 from .errors import from_pipeline
+from .keys import Role, allows, key_of
 from .pipeline import BusPipeline
 
 MCP_PATH = "/mcp"
@@ -65,6 +66,19 @@ def _collection(name: str) -> str:
         return check_collection(name)
     except ValueError as exc:
         raise ToolError(f"BadRequest (argument collection): {exc}") from None
+
+
+def _scope(ctx: Context) -> dict[str, Any] | None:
+    """The HTTP request's ASGI scope (its key on it, put there by the gateway's guard); None on stdio."""
+    request = ctx.request_context.request
+    return getattr(request, "scope", None)
+
+
+def _allow(ctx: Context, role: Role, collection: str) -> None:
+    """The same check as the REST routes': the key must have ``role`` on ``collection``."""
+    scope = _scope(ctx)
+    if scope is not None and not allows(scope, role, collection):
+        raise ToolError(f"Forbidden (argument collection): this API key may not {role} collection {collection!r}")
 
 
 def _chunk(c) -> dict[str, Any]:
@@ -111,6 +125,7 @@ class McpFace:
                   doc_limit: Limit = None) -> dict[str, Any]:
         request = DocumentRagRequest(query=question, mode=mode, at_time=at, as_of=as_of, doc_limit=doc_limit,
                                      collection=_collection(collection))
+        _allow(ctx, "read", request.collection)
         pipeline = await self._need()
         await ctx.report_progress(0, 3, "retrieving")
         final = None
@@ -141,10 +156,11 @@ class McpFace:
             "problems": final.problems,
         }
 
-    async def search(self, query: Question, mode: Mode | None = None, limit: Limit = None,
+    async def search(self, query: Question, ctx: Context, mode: Mode | None = None, limit: Limit = None,
                      collection: Collection = DEFAULT_COLLECTION) -> dict[str, Any]:
         request = DocumentRagRequest(query=query, mode=mode, doc_limit=limit, collection=_collection(collection),
                                      answer=False)
+        _allow(ctx, "read", request.collection)
         pipeline = await self._need()
         try:
             found = await pipeline.ask(request)
@@ -154,11 +170,12 @@ class McpFace:
         return {"chunks": chunks, "paths": [p for p in found.paths if p != "kg"],
                 "degraded": found.degraded, "problems": found.problems}
 
-    async def graph(self, question: Question, at: At = None, as_of: AsOf = None,
+    async def graph(self, question: Question, ctx: Context, at: At = None, as_of: AsOf = None,
                     limit: Annotated[int, Field(description="facts at most; 0 = the entities only", ge=0)] = 8,
                     collection: Collection = DEFAULT_COLLECTION) -> dict[str, Any]:
         request = KgQueryRequest(question=question, at_time=at, as_of=as_of, limit=limit,
                                  collection=_collection(collection))
+        _allow(ctx, "read", request.collection)
         pipeline = await self._need()
         try:
             found = await pipeline.kg_query(request)
@@ -167,7 +184,8 @@ class McpFace:
         return {"entities": found.entities, "facts": _facts(found.facts), "rejected": _facts(found.rejected),
                 "at_time": found.at_time, "as_of": found.as_of}
 
-    async def documents(self, collection: Annotated[str | None, Field(description="the collection to list")] = None,
+    async def documents(self, ctx: Context,
+                        collection: Annotated[str | None, Field(description="the collection to list")] = None,
                         after: Annotated[str, Field(description="list after this document id")] = "",
                         limit: Annotated[int, Field(description="documents at most", ge=1, le=500)] = 100,
                         ) -> dict[str, Any]:
@@ -175,13 +193,15 @@ class McpFace:
             request = ListDocuments(collection=DEFAULT_COLLECTION, collections=True)
         else:
             request = ListDocuments(collection=_collection(collection), after=after, limit=limit)
+            _allow(ctx, "read", request.collection)
         pipeline = await self._need()
         try:
             found = await pipeline.documents(request)
         except Exception as exc:
             raise _failed(exc, ["collection", "after", "limit"]) from None
         if collection is None:
-            return {"collections": found.collections}
+            key = key_of(_scope(ctx) or {})
+            return {"collections": key.shown(found.collections) if key is not None else found.collections}
         return {"collection": collection, "documents": [msgspec.to_builtins(d) for d in found.documents],
                 "more": found.more, "after": found.documents[-1].document_id if found.more else None}
 
