@@ -30,6 +30,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 from starlette.routing import BaseRoute
 
+from processors.ingestion import empty_collection
 from schema import DEFAULT_COLLECTION, DocumentRagRequest, KgQueryRequest, ListDocuments, check_collection
 
 from .errors import from_pipeline
@@ -79,6 +80,13 @@ def _allow(ctx: Context, role: Role, collection: str) -> None:
     scope = _scope(ctx)
     if scope is not None and not allows(scope, role, collection):
         raise ToolError(f"Forbidden (argument collection): this API key may not {role} collection {collection!r}")
+
+
+async def _holds(pipeline: BusPipeline, collection: str) -> None:
+    """A tool error for a collection that holds nothing (found nothing because there is nothing), as the
+    REST routes' 404 and ``ragbus ask`` say; nothing when it holds something or documents-query cannot say."""
+    if await pipeline.holds(collection) is False:
+        raise ToolError(f"EmptyCollection (argument collection): {empty_collection(collection)}")
 
 
 def _chunk(c) -> dict[str, Any]:
@@ -133,6 +141,8 @@ class McpFace:
         try:
             async for piece in pipeline.ask_stream(request):
                 if piece.kind == "sources":
+                    if not piece.chunks and not piece.facts:
+                        await _holds(pipeline, request.collection)
                     await ctx.report_progress(1, 3, f"{len(piece.chunks)} chunks and {len(piece.facts)} facts "
                                                     "found; writing the answer")
                 elif piece.kind == "answer" and not writing:
@@ -140,6 +150,8 @@ class McpFace:
                     await ctx.report_progress(2, 3, "writing the answer")
                 elif piece.response is not None:
                     final = piece.response
+        except ToolError:
+            raise
         except Exception as exc:
             raise _failed(exc, ASK_FIELDS, {"at_time": "at"}) from None
         if final is None:
@@ -166,6 +178,8 @@ class McpFace:
             found = await pipeline.ask(request)
         except Exception as exc:
             raise _failed(exc, ["query", "mode", "limit", "collection"], {"doc_limit": "limit"}) from None
+        if not found.chunks:
+            await _holds(pipeline, request.collection)
         chunks = [{"rank": n, **_chunk(c)} for n, c in enumerate(found.chunks, 1)]
         return {"chunks": chunks, "paths": [p for p in found.paths if p != "kg"],
                 "degraded": found.degraded, "problems": found.problems}

@@ -106,6 +106,20 @@ def test_bad_arguments_are_tool_errors_that_name_what_to_fix(data_dir, arguments
     asyncio.run(main())
 
 
+def test_a_collection_that_holds_nothing_is_a_tool_error_saying_how_to_fill_it(data_dir):
+    async def main():
+        async with connected(ragbus_mcp({"RAGBUS_DATA_DIR": str(data_dir)})) as client:
+            for tool, arguments in (("ask", {"question": QUESTION, "collection": "nothing-here"}),
+                                    ("search", {"query": QUESTION, "collection": "nothing-here"})):
+                r = await client.call_tool(tool, arguments)
+                assert r.is_error, (tool, r.structured_content)
+                text = r.content[0].text
+                assert ("tool " + tool + ": EmptyCollection (argument collection): collection 'nothing-here' has "
+                        "no documents") in text and "ragbus ingest" in text and "ToolError" not in text, text
+
+    asyncio.run(main())
+
+
 def test_the_tools_over_stdio_on_the_memory_bus(data_dir):
     async def main():
         async with connected(ragbus_mcp({"RAGBUS_DATA_DIR": str(data_dir)})) as client:
