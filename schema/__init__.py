@@ -17,7 +17,7 @@ from .ingest import (
 )
 from .library import DocumentInfo, DocumentList, ListDocuments, RecordDocument
 from .prompt import PromptPiece, PromptRequest, PromptResult
-from .rag import DocumentRagPiece, DocumentRagRequest, DocumentRagResponse
+from .rag import MAX_TURNS, DocumentRagPiece, DocumentRagRequest, DocumentRagResponse, History, Turn
 from .retrieval import (
     DEFAULT_COLLECTION,
     DocEmbeddingsRequest,
@@ -35,6 +35,7 @@ from .topics import REPLY_PREFIX, SCHEMAS, TopicSchema
 __all__ = [
     "CONTENT_TYPE",
     "DEFAULT_COLLECTION",
+    "MAX_TURNS",
     "REPLY_PREFIX",
     "SCHEMAS",
     "BadRequest",
@@ -58,6 +59,7 @@ __all__ = [
     "Fact",
     "FetchChunkRequest",
     "FetchChunkResponse",
+    "History",
     "IngestResult",
     "KeywordQueryRequest",
     "KeywordQueryResponse",
@@ -72,6 +74,7 @@ __all__ = [
     "RejectedFact",
     "Section",
     "TopicSchema",
+    "Turn",
     "check_collection",
     "check_generation",
     "decode",

@@ -13,14 +13,15 @@ from typing import Annotated, Literal
 import msgspec
 
 from .common import Limit
-from .rag import DocumentRagPiece, DocumentRagResponse
+from .rag import DocumentRagPiece, DocumentRagResponse, History
 from .retrieval import DEFAULT_COLLECTION
 
 Text = Annotated[str, msgspec.Meta(min_length=1)]
 
 
 class AskRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """``POST /v1/ask``. ``stream``: answer as Server-Sent Events (``sources``, ``answer`` deltas, ``final``)."""
+    """``POST /v1/ask``. ``stream``: answer as Server-Sent Events (``sources``, ``answer`` deltas, ``final``).
+    ``history``: the conversation before the question, oldest first (a follow-up is made standalone from it)."""
 
     question: Text
     mode: Literal["vector", "keyword", "hybrid"] | None = None
@@ -29,6 +30,7 @@ class AskRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     doc_limit: Limit | None = None
     collection: str = DEFAULT_COLLECTION
     stream: bool = False
+    history: History = []
 
 
 class DocumentUpload(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -38,6 +40,22 @@ class DocumentUpload(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     document_id: Text | None = None  # default: a hash of the text
     title: str = ""
     collection: str = DEFAULT_COLLECTION
+
+
+class DocumentsQuery(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``GET /v1/documents``'s query: a page of a collection's documents in id order (``after`` the last id
+    of the page before), or the one ``document_id``."""
+
+    collection: str = DEFAULT_COLLECTION
+    after: str = ""
+    limit: Annotated[int, msgspec.Meta(ge=1, le=500)] = 100
+    document_id: str = ""
+
+
+class CollectionList(msgspec.Struct, kw_only=True):
+    """``GET /v1/collections``: the collections holding documents or a graph that the key may read."""
+
+    collections: list[str] = []
 
 
 class DocumentStored(msgspec.Struct, kw_only=True):

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 import msgspec
 
 from .common import ChunkMatch, Error, Fact, Limit, RejectedFact
 from .retrieval import DEFAULT_COLLECTION
+
+
+class Turn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One message of the conversation before a question: the user's question or the answer it got."""
+
+    role: Literal["user", "assistant"]
+    content: str
+
+
+MAX_TURNS = 40
+History = Annotated[list[Turn], msgspec.Meta(max_length=MAX_TURNS)]
 
 
 class DocumentRagRequest(msgspec.Struct, kw_only=True):
@@ -25,6 +38,11 @@ class DocumentRagRequest(msgspec.Struct, kw_only=True):
     ``answer``: False asks for the sources only (the ranked chunks with their
     scores, and the facts), with no prompt call and an empty answer. A streamed
     request always answers.
+
+    ``history``: the conversation before ``query``, oldest first. A follow-up ("and what
+    does it return?") is made into a standalone question from it before retrieval, by the
+    prompt processor's ``condense-question`` template; the response's ``standalone`` says
+    what was asked in its place.
     """
 
     query: str
@@ -35,6 +53,7 @@ class DocumentRagRequest(msgspec.Struct, kw_only=True):
     fusion: str | None = None
     as_of: str | None = None
     answer: bool = True
+    history: History = []
 
 
 class DocumentRagResponse(msgspec.Struct, kw_only=True):
@@ -51,6 +70,8 @@ class DocumentRagResponse(msgspec.Struct, kw_only=True):
     degraded: list[str] = []
     problems: list[str] = []
     timings_ms: dict[str, float] = {}  # per stage, and "total"
+    # The question retrieval and the answer used in the follow-up's place, when a history made it standalone.
+    standalone: str | None = None
     error: Error | None = None
 
 

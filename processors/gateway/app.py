@@ -17,6 +17,7 @@ import hashlib
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import msgspec
 from starlette.applications import Starlette
@@ -27,20 +28,32 @@ from starlette.routing import BaseRoute, Route
 
 from config.settings import GatewaySettings
 from processors.ingestion import DocumentSource, UnreadableDocument, UnsupportedFormat, empty_collection, open_bytes
-from schema import Document, DocumentRagPiece, DocumentRagRequest, KgQueryRequest, check_collection
-from schema.http import AskRequest, ChatRequest, DocumentStored, DocumentUpload, ErrorBody, ErrorDetail, Health
+from schema import Document, DocumentRagPiece, DocumentRagRequest, KgQueryRequest, ListDocuments, check_collection
+from schema.http import (
+    AskRequest,
+    ChatRequest,
+    CollectionList,
+    DocumentsQuery,
+    DocumentStored,
+    DocumentUpload,
+    ErrorBody,
+    ErrorDetail,
+    Health,
+)
 
-from . import chat, openapi
+from . import chat, openapi, page
 from .errors import HTTPError, decode_body, error_response, from_pipeline, json_response, param_named
 from .guard import Guard
-from .keys import ApiKey, Role, allows, gather
+from .keys import ApiKey, Role, allows, gather, key_of
 from .pipeline import BusPipeline
 
 log = logging.getLogger(__name__)
+Q = TypeVar("Q")
 
 ASK_FIELDS = [f.name for f in msgspec.structs.fields(AskRequest)]
 CHAT_FIELDS = ["model", "messages", "collection", "at_time", "doc_limit"]
 KG_FIELDS = [f.name for f in msgspec.structs.fields(KgQueryRequest)]
+DOCUMENTS_FIELDS = [f.name for f in msgspec.structs.fields(DocumentsQuery)]
 
 
 @dataclass
@@ -99,7 +112,8 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
         body = decode_body(await request.body(), AskRequest)
         pipeline = state.need()
         question = DocumentRagRequest(query=body.question, mode=body.mode, at_time=body.at_time, as_of=body.as_of,
-                                      doc_limit=body.doc_limit, collection=_collection(body.collection))
+                                      doc_limit=body.doc_limit, collection=_collection(body.collection),
+                                      history=body.history)
         _allow(request, "read", question.collection)
         if not body.stream:
             try:
@@ -181,12 +195,30 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
                             "document_id")
         return json_response(result)
 
-    async def kg_query(request: Request) -> Response:
-        params = dict(request.query_params)
+    async def list_documents(request: Request) -> Response:
+        query = _query(request, DocumentsQuery, DOCUMENTS_FIELDS)
+        collection = _collection(query.collection, "collection")
+        _allow(request, "read", collection)
+        pipeline = state.need()
+        listing = ListDocuments(collection=collection, after=query.after, limit=query.limit,
+                                document_ids=[query.document_id] if query.document_id else [])
         try:
-            query = msgspec.convert(params, KgQueryRequest, strict=False)
-        except msgspec.ValidationError as exc:
-            raise HTTPError(422, "ValidationError", str(exc), param_named(str(exc), KG_FIELDS)) from None
+            found = await pipeline.documents(listing)
+        except Exception as exc:
+            raise from_pipeline(exc, DOCUMENTS_FIELDS) from None
+        return json_response(found)
+
+    async def list_collections(request: Request) -> Response:
+        pipeline = state.need()
+        try:
+            found = await pipeline.documents(ListDocuments(collection="default", collections=True))
+        except Exception as exc:
+            raise from_pipeline(exc, []) from None
+        key = key_of(request.scope)
+        return json_response(CollectionList(collections=key.shown(found.collections) if key else found.collections))
+
+    async def kg_query(request: Request) -> Response:
+        query = _query(request, KgQueryRequest, KG_FIELDS)
         if not query.question.strip():
             raise HTTPError(422, "ValidationError", "the question is empty", "question")
         _allow(request, "read", _collection(query.collection, "collection"))
@@ -219,9 +251,12 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/v1/documents", add_document, methods=["POST"]),
+            Route("/v1/documents", list_documents, methods=["GET"]),
+            Route("/v1/collections", list_collections, methods=["GET"]),
             Route("/v1/documents/{document_id:path}", delete_document, methods=["DELETE"]),
             Route("/v1/kg/query", kg_query, methods=["GET"]),
             *mcp_routes,
+            *page.routes(),
         ],
         exception_handlers={
             HTTPError: on_http_error,  # type: ignore[dict-item]  # Starlette passes a handler its key's class
@@ -257,6 +292,14 @@ def _allow(request: Request, role: Role, collection: str) -> None:
     """403 unless the request's key may act as ``role`` on ``collection`` (no keys configured: it may)."""
     if not allows(request.scope, role, collection):
         raise HTTPError(403, "Forbidden", f"this API key may not {role} collection {collection!r}", "collection")
+
+
+def _query(request: Request, kind: type[Q], fields: list[str]) -> Q:
+    """A route's query parameters as ``kind`` (numbers from their text), 422 naming the one at fault."""
+    try:
+        return msgspec.convert(dict(request.query_params), kind, strict=False)
+    except msgspec.ValidationError as exc:
+        raise HTTPError(422, "ValidationError", str(exc), param_named(str(exc), fields)) from None
 
 
 def _body(exc: HTTPError) -> ErrorBody:

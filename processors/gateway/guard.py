@@ -2,7 +2,7 @@
 
 - bearer keys: with keys configured, a request without ``Authorization: Bearer <key>`` of
   one of them gets 401 (``/health``, ``/ready`` and the OpenAPI document stay open, for
-  probes and tooling);
+  probes and tooling, and so do the web page's files, which hold no data);
 - a body limit: a declared ``Content-Length`` over it is refused before reading, and a
   body that grows past it while read (chunked) is cut off with 413. The body is read
   here, whole, before the route runs (every route reads it whole anyway);
@@ -22,7 +22,8 @@ from schema.http import ErrorBody, ErrorDetail
 
 from .keys import KEY_STATE, ApiKey, match
 
-OPEN_PATHS = frozenset({"/health", "/ready", "/openapi.json"})
+OPEN_PATHS = frozenset({"/health", "/ready", "/openapi.json", "/"})
+OPEN_PREFIX = "/page/"  # the web page's files: they hold no data (the page asks the routes with the user's key)
 
 
 def error_message(status: int, type_: str, message: str, headers: dict[str, str] | None = None):
@@ -46,7 +47,7 @@ class Guard:
         self.in_flight = 0
 
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS or scope["path"].startswith(OPEN_PREFIX):
             await self.app(scope, receive, send)
             return
         refusal = self._refusal(scope)

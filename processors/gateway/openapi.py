@@ -10,12 +10,13 @@ from typing import Any
 
 import msgspec
 
-from schema import DocumentRagPiece, DocumentRagResponse, IngestResult, KgQueryResponse
+from schema import DocumentList, DocumentRagPiece, DocumentRagResponse, IngestResult, KgQueryResponse
 from schema.http import (
     AskRequest,
     ChatCompletion,
     ChatCompletionChunk,
     ChatRequest,
+    CollectionList,
     DocumentStored,
     DocumentUpload,
     ErrorBody,
@@ -25,7 +26,8 @@ from schema.http import (
 
 _REF = "#/components/schemas/{name}"  # msgspec fills {name} in its own components
 TYPES = (AskRequest, DocumentRagResponse, DocumentRagPiece, ChatRequest, ChatCompletion, ChatCompletionChunk,
-         ModelList, DocumentUpload, DocumentStored, IngestResult, KgQueryResponse, ErrorBody, Health)
+         ModelList, DocumentUpload, DocumentStored, IngestResult, KgQueryResponse, ErrorBody, Health, DocumentList,
+         CollectionList)
 
 
 def _ref(kind: type) -> dict:
@@ -73,7 +75,19 @@ def document(title: str = "ragbus", version: str = "0.1.0", *, auth: bool = Fals
         }},
         "/v1/models": {"get": {"summary": "the model ids", "responses": {"200": _json(ModelList, "models"),
                                                                         **_errors(401)}}},
-        "/v1/documents": {"post": {
+        "/v1/collections": {"get": {
+            "summary": "the collections holding documents or a graph, those the key may read",
+            "responses": {"200": _json(CollectionList, "collections"), **failures},
+        }},
+        "/v1/documents": {"get": {
+            "summary": "a page of a collection's documents in id order (after: the last id of the page before), "
+                       "or the one document_id",
+            "parameters": [_query("collection", text), _query("after", text),
+                           _query("limit", {"type": "integer", "minimum": 1, "maximum": 500}),
+                           _query("document_id", text)],
+            "responses": {"200": _json(DocumentList, "documents; more: another page follows"), **failures,
+                          **_errors(403)},
+        }, "post": {
             "summary": "ingest a document through the pipeline (JSON text, or a multipart upload of a file of any "
                        "format ragbus ingest reads: PDF, Word, PowerPoint, HTML, Markdown, text in any encoding)",
             "requestBody": {"required": True, "content": {

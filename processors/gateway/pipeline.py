@@ -59,11 +59,12 @@ class BusPipeline:
 
     async def ask(self, r: DocumentRagRequest) -> DocumentRagResponse:
         return await self.rag.ask(r.query, mode=r.mode, at_time=r.at_time, doc_limit=r.doc_limit,
-                                  collection=r.collection, fusion=r.fusion, as_of=r.as_of, answer=r.answer)
+                                  collection=r.collection, fusion=r.fusion, as_of=r.as_of, answer=r.answer,
+                                  history=r.history)
 
     def ask_stream(self, r: DocumentRagRequest) -> AsyncIterator[DocumentRagPiece]:
         return self.rag.ask_stream(r.query, mode=r.mode, at_time=r.at_time, doc_limit=r.doc_limit,
-                                   collection=r.collection, as_of=r.as_of)
+                                   collection=r.collection, as_of=r.as_of, history=r.history)
 
     async def documents(self, request: ListDocuments) -> DocumentList:
         """A page of a collection's documents, or (``collections``) the collections, from documents-query."""

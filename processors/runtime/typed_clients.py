@@ -31,6 +31,7 @@ from schema import (
     PromptPiece,
     PromptRequest,
     PromptResult,
+    Turn,
 )
 from schema import topics as t
 
@@ -202,10 +203,12 @@ class DocumentRagClient(_Typed):
         fusion: str | None = None,
         as_of: str | None = None,
         answer: bool = True,
+        history: Sequence[Turn] = (),
     ) -> DocumentRagResponse:
         """The answer (``answer=False``: the sources only); see ``DocumentRagRequest``."""
         request = DocumentRagRequest(query=query, mode=mode, at_time=at_time, doc_limit=doc_limit,
-                                     collection=collection, fusion=fusion, as_of=as_of, answer=answer)
+                                     collection=collection, fusion=fusion, as_of=as_of, answer=answer,
+                                     history=list(history))
         r = await self.client.request(self.topic, request, DocumentRagResponse, timeout=self.timeout)
         return _check(self.topic, r)
 
@@ -218,9 +221,10 @@ class DocumentRagClient(_Typed):
         doc_limit: int | None = None,
         collection: str = DEFAULT_COLLECTION,
         as_of: str | None = None,
+        history: Sequence[Turn] = (),
     ) -> AsyncIterator[DocumentRagPiece]:
         """The answer as it is written: a ``sources`` piece, ``answer`` pieces, then the ``final`` one."""
         request = DocumentRagRequest(query=query, mode=mode, at_time=at_time, doc_limit=doc_limit,
-                                     collection=collection, as_of=as_of)
+                                     collection=collection, as_of=as_of, history=list(history))
         async for piece in self.client.stream(self.topic, request, DocumentRagPiece, timeout=self.timeout):
             yield _check(self.topic, piece)

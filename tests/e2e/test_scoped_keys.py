@@ -54,6 +54,16 @@ def test_writing_needs_ingest_on_the_collection(gateway):
         assert c.delete("/v1/documents/scoped").status_code == 200
 
 
+def test_listings_show_only_what_the_key_may_read(gateway):
+    with rest(gateway, "sk-other") as c:
+        assert c.get("/v1/collections").json() == {"collections": []}
+        refused = c.get("/v1/documents", params={"collection": "default"})
+        assert refused.status_code == 403 and refused.json()["error"]["type"] == "Forbidden"
+    with rest(gateway, "sk-reader") as c:
+        assert c.get("/v1/collections").json() == {"collections": ["default"]}
+        assert c.get("/v1/documents", params={"collection": "default"}).json()["documents"]
+
+
 def test_chat_is_held_to_the_same_scope(gateway):
     messages = [{"role": "user", "content": QUESTION}]
     allowed = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="sk-reader")

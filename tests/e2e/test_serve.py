@@ -164,6 +164,26 @@ def test_documents_go_in_and_out_through_the_pipeline(gateway):
     assert bad.status_code == 415 and bad.json()["error"]["param"] == "file"  # no converter reads .bin
 
 
+def test_collections_and_a_collections_documents_page_by_page(gateway):
+    url = gateway.url
+    for n in range(3):
+        doc = {"text": f"Shelf {n} holds the atlases.", "document_id": f"shelf-{n}", "title": f"Shelf {n}",
+               "collection": "library"}
+        assert httpx.post(f"{url}/v1/documents", json=doc, timeout=60).status_code == 201
+    assert {"default", "library"} <= set(httpx.get(f"{url}/v1/collections").json()["collections"])
+    first = httpx.get(f"{url}/v1/documents", params={"collection": "library", "limit": 2}).json()
+    assert [d["document_id"] for d in first["documents"]] == ["shelf-0", "shelf-1"] and first["more"]
+    assert first["documents"][0]["title"] == "Shelf 0" and first["documents"][0]["chunks"] == 1
+    rest = httpx.get(f"{url}/v1/documents", params={"collection": "library", "after": "shelf-1"}).json()
+    assert [d["document_id"] for d in rest["documents"]] == ["shelf-2"] and not rest["more"]
+    one = httpx.get(f"{url}/v1/documents", params={"collection": "library", "document_id": "shelf-1"}).json()
+    assert [d["document_id"] for d in one["documents"]] == ["shelf-1"]
+    for params, param in (({"limit": "0"}, "$.limit"), ({"limit": "x"}, "$.limit"), ({"page": "2"}, None),
+                          ({"collection": "no such/collection"}, "collection")):
+        bad = httpx.get(f"{url}/v1/documents", params=params)
+        assert bad.status_code == 422 and bad.json()["error"]["param"] == param, (params, bad.text)
+
+
 def test_kg_query_over_http(gateway):
     r = httpx.get(f"{gateway.url}/v1/kg/query", params={"question": "Who was head of government of the United Kingdom?",
                                                         "at_time": "2012-03-01"}, timeout=60)

@@ -1,0 +1,241 @@
+"""The web page of ``ragbus serve`` in a real headless Chromium (Debian's, driven by Playwright).
+
+The gateway is the real command on the memory bus. Each state the tests reach is kept as a screenshot
+under ``$RAGBUS_ARTIFACTS/page`` (CI keeps them). Every request the page makes is recorded: the page is
+offline, so each goes to the gateway and nowhere else.
+"""
+
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from playwright.sync_api import Page, expect, sync_playwright
+
+from processors.testing.gateway import GatewayProcess
+
+from ..documents_made import write_pdf
+from ..helpers.browser import FLAGS, chromium, screenshots
+from ..helpers.serve_stores import stores
+
+QUESTION = "What does the with statement do?"
+UK = "Who was head of government of the United Kingdom?"
+MANUAL = [("Descaling", ["Descale the Zephyr espresso machine every forty days with citric acid."])]
+
+
+def data_dir(tmp_path_factory) -> str:
+    """A data dir with the test documents and the sample graph, built on a thread of its own: Playwright's
+    sync API keeps an event loop running on this one once a browser is up."""
+    with ThreadPoolExecutor(1) as pool:
+        return str(pool.submit(stores, tmp_path_factory).result())
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory):
+    env = {"RAGBUS_DATA_DIR": data_dir(tmp_path_factory)}
+    with GatewayProcess(env=env, log_path=tmp_path_factory.mktemp("page") / "serve.log") as g:
+        yield g
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=chromium(), args=FLAGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser, gateway):
+    """A fresh page on the gateway; afterwards, every URL it asked for is checked to be the gateway's."""
+    context = browser.new_context(viewport={"width": 1366, "height": 900})
+    opened = context.new_page()
+    requested: list[str] = []
+    errors: list[str] = []
+    opened.on("request", lambda r: requested.append(r.url))
+    opened.on("pageerror", lambda e: errors.append(str(e)))
+    opened.on("console", lambda m: errors.append(m.text) if m.type == "error" and "401" not in m.text else None)
+    opened.goto(gateway.url + "/")
+    expect(opened.locator("html")).to_have_attribute("data-ready", "true")
+    expect(opened.locator("#collection")).to_have_value("default")
+    yield opened
+    context.close()
+    assert requested and all(u.startswith(gateway.url + "/") for u in requested), requested
+    assert not errors, errors
+
+
+SHOTS = screenshots("page")
+
+
+def shot(page: Page, name: str) -> None:
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=False)
+
+
+def answer_lines(page: Page) -> list[str]:
+    return [t.strip() for t in page.locator(".turn").last.locator(".answer p").all_inner_texts()]
+
+
+def ask(page: Page, question: str) -> None:
+    page.fill("#question", question)
+    page.keyboard.press("Enter")
+    expect(page.locator(".turn").last.locator(".answer")).not_to_have_class(re.compile("streaming"), timeout=60_000)
+
+
+def test_the_answer_streams_in_and_a_citation_opens_its_chunk_and_document(page, gateway):
+    whole = httpx.post(f"{gateway.url}/v1/ask", json={"question": QUESTION}, timeout=60).json()
+    # Count the answer's renderings while it is still streaming: more than one means it came in pieces.
+    page.evaluate("""() => {
+        window.renders = 0;
+        new MutationObserver(() => {
+            if (document.querySelector('.answer.streaming p')) window.renders += 1;
+        }).observe(document.getElementById('conversation'), {childList: true, subtree: true});
+    }""")
+    ask(page, QUESTION)
+    shot(page, "01-answer")
+    assert page.evaluate("window.renders") > 1
+    lines = [line for line in whole["answer"].splitlines() if line.strip()]
+    expected = [re.sub(r"\s*\[[^\]]+\]", "", line).strip() for line in lines]
+    shown = [re.sub(r"\s*\d+$", "", line).strip() for line in answer_lines(page)]
+    assert shown == expected
+    first = page.locator(".turn .cite").first
+    cited = first.get_attribute("title")
+    assert cited in whole["cited"]
+    chunk = next(c for c in whole["chunks"] if c["chunk_id"] == cited)
+    sentence = next(e for e, line in zip(expected, lines, strict=True) if f"[{cited}]" in line)
+    first.click()
+    drawer = page.locator("#drawer")
+    expect(drawer).to_be_visible()
+    expect(page.locator("#drawer-title")).to_have_text(chunk["title"])
+    assert " ".join(page.locator("#drawer-text").inner_text().split()) == " ".join(chunk["text"].split())
+    expect(page.locator("#drawer-text mark").first).to_have_text(sentence)  # what the answer took from it
+    expect(page.locator("#drawer-document")).to_contain_text(f"chunk {chunk['position'] + 1} of")
+    expect(page.locator("#drawer-document")).to_contain_text(chunk["document_id"])
+    shot(page, "02-citation-drawer")
+    page.keyboard.press("Escape")
+    expect(drawer).to_be_hidden()
+
+
+def facts(page: Page) -> list[str]:
+    return page.locator("#facts .fact").all_inner_texts()
+
+
+def test_moving_the_time_control_changes_the_facts_and_as_of_shows_what_was_known(page):
+    page.fill("#graph-question", UK)
+    expect(page.locator("#graph-note")).to_contain_text("valid now")
+    page.fill("#graph-date", "2008-03-01")
+    page.dispatch_event("#graph-date", "change")
+    expect(page.locator("#graph-note")).to_contain_text("valid at 2008-03-01")
+    assert "Gordon Brown head_of_government_of United Kingdom" in facts(page)
+    assert not any("David Cameron" in f for f in facts(page))
+    shot(page, "03-graph-2008")
+    slider = page.locator("#graph-time")
+    slider.focus()
+    for _ in range(4 * 12):  # four years on, a month a key press
+        page.keyboard.press("ArrowRight")
+    expect(page.locator("#graph-time-label")).to_have_text("2012-03")
+    expect(page.locator("#graph-note")).to_contain_text("valid at 2012-03-01")
+    expect(page.locator("#facts")).to_contain_text("David Cameron head_of_government_of United Kingdom")
+    assert not any("Gordon Brown" in f for f in facts(page))
+    shot(page, "04-graph-2012")
+    page.fill("#graph-as-of", "2008-01-01")
+    page.dispatch_event("#graph-as-of", "change")
+    expect(page.locator("#graph-note")).to_contain_text("as recorded on 2008-01-01")
+    expect(page.locator("#facts")).to_contain_text("Gordon Brown head_of_government_of United Kingdom")
+    assert not any("David Cameron" in f for f in facts(page))  # not yet known in 2008
+    shot(page, "05-graph-2012-as-known-in-2008")
+
+
+def test_a_pdf_uploaded_with_progress_is_answered_then_deleted(page, tmp_path):
+    pdf = write_pdf(tmp_path / "zephyr.pdf", "Zephyr Espresso Manual", MANUAL)
+    page.evaluate("""() => {
+        window.progressSeen = false;
+        new MutationObserver(() => {
+            if (!document.getElementById('upload-progress').hidden) window.progressSeen = true;
+        }).observe(document.getElementById('upload-progress'), {attributes: true});
+    }""")
+    page.set_input_files("#upload-file", str(pdf))
+    page.click("#upload-button")
+    expect(page.locator("#upload-note")).to_contain_text("Stored zephyr.pdf", timeout=60_000)
+    assert page.evaluate("window.progressSeen")
+    row = page.locator("#documents tr", has_text="Zephyr Espresso Manual")
+    expect(row).to_be_visible()
+    shot(page, "06-uploaded")
+    page.select_option("#mode", "keyword")
+    ask(page, "How often should the Zephyr espresso machine be descaled?")
+    assert any("forty days" in line for line in answer_lines(page))
+    source = page.locator(".turn").last.locator(".sources button").first
+    expect(source).to_contain_text("Zephyr Espresso Manual")
+    shot(page, "07-upload-answered")
+    page.once("dialog", lambda d: d.accept())
+    row.get_by_role("button", name=re.compile("Delete")).click()
+    expect(page.locator("#status")).to_contain_text("Deleted")
+    expect(page.locator("#documents tr", has_text="Zephyr Espresso Manual")).to_have_count(0)
+
+
+def test_keyboard_only_ask_open_a_source_close_it_and_move_the_time(page):
+    for _ in range(20):  # Tab from the top of the page to the question
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.id") == "question":
+            break
+    assert page.evaluate("document.activeElement.id") == "question"
+    page.keyboard.type(QUESTION)
+    page.keyboard.press("Enter")
+    expect(page.locator(".turn .answer")).not_to_have_class(re.compile("streaming"), timeout=60_000)
+    expect(page.locator("#question")).to_be_focused()
+    for _ in range(30):  # back from the question to the answer's last source button
+        page.keyboard.press("Shift+Tab")
+        if page.evaluate("document.activeElement.dataset.chunk || ''"):
+            break
+    opener = page.evaluate("document.activeElement.dataset.chunk")
+    assert opener
+    shot(page, "08-keyboard-focus-on-a-source")
+    page.keyboard.press("Enter")
+    expect(page.locator("#drawer")).to_be_visible()
+    expect(page.locator("#drawer-close")).to_be_focused()
+    page.keyboard.press("Tab")  # the focus stays in the open drawer
+    expect(page.locator("#drawer-close")).to_be_focused()
+    page.keyboard.press("Escape")
+    expect(page.locator("#drawer")).to_be_hidden()
+    assert page.evaluate("document.activeElement.dataset.chunk") == opener  # back where it was
+    for _ in range(40):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.id") == "graph-time":
+            break
+    expect(page.locator("#graph-time")).to_be_focused()
+    page.keyboard.press("ArrowLeft")
+    expect(page.locator("#graph-time-label")).not_to_have_text("now")
+    shot(page, "09-keyboard-time-control")
+
+
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory):
+    env = {"RAGBUS_DATA_DIR": data_dir(tmp_path_factory), "RAGBUS_API_KEYS": "sk-admin, sk-atlas=read@atlas"}
+    with GatewayProcess(env=env, log_path=tmp_path_factory.mktemp("page-keys") / "serve.log") as g:
+        doc = {"text": "The atlas room opens at nine.", "document_id": "atlas-hours", "collection": "atlas"}
+        stored = httpx.post(f"{g.url}/v1/documents", json=doc, headers={"Authorization": "Bearer sk-admin"})
+        assert stored.status_code == 201
+        yield g
+
+
+def test_the_page_asks_for_a_key_and_shows_only_what_it_may_read(browser, keyed):
+    context = browser.new_context(viewport={"width": 1366, "height": 900})
+    page = context.new_page()
+    page.goto(keyed.url + "/")
+    expect(page.locator("#key-dialog")).to_be_visible()
+    shot(page, "10-key-asked")
+    page.fill("#key-input", "sk-atlas")
+    page.keyboard.press("Enter")
+    expect(page.locator("#key-dialog")).to_be_hidden()
+    expect(page.locator("#collection option")).to_have_count(1)
+    expect(page.locator("#collection")).to_have_value("atlas")
+    expect(page.locator("#documents tr", has_text="atlas-hours")).to_be_visible()
+    ask(page, "When does the atlas room open?")
+    assert any("nine" in line for line in answer_lines(page))
+    shot(page, "11-scoped-key")
+    # What the page would send for another collection is refused by the gateway, as for any client.
+    status = page.evaluate("""async () => (await fetch('/v1/documents?collection=default',
+        {headers: {Authorization: 'Bearer ' + sessionStorage.getItem('ragbus.key')}})).status""")
+    assert status == 403
+    context.close()
