@@ -63,12 +63,12 @@ from config.settings import Settings, load_settings, processor_settings
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
 from processors.chunker.settings import ChunkerSettings
-from processors.ingestion import builtin_corpus
-from processors.ingestion import ingest
 from processors.runtime.request_client import RequestClient
 from processors.runtime.typed_clients import DocumentRagClient, FetchChunkClient
 from processors.runtime.worker import processors_running, put_stores_in
 from scripts.eval import evalset
+from scripts.eval.corpus import ingest_corpus
+from scripts.eval.scoring import measures, per_question
 
 K = 10
 QUERY = [*pipelines.RETRIEVAL, "prompt"]  # document-rag sections of their own are added per mode
@@ -191,31 +191,6 @@ def chunker_of(settings: Settings) -> ChunkerSettings:
     return processor_settings(settings, "document-load", ChunkerSettings)
 
 
-async def ingest_corpus(settings: Settings, data_dir: Path, out=sys.stderr) -> None:
-    """The default corpus through document-load, unless ``data_dir`` already holds it."""
-    from processors.keyword.index import exists, index_path
-
-    if exists(index_path(data_dir, "default")):
-        print(f"reusing the corpus ingested in {data_dir}", file=out)
-        return
-    url = f"memory://eval-ingest-{uuid.uuid4().hex[:8]}"
-    documents = builtin_corpus("default")
-    print(f"ingesting {len(documents)} topics into {data_dir}", file=out)
-    started = time.perf_counter()
-    try:
-        async with (
-            processors_running(settings, pipelines.INGEST, url, ready_timeout=300),
-            await connect(url, settings.bus) as bus,
-            RequestClient(bus, name="eval-ingest") as client,
-        ):
-            summary = await ingest(client, documents, timeout=600)
-    finally:
-        drop_memory_broker(url.removeprefix("memory://"))
-    if summary.failed:
-        raise RuntimeError(f"ingesting the corpus failed: {summary.failed[0]}")
-    print(f"ingested {summary.chunks} chunks in {time.perf_counter() - started:.0f} s", file=out)
-
-
 async def stored_chunks(client: RequestClient, expected: Mapping[str, str]) -> dict[str, str]:
     """The chunks as the store holds them; their ids and texts must be the chunker's."""
     fetch = FetchChunkClient(client, timeout=120)
@@ -294,29 +269,6 @@ def run_peers(settings: Settings, questions: Sequence[evalset.Question], chunks:
 
 
 # -- metrics and the table ---------------------------------------------------------------------
-
-
-def measures():
-    from ir_measures import RR, R, nDCG
-
-    return {"nDCG@10": nDCG @ 10, "R@5": R @ 5, "MRR@10": RR @ 10}
-
-
-def per_question(
-    relevant: Mapping[str, Sequence[str]], ranked: Mapping[str, Sequence[str]]
-) -> dict[str, dict[str, float]]:
-    """Metric name -> question id -> value, by ir-measures; a question with nothing retrieved scores 0."""
-    import ir_measures
-
-    wanted = measures()
-    qrels = [ir_measures.Qrel(qid, cid, 1) for qid, cids in relevant.items() for cid in cids]
-    run = [ir_measures.ScoredDoc(qid, cid, float(len(ids) - rank))  # strictly decreasing: no ties to re-sort
-           for qid, ids in ranked.items() for rank, cid in enumerate(dict.fromkeys(ids))]
-    by_measure = {str(m): name for name, m in wanted.items()}
-    values: dict[str, dict[str, float]] = {name: dict.fromkeys(relevant, 0.0) for name in wanted}
-    for metric in ir_measures.iter_calc(list(wanted.values()), qrels, run):
-        values[by_measure[str(metric.measure)]][metric.query_id] = float(metric.value)
-    return values
 
 
 def _median(values: Iterable[float]) -> float | None:

@@ -7,6 +7,13 @@ any number of concurrent queries.
 
 Per query, with the data dependencies as the only ordering:
 
+- a follow-up first: with a ``history`` (the conversation before the
+  question), ``prompt_client.condense(question, history lines)`` makes it a
+  standalone question (the ``condense-question`` template: by rule on the
+  extractive backend, a condensing prompt on a model), and every path below,
+  and the answer, use that question; a failing condense degrades
+  (``condense``) to the question as it was asked;
+
 - the document path by mode:
   - ``vector``: concepts from ``prompt_client.prompt("extract-concepts")``,
     one batched ``embeddings_client.embed(concepts)``, one
@@ -62,6 +69,8 @@ from .settings import DocumentRagSettings
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")  # what a path bounded by path_timeout_s answers
+MAX_HISTORY = 8  # turns of a conversation a follow-up is condensed from: the latest ones
+MAX_TURN_CHARS = 2000  # of each turn (a long answer), so the condensing prompt stays small
 
 MODES = ("vector", "keyword", "hybrid")
 # The keyword defaults below are the processor's settings' own, so the class and a deployment agree.
@@ -83,7 +92,7 @@ class RagAnswer:
     timings_ms: dict[str, float] = field(default_factory=dict)
     at_time: str | None = None
     header: str | None = None
-
+    standalone: str | None = None  # the question asked in a follow-up's place, when a history changed it
 
     def degrade(self, path: str, why: str) -> None:
         if path not in self.degraded:
@@ -184,13 +193,14 @@ class DocumentRag:
         fusion: str | None = None,
         as_of: Any = None,
         answer: bool = True,
+        history: Sequence[Any] = (),
     ) -> RagAnswer:
         """A cited answer to ``question``; ``BadRequest`` (a ValueError) or ``TypeError`` on bad input.
 
         ``as_of``: the graph as it was recorded then. ``answer=False``: the sources only (the
         chunks, ranked, with their scores, and the facts), no prompt call and an empty answer.
         """
-        found = await self._sources(question, mode, at_time, doc_limit, collection, fusion, as_of)
+        found = await self._sources(question, mode, at_time, doc_limit, collection, fusion, as_of, history)
         if not answer:
             return found.finish("")
         with found.timings.stage("prompt"):
@@ -207,13 +217,14 @@ class DocumentRag:
         collection: str = DEFAULT_COLLECTION,
         fusion: str | None = None,
         as_of: Any = None,
+        history: Sequence[Any] = (),
     ) -> AsyncIterator[tuple[str, Any]]:
         """The same answer as it is written: ``("sources", RagAnswer without answer)`` once, then
         ``("answer", text)`` per piece of the prompt's stream, then ``("final", RagAnswer)``.
 
         Needs a prompt client with ``document_prompt_stream``.
         """
-        found = await self._sources(question, mode, at_time, doc_limit, collection, fusion, as_of)
+        found = await self._sources(question, mode, at_time, doc_limit, collection, fusion, as_of, history)
         yield "sources", found.result
         text = None
         with found.timings.stage("prompt"):
@@ -226,7 +237,8 @@ class DocumentRag:
             raise RuntimeError("the prompt stream ended without its result")
         yield "final", found.finish(text)
 
-    async def _sources(self, question, mode, at_time, doc_limit, collection, fusion=None, as_of=None) -> _Found:
+    async def _sources(self, question, mode, at_time, doc_limit, collection, fusion=None, as_of=None,
+                       history: Sequence[Any] = ()) -> _Found:
         """Everything before the prompt: checks, the document and graph paths, chunk texts."""
         if not isinstance(question, str):
             raise TypeError(f"question must be a str, got {type(question).__name__}")
@@ -243,6 +255,8 @@ class DocumentRag:
         t = _Timings()
         started = time.perf_counter()
         result = RagAnswer(answer="", at_time=iso(when) if when else None)
+        if history:
+            question = await self._standalone(question, history, result, t)
 
         graph = (asyncio.ensure_future(self._graph(question, when, collection, result, t, known))
                  if self.kg_client else None)
@@ -272,6 +286,22 @@ class DocumentRag:
             if result.header is not None:
                 prompt["snapshot_header"] = result.header
         return _Found(result, prompt, t, started)
+
+    async def _standalone(self, question: str, history: Sequence[Any], result: RagAnswer, t: _Timings) -> str:
+        """The question made standalone from the conversation's last ``MAX_HISTORY`` turns (each a ``Turn``:
+        role and content, a long one cut); the question as asked when the condense fails."""
+        lines = [f"{turn.role}: {' '.join(str(turn.content).split())[:MAX_TURN_CHARS]}"
+                 for turn in history[-MAX_HISTORY:]]
+        try:
+            with t.stage("condense"):
+                rewritten = (await self.prompt_client.condense(question, lines))[: self.max_query_chars]
+        except Exception as exc:
+            result.degrade("condense", _why(exc))
+            return question
+        if rewritten.strip() and rewritten != question:
+            result.standalone = rewritten
+            return rewritten
+        return question
 
     # -- the document paths --------------------------------------------------------------------
 

@@ -73,13 +73,14 @@ class DocumentRagProcessor(Processor[DocumentRagRequest, DocumentRagResponse]):
         r = await self._checked(request).query(
             request.query, mode=request.mode, at_time=request.at_time, doc_limit=request.doc_limit,
             collection=request.collection, fusion=request.fusion, as_of=request.as_of, answer=request.answer,
+            history=request.history,
         )
         return _response(r)
 
     async def stream(self, request: DocumentRagRequest, context: RequestContext) -> AsyncIterator[DocumentRagPiece]:
         events = self._checked(request).stream(
             request.query, mode=request.mode, at_time=request.at_time, doc_limit=request.doc_limit,
-            collection=request.collection, fusion=request.fusion, as_of=request.as_of,
+            collection=request.collection, fusion=request.fusion, as_of=request.as_of, history=request.history,
         )
         async for kind, value in events:
             if kind == "sources":
@@ -108,5 +109,5 @@ def _response(r: RagAnswer) -> DocumentRagResponse:
     return DocumentRagResponse(
         answer=r.answer, chunks=r.chunks, cited=r.cited, facts=r.facts, rejected=r.rejected,
         at_time=r.at_time, header=r.header, paths=r.paths, degraded=r.degraded, problems=r.problems,
-        timings_ms=r.timings_ms,
+        timings_ms=r.timings_ms, standalone=r.standalone,
     )

@@ -2,7 +2,9 @@
 
 - ``model``: ``ragbus`` (the configured default mode) or ``ragbus-vector``,
   ``ragbus-keyword``, ``ragbus-hybrid``;
-- the question is the last user message (its text parts, when it is a list);
+- the question is the last user message (its text parts, when it is a list); the user and
+  assistant messages before it are its ``history``, so a follow-up is made standalone
+  (system messages are not part of it);
 - the answer keeps its ``[chunk-id]`` citations; the whole ``DocumentRagResponse`` travels
   in the extra field ``ragbus`` (streamed: the ``sources`` piece on the first chunk, the
   final response on the last).
@@ -13,13 +15,14 @@ from __future__ import annotations
 import os
 import time
 
-from schema import DocumentRagPiece, DocumentRagRequest, DocumentRagResponse
+from schema import MAX_TURNS, DocumentRagPiece, DocumentRagRequest, DocumentRagResponse, Turn
 from schema.http import (
     ChatChoice,
     ChatChunkChoice,
     ChatCompletion,
     ChatCompletionChunk,
     ChatDelta,
+    ChatMessage,
     ChatReply,
     ChatRequest,
     Model,
@@ -43,16 +46,21 @@ def question_of(chat: ChatRequest) -> DocumentRagRequest:
         m = chat.messages[i]
         if m.role != "user":
             continue
-        if isinstance(m.content, list):
-            text = " ".join(str(p.get("text", "")) for p in m.content if p.get("type") == "text")
-        else:
-            text = m.content or ""
+        text = _text(m)
         if not text.strip():
             raise HTTPError(400, "ValidationError", "the last user message has no text", f"$.messages[{i}].content")
+        history = [Turn(role="user" if e.role == "user" else "assistant", content=_text(e)) for e in chat.messages[:i]
+                   if e.role in ("user", "assistant") and _text(e).strip()][-MAX_TURNS:]
         return DocumentRagRequest(query=text, mode=MODELS[chat.model], at_time=chat.at_time,
-                                  doc_limit=chat.doc_limit, collection=chat.collection)
+                                  doc_limit=chat.doc_limit, collection=chat.collection, history=history)
     raise HTTPError(400, "ValidationError", "no message has role 'user': the last user message is the question",
                     "$.messages")
+
+
+def _text(message: ChatMessage) -> str:
+    if isinstance(message.content, list):
+        return " ".join(str(p.get("text", "")) for p in message.content if p.get("type") == "text")
+    return message.content or ""
 
 
 def _id() -> str:

@@ -24,6 +24,8 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any, Literal
 
+from typing_extensions import TypedDict
+
 import msgspec
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -31,14 +33,22 @@ from pydantic import Field
 from starlette.routing import BaseRoute
 
 from processors.ingestion import empty_collection
-from schema import DEFAULT_COLLECTION, DocumentRagRequest, KgQueryRequest, ListDocuments, check_collection
+from schema import (
+    DEFAULT_COLLECTION,
+    MAX_TURNS,
+    DocumentRagRequest,
+    KgQueryRequest,
+    ListDocuments,
+    Turn,
+    check_collection,
+)
 
 from .errors import from_pipeline
 from .keys import Role, allows, key_of
 from .pipeline import BusPipeline
 
 MCP_PATH = "/mcp"
-ASK_FIELDS = ["question", "mode", "at", "as_of", "collection", "doc_limit"]
+ASK_FIELDS = ["question", "mode", "at", "as_of", "collection", "doc_limit", "history"]
 GRAPH_FIELDS = ["question", "at", "as_of", "limit", "collection"]
 
 Mode = Literal["vector", "keyword", "hybrid"]
@@ -48,6 +58,16 @@ AsOf = Annotated[str | None, Field(description="ISO 8601 instant: the graph as i
                                                "before later revisions")]
 Collection = Annotated[str, Field(description="the collection to read")]
 Limit = Annotated[int | None, Field(description="chunks to draw from (default: the pipeline's)", ge=1)]
+
+
+class TurnArgument(TypedDict):
+    role: Literal["user", "assistant"]
+    content: str
+
+
+History = Annotated[list[TurnArgument] | None, Field(
+    description="the conversation before the question, oldest first: a follow-up (\"and what does it return?\") "
+                "is made a standalone question from it", max_length=MAX_TURNS)]
 
 
 def _failed(exc: Exception, fields: list[str], renamed: dict[str, str] | None = None) -> ToolError:
@@ -130,9 +150,10 @@ class McpFace:
 
     async def ask(self, question: Question, ctx: Context, mode: Mode | None = None, at: At = None,
                   as_of: AsOf = None, collection: Collection = DEFAULT_COLLECTION,
-                  doc_limit: Limit = None) -> dict[str, Any]:
+                  doc_limit: Limit = None, history: History = None) -> dict[str, Any]:
+        turns = [Turn(role=t["role"], content=t["content"]) for t in history or []]
         request = DocumentRagRequest(query=question, mode=mode, at_time=at, as_of=as_of, doc_limit=doc_limit,
-                                     collection=_collection(collection))
+                                     collection=_collection(collection), history=turns)
         _allow(ctx, "read", request.collection)
         pipeline = await self._need()
         await ctx.report_progress(0, 3, "retrieving")
@@ -163,6 +184,7 @@ class McpFace:
             "citations": [_chunk(c) for c in final.chunks if c.chunk_id in cited],
             "facts": _facts(final.facts),
             "at_time": final.at_time,
+            "standalone": final.standalone,
             "paths": final.paths,
             "degraded": final.degraded,
             "problems": final.problems,

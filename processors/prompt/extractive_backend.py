@@ -3,6 +3,8 @@
 - ``extract-concepts``: ``lines``: the question, then its concepts (``concepts.py``);
 - ``document-prompt``: ``text``: the given sentences and facts most relevant
   to the question, each cited (``answer.py``);
+- ``condense-question``: ``text``: the follow-up made standalone from the
+  conversation's earlier questions (``condense.py``);
 - any other template: ``text``: the rendered template itself, which makes
   this backend a plain template filler.
 
@@ -22,9 +24,9 @@ from collections.abc import AsyncIterator
 from processors.runtime.threads import OneThread
 from schema import PromptPiece, PromptResult
 
-from . import answer, concepts
+from . import answer, concepts, condense
 from .settings import ExtractiveSettings
-from .variables import DOCUMENT_PROMPT, EXTRACT_CONCEPTS, PromptInput
+from .variables import CONDENSE_QUESTION, DOCUMENT_PROMPT, EXTRACT_CONCEPTS, PromptInput
 
 NAME = "extractive"
 
@@ -76,4 +78,8 @@ class ExtractiveBackend:
             return PromptResult("lines", text, template_id=template_id, backend=NAME)
         if template_id == DOCUMENT_PROMPT:
             return PromptResult("text", answer.compose(inp, self.settings), template_id=template_id, backend=NAME)
+        if template_id == CONDENSE_QUESTION:
+            history = inp.raw.get("history", [])
+            text = condense.standalone(inp.query, history if isinstance(history, list) else [])
+            return PromptResult("text", text, template_id=template_id, backend=NAME)
         return PromptResult("text", prompt, template_id=template_id, backend=NAME)

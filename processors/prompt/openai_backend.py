@@ -12,7 +12,9 @@ server's message.
 
 ``extract-concepts`` answers are lines: the model's non-blank lines, list
 markers removed, each once, the question first (prepended when the model
-left it out), at most ``max_concepts`` after it.
+left it out), at most ``max_concepts`` after it. ``condense-question`` answers
+are the rewritten question: the model's first line, without a label or quotes
+(``condense.model_line``).
 
 Streamed (``stream``), the same POST asks ``"stream": true`` and each
 content delta of the server's Server-Sent Events becomes a piece as it
@@ -34,8 +36,9 @@ import msgspec
 from processors.runtime.http import EndpointError, OpenAIEndpoint, retry_after_s
 from schema import PromptPiece, PromptResult
 
+from . import condense
 from .settings import OpenAISettings
-from .variables import EXTRACT_CONCEPTS, PromptInput, one_line
+from .variables import CONDENSE_QUESTION, EXTRACT_CONCEPTS, PromptInput, one_line
 
 # EndpointError and retry_after_s moved to runtime.http; still importable from here, where callers found them.
 __all__ = ["NAME", "EndpointError", "OpenAIBackend", "concept_lines", "retry_after_s"]
@@ -114,6 +117,8 @@ class OpenAIBackend:
         if template_id == EXTRACT_CONCEPTS:
             lines = concept_lines(text, inp.query, self.max_concepts)
             return self._result("lines", "\n".join(lines), template_id, usage)
+        if template_id == CONDENSE_QUESTION:
+            return self._result("text", condense.model_line(text, inp.query), template_id, usage)
         return self._result("text", text.strip(), template_id, usage)
 
     async def stream(
@@ -166,6 +171,8 @@ class OpenAIBackend:
         if template_id == EXTRACT_CONCEPTS:
             lines = "\n".join(concept_lines(text, inp.query, self.max_concepts))
             result = self._result("lines", lines, template_id, usage)
+        elif template_id == CONDENSE_QUESTION:
+            result = self._result("text", condense.model_line(text, inp.query), template_id, usage)
         else:
             result = self._result("text", text.strip(), template_id, usage)
         yield PromptPiece(result=result)

@@ -9,10 +9,13 @@ The built-in variables, which the orchestrator sends:
 - ``facts`` (list, optional): citable fact fragments, written ``[fact: ...]``
   one a line, after the snapshot header line when ``at_time`` is given;
 - ``at_time`` (text, optional): the time the graph's facts are valid at;
-- ``snapshot_header`` (text, optional): that header line ready-made; used only with ``at_time``.
+- ``snapshot_header`` (text, optional): that header line ready-made; used only with ``at_time``;
+- ``history`` (list): the conversation before ``query``, one ``user: ...`` or ``assistant: ...``
+  line each, oldest first (``condense-question``).
 
-``extract-concepts`` may use only ``query``; ``document-prompt`` any of the
-above and needs ``query`` and ``documents``. A template of your own may use
+``extract-concepts`` may use only ``query``; ``condense-question`` ``query`` and
+``history``, and needs both; ``document-prompt`` any of the others and needs
+``query`` and ``documents``. A template of your own may use
 these names and those listed in the ``template_variables`` setting; every
 placeholder of it that is not optional above is required. A variable the
 template does not use is ignored, so one caller can serve several templates.
@@ -30,18 +33,21 @@ from .templates import Template
 
 EXTRACT_CONCEPTS = "extract-concepts"
 DOCUMENT_PROMPT = "document-prompt"
+CONDENSE_QUESTION = "condense-question"
 
 TEXT_VARIABLES = frozenset({"query", "at_time", "snapshot_header"})
-LIST_VARIABLES = frozenset({"documents", "document_ids", "facts"})
-BUILTIN_VARIABLES = TEXT_VARIABLES | LIST_VARIABLES
+LIST_VARIABLES = frozenset({"documents", "document_ids", "facts", "history"})
+BUILTIN_VARIABLES = TEXT_VARIABLES | LIST_VARIABLES - {"history"}
 OPTIONAL = frozenset({"document_ids", "facts", "at_time", "snapshot_header"})
 
 # The built-in templates: the names each may use, and those a request must send even
 # when the template text does not use them (the extractive backend reads them).
-ALLOWED: dict[str, frozenset[str]] = {EXTRACT_CONCEPTS: frozenset({"query"}), DOCUMENT_PROMPT: BUILTIN_VARIABLES}
+ALLOWED: dict[str, frozenset[str]] = {EXTRACT_CONCEPTS: frozenset({"query"}), DOCUMENT_PROMPT: BUILTIN_VARIABLES,
+                                      CONDENSE_QUESTION: frozenset({"query", "history"})}
 REQUIRED: dict[str, frozenset[str]] = {
     EXTRACT_CONCEPTS: frozenset({"query"}),
     DOCUMENT_PROMPT: frozenset({"query", "documents"}),
+    CONDENSE_QUESTION: frozenset({"query", "history"}),
 }
 
 NONE_LINE = "(none)"

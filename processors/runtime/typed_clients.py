@@ -139,6 +139,11 @@ class PromptClient(_Typed):
         async for piece in self.client.stream(self.topic, request, PromptPiece, timeout=self.timeout):
             yield _check(self.topic, piece)
 
+    async def condense(self, query: str, history: Sequence[str]) -> str:
+        """``query`` made a standalone question from ``history`` (``user: ...`` / ``assistant: ...`` lines)."""
+        result = await self.prompt("condense-question", {"query": query, "history": list(history)})
+        return result.text.strip() or query
+
     def document_prompt_stream(self, **kwargs) -> AsyncIterator[PromptPiece]:
         """``document_prompt`` (same arguments), streamed."""
         return self.stream("document-prompt", _document_variables(**kwargs))

@@ -66,6 +66,14 @@ async def check_tools(client) -> None:
     assert cited and cited[0]["document_id"] == "with" and "context manager" in cited[0]["text"]
     assert f"[{cited[0]['chunk_id']}]" in answer["answer"]
     assert [p[0] for p in progress] == [0, 1, 2, 3] and progress[-1][2] == "answered"
+    assert "history" in tools["ask"].input_schema["properties"]
+    history = [{"role": "user", "content": QUESTION}, {"role": "assistant", "content": answer["answer"]}]
+    follow_up = "Which method runs before its block?"
+    follow = await client.call_tool("ask", {"question": follow_up, "history": history})
+    assert follow.structured_content["standalone"] == f"{follow_up} (context manager wrap block of code)"
+    assert follow.structured_content["citations"][0]["document_id"] == "with"
+    wrong = await client.call_tool("ask", {"question": "And then?", "history": [{"role": "robot", "content": "x"}]})
+    assert wrong.is_error and "history" in wrong.content[0].text
 
     found = (await client.call_tool("search", {"query": QUESTION, "limit": 3})).structured_content
     assert [c["rank"] for c in found["chunks"]] == [1, 2, 3]

@@ -22,6 +22,7 @@ from ..helpers.serve_stores import stores
 
 QUESTION = "What does the with statement do?"
 UK = "Who was head of government of the United Kingdom?"
+FOLLOW_UP = "Which method runs before its block?"
 MANUAL = [("Descaling", ["Descale the Zephyr espresso machine every forty days with citric acid."])]
 
 
@@ -115,6 +116,14 @@ def test_the_answer_streams_in_and_a_citation_opens_its_chunk_and_document(page,
     shot(page, "02-citation-drawer")
     page.keyboard.press("Escape")
     expect(drawer).to_be_hidden()
+    # A follow-up in the same conversation is asked with it: the gateway says what it searched for instead.
+    ask(page, FOLLOW_UP)
+    expect(page.locator(".turn").last.locator(".meta-line")).to_contain_text(f"asked as “{FOLLOW_UP} (with statement)”")
+    expect(page.locator(".turn").last.locator(".sources button").first).to_have_attribute("title", "with#0")
+    shot(page, "03-follow-up")
+    page.click("#new-conversation")
+    ask(page, FOLLOW_UP)  # alone: nothing to condense it from
+    expect(page.locator(".turn").last.locator(".meta-line")).not_to_contain_text("asked as")
 
 
 def facts(page: Page) -> list[str]:
@@ -129,7 +138,7 @@ def test_moving_the_time_control_changes_the_facts_and_as_of_shows_what_was_know
     expect(page.locator("#graph-note")).to_contain_text("valid at 2008-03-01")
     assert "Gordon Brown head_of_government_of United Kingdom" in facts(page)
     assert not any("David Cameron" in f for f in facts(page))
-    shot(page, "03-graph-2008")
+    shot(page, "04-graph-2008")
     slider = page.locator("#graph-time")
     slider.focus()
     for _ in range(4 * 12):  # four years on, a month a key press
@@ -138,13 +147,13 @@ def test_moving_the_time_control_changes_the_facts_and_as_of_shows_what_was_know
     expect(page.locator("#graph-note")).to_contain_text("valid at 2012-03-01")
     expect(page.locator("#facts")).to_contain_text("David Cameron head_of_government_of United Kingdom")
     assert not any("Gordon Brown" in f for f in facts(page))
-    shot(page, "04-graph-2012")
+    shot(page, "05-graph-2012")
     page.fill("#graph-as-of", "2008-01-01")
     page.dispatch_event("#graph-as-of", "change")
     expect(page.locator("#graph-note")).to_contain_text("as recorded on 2008-01-01")
     expect(page.locator("#facts")).to_contain_text("Gordon Brown head_of_government_of United Kingdom")
     assert not any("David Cameron" in f for f in facts(page))  # not yet known in 2008
-    shot(page, "05-graph-2012-as-known-in-2008")
+    shot(page, "06-graph-2012-as-known-in-2008")
 
 
 def test_a_pdf_uploaded_with_progress_is_answered_then_deleted(page, tmp_path):
@@ -161,13 +170,13 @@ def test_a_pdf_uploaded_with_progress_is_answered_then_deleted(page, tmp_path):
     assert page.evaluate("window.progressSeen")
     row = page.locator("#documents tr", has_text="Zephyr Espresso Manual")
     expect(row).to_be_visible()
-    shot(page, "06-uploaded")
+    shot(page, "07-uploaded")
     page.select_option("#mode", "keyword")
     ask(page, "How often should the Zephyr espresso machine be descaled?")
     assert any("forty days" in line for line in answer_lines(page))
     source = page.locator(".turn").last.locator(".sources button").first
     expect(source).to_contain_text("Zephyr Espresso Manual")
-    shot(page, "07-upload-answered")
+    shot(page, "08-upload-answered")
     page.once("dialog", lambda d: d.accept())
     row.get_by_role("button", name=re.compile("Delete")).click()
     expect(page.locator("#status")).to_contain_text("Deleted")
@@ -190,7 +199,7 @@ def test_keyboard_only_ask_open_a_source_close_it_and_move_the_time(page):
             break
     opener = page.evaluate("document.activeElement.dataset.chunk")
     assert opener
-    shot(page, "08-keyboard-focus-on-a-source")
+    shot(page, "09-keyboard-focus-on-a-source")
     page.keyboard.press("Enter")
     expect(page.locator("#drawer")).to_be_visible()
     expect(page.locator("#drawer-close")).to_be_focused()
@@ -206,7 +215,7 @@ def test_keyboard_only_ask_open_a_source_close_it_and_move_the_time(page):
     expect(page.locator("#graph-time")).to_be_focused()
     page.keyboard.press("ArrowLeft")
     expect(page.locator("#graph-time-label")).not_to_have_text("now")
-    shot(page, "09-keyboard-time-control")
+    shot(page, "10-keyboard-time-control")
 
 
 @pytest.fixture(scope="module")
@@ -224,7 +233,7 @@ def test_the_page_asks_for_a_key_and_shows_only_what_it_may_read(browser, keyed)
     page = context.new_page()
     page.goto(keyed.url + "/")
     expect(page.locator("#key-dialog")).to_be_visible()
-    shot(page, "10-key-asked")
+    shot(page, "11-key-asked")
     page.fill("#key-input", "sk-atlas")
     page.keyboard.press("Enter")
     expect(page.locator("#key-dialog")).to_be_hidden()
@@ -233,7 +242,7 @@ def test_the_page_asks_for_a_key_and_shows_only_what_it_may_read(browser, keyed)
     expect(page.locator("#documents tr", has_text="atlas-hours")).to_be_visible()
     ask(page, "When does the atlas room open?")
     assert any("nine" in line for line in answer_lines(page))
-    shot(page, "11-scoped-key")
+    shot(page, "12-scoped-key")
     # What the page would send for another collection is refused by the gateway, as for any client.
     status = page.evaluate("""async () => (await fetch('/v1/documents?collection=default',
         {headers: {Authorization: 'Bearer ' + sessionStorage.getItem('ragbus.key')}})).status""")

@@ -85,6 +85,20 @@ async def test_the_async_openai_client_on_its_aiohttp_transport(gateway):
     assert len(pieces) > 1 and f"[{answers[0].ragbus['cited'][0]}]" in "".join(pieces)
 
 
+def test_chat_reads_the_conversation_and_asks_a_follow_up_standalone(gateway):
+    client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="unused-without-keys")
+    first = client.chat.completions.create(model="ragbus-keyword", messages=[{"role": "user", "content": QUESTION}])
+    follow_up = "Which method runs before its block?"
+    messages = [{"role": "system", "content": "Answer from the documents."}, {"role": "user", "content": QUESTION},
+                {"role": "assistant", "content": first.choices[0].message.content},
+                {"role": "user", "content": follow_up}]
+    answered = client.chat.completions.create(model="ragbus-keyword", messages=messages)
+    assert answered.ragbus["standalone"] == f"{follow_up} (context manager wrap block of code)"
+    assert answered.ragbus["cited"][0] == "with#0" and "__enter__" in answered.choices[0].message.content
+    alone = client.chat.completions.create(model="ragbus-keyword", messages=messages[-1:])
+    assert alone.ragbus["standalone"] is None
+
+
 def test_ask_whole_and_as_server_sent_events(gateway):
     whole = httpx.post(f"{gateway.url}/v1/ask", json={"question": QUESTION, "mode": "hybrid"}, timeout=60)
     assert whole.status_code == 200
@@ -115,6 +129,8 @@ def test_ask_whole_and_as_server_sent_events(gateway):
     ({"question": QUESTION, "colour": "blue"}, "$.colour"),
     ({"quest": QUESTION}, "$.quest"),
     ({"mode": "vector"}, "$.question"),
+    ({"question": QUESTION, "history": [{"role": "robot", "content": "beep"}]}, "$.history[0].role"),
+    ({"question": QUESTION, "history": [{"role": "user", "content": "q"}] * 41}, "$.history"),
 ])
 def test_bad_input_is_a_4xx_json_error_naming_the_field(gateway, body, param):
     answer = httpx.post(f"{gateway.url}/v1/ask", json=body, timeout=60)

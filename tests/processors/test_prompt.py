@@ -330,7 +330,7 @@ async def test_an_unknown_template_is_an_error_naming_the_known_ones(prompt):
         await prompt.prompt("summarise", {"query": "q"})
     assert caught.value.error.type == "UnknownTemplate"
     assert "'summarise'" in caught.value.error.message
-    assert "known: document-prompt, extract-concepts, greet" in caught.value.error.message
+    assert "known: condense-question, document-prompt, extract-concepts, greet" in caught.value.error.message
 
 
 @module_loop
@@ -408,3 +408,14 @@ async def test_max_concepts_zero_switches_concepts_off():
     async with serve(processor(max_concepts=0)) as client:
         result = await client.prompt("extract-concepts", {"query": "Angela Merkel and Germany"})
     assert result.text == "Angela Merkel and Germany"
+
+
+@module_loop
+async def test_condense_question_over_the_bus_makes_a_follow_up_standalone(prompt):
+    history = ["user: What is a lambda expression?", "assistant: Lambda expressions create anonymous functions."]
+    result = await prompt.prompt("condense-question", {"query": "Can it contain statements?", "history": history})
+    assert result.error is None and result.backend == "extractive" and result.template_id == "condense-question"
+    assert result.text == "Can it contain statements? (lambda expression)"
+    assert await prompt.condense("Can it contain statements?", history) == result.text
+    with pytest.raises(RemoteError, match="needs variable\\(s\\) history"):
+        await prompt.prompt("condense-question", {"query": "Can it contain statements?"})

@@ -150,6 +150,17 @@ async def test_a_real_model_gives_concept_lines_after_the_question(model):
 
 
 @module_loop
+async def test_a_real_model_condenses_a_follow_up_into_one_standalone_line(model):
+    history = ["user: What is a lambda expression in Python?",
+               "assistant: Lambda expressions create anonymous functions."]
+    result = await model.prompt("condense-question", {"query": "Can it contain statements?", "history": history})
+    assert result.error is None and result.backend == "openai" and result.template_id == "condense-question"
+    assert result.text.strip() and "\n" not in result.text
+    assert not result.text.casefold().startswith(("standalone question", "question:"))
+    assert result.completion_tokens > 0
+
+
+@module_loop
 async def test_a_wrong_api_key_is_refused_by_the_real_server_without_retry(llama_server):
     processor = openai_processor(
         base_url=llama_server.base_url, model=MODEL_ALIAS, api_key="sk-wrong", max_retries=3, backoff_base_s=5

@@ -19,7 +19,8 @@ import pytest
 
 from processors.document_rag import RRF_K, DocumentRag, DocumentRagSettings, rrf_fuse
 from processors.runtime.typed_clients import KgClient, PromptClient
-from schema import DEFAULT_COLLECTION, ChunkMatch, Fact, KgQueryResponse, PromptResult
+from processors.document_rag.core import MAX_HISTORY, MAX_TURN_CHARS
+from schema import DEFAULT_COLLECTION, ChunkMatch, Fact, KgQueryResponse, PromptResult, Turn
 
 QUESTION = "Who led the government of Germany in 2015?"
 CORE_LOGGER = "processors.document_rag.core"
@@ -996,3 +997,65 @@ async def test_as_of_reaches_the_graph_normalised_and_a_bad_one_is_refused():
     assert r.kg.calls[-1][1]["at_time"] == "2012-01-01T00:00:00Z"
     with pytest.raises(ValueError, match="as_of"):
         await r.rag.query(QUESTION, as_of="not a time")
+
+
+# -- a follow-up in a conversation ---------------------------------------------------------------
+
+
+class CondensingPromptStub(PromptStub):
+    """``condense`` answers ``rewrite`` (or raises ``error``), recording what it was sent."""
+
+    def __init__(self, rewrite: str = "", error: Exception | None = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.rewrite, self.error = rewrite, error
+        self.condense_calls: list[tuple[str, list[str]]] = []
+
+    async def condense(self, query: str, history) -> str:
+        inspect.signature(PromptClient.condense).bind(None, query, history)
+        self.condense_calls.append((query, list(history)))
+        if self.error is not None:
+            raise self.error
+        return self.rewrite
+
+
+HISTORY = [Turn(role="user", content="What is a lambda?"), Turn(role="assistant", content="An anonymous\nfunction.")]
+
+
+@pytest.mark.parametrize("mode", ["vector", "keyword", "hybrid"])
+async def test_a_follow_up_is_condensed_first_and_every_path_and_the_answer_use_the_standalone_question(mode):
+    prompt = CondensingPromptStub(rewrite="Can a lambda contain statements?", concepts=())
+    r = rig(prompt=prompt, kw=KeywordStub(), kg=KgStub(), max_concepts=0)
+
+    found = await r.rag.query("Can it contain statements?", mode=mode, history=HISTORY)
+
+    assert prompt.condense_calls == [("Can it contain statements?",
+                                      ["user: What is a lambda?", "assistant: An anonymous function."])]
+    assert found.standalone == "Can a lambda contain statements?"
+    assert prompt.last["query"] == "Can a lambda contain statements?"
+    if mode != "keyword":
+        assert r.docs.queried_texts == ["Can a lambda contain statements?"]
+    if mode != "vector":
+        assert r.kw.calls[-1]["query"] == "Can a lambda contain statements?"
+    assert r.kg.calls[-1][0][0] == "Can a lambda contain statements?"
+    assert "condense" in found.timings_ms
+
+
+async def test_without_history_nothing_is_condensed_and_a_failed_condense_degrades_to_the_question():
+    prompt = CondensingPromptStub(error=ConnectionError("prompt is down"))
+    r = rig(prompt=prompt)
+    alone = await r.rag.query("Can it contain statements?")
+    assert prompt.condense_calls == [] and alone.standalone is None
+
+    failed = await r.rag.query("Can it contain statements?", history=HISTORY)
+    assert failed.degraded == ["condense"] and "prompt is down" in failed.problems[0]
+    assert failed.standalone is None and prompt.last["query"] == "Can it contain statements?"
+
+
+async def test_only_the_latest_turns_are_sent_each_cut_to_a_bound():
+    prompt = CondensingPromptStub(rewrite="same")
+    r = rig(prompt=prompt)
+    long_history = [Turn(role="user", content=f"question {i} " + "x" * 5000) for i in range(20)]
+    await r.rag.query("And then?", history=long_history)
+    _, sent = prompt.condense_calls[0]
+    assert len(sent) == MAX_HISTORY and sent[0].startswith("user: question 12 ")
+    assert all(len(line) <= len("user: ") + MAX_TURN_CHARS for line in sent)

@@ -237,6 +237,7 @@ function finishTurn(turn, response) {
     turn.node.append(facts);
   }
   const notes = [];
+  if (response.standalone) notes.push(`asked as “${response.standalone}”`);
   if (response.at_time) notes.push(`graph at ${response.at_time}`);
   if (response.degraded && response.degraded.length) notes.push(`left out: ${response.degraded.join(", ")}`);
   if (response.timings_ms && response.timings_ms.total) notes.push(`${Math.round(response.timings_ms.total)} ms`);
