@@ -8,7 +8,9 @@ the same questions five ways: ``DocumentRagClient.ask`` over the bus, ``POST /v1
 over HTTP with two clients, httpx (what the ``openai`` SDK uses by default) and aiohttp
 (whose HTTP parser is C), and ``POST /v1/chat/completions`` through the official ``openai``
 client twice: on its default httpx transport, and on the aiohttp transport it offers for
-concurrent use (``DefaultAioHttpClient``, ``pip install 'openai[aiohttp]'``). The corpus is the first
+concurrent use (``DefaultAioHttpClient``, ``pip install 'openai[aiohttp]'``); and MCP's ``ask`` tool at
+``/mcp`` through the official SDK's client (one session over streamable HTTP, calls in flight
+together on it), which streams the answer inside the gateway and reports progress. The corpus is the first
 topics of the Python language reference with the sample graph, written into a temporary data dir first.
 
 Every process here shares the machine's cores, the asking one included, so at concurrency
@@ -18,7 +20,7 @@ printed per process (workers, gateway, broker, caller), from /proc, and the rate
 checked with every client.
 
 Printed, and checked against the gateway's targets (a miss is flagged, not fatal):
-- p50 latency at concurrency 1, HTTP (httpx) / bus: at most 1.15x;
+- p50 latency at concurrency 1, HTTP (httpx) / bus and MCP / bus: at most 1.15x;
 - queries/s at concurrency 32, HTTP / bus, per client: at least 0.85 (httpx spends several
   times the CPU per request of the others, encode/httpx#3215, and the rate follows the CPU
   on these shared cores);
@@ -46,7 +48,10 @@ from pathlib import Path
 
 import aiohttp
 import httpx
+import httpx2
 import openai
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from config import pipelines
 from config.settings import load_settings
@@ -169,7 +174,9 @@ async def run_in(args, work: Path) -> int:
                     openai.AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key="unused", timeout=60,
                                        max_retries=0) as sdk_httpx, \
                     openai.AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key="unused", timeout=60, max_retries=0,
-                                       http_client=openai.DefaultAioHttpClient()) as sdk:
+                                       http_client=openai.DefaultAioHttpClient()) as sdk, \
+                    Client(streamable_http_client(f"{gateway.url}/mcp", http_client=httpx2.AsyncClient(timeout=60)),
+                           read_timeout_seconds=60) as mcp:
                 rag = DocumentRagClient(rc, timeout=60)
 
                 async def over_bus(q):
@@ -189,8 +196,13 @@ async def run_in(args, work: Path) -> int:
                         await client.chat.completions.create(model="ragbus", messages=[{"role": "user", "content": q}])
                     return ask
 
+                async def over_mcp(q):
+                    r = await mcp.call_tool("ask", {"question": q})
+                    if r.is_error:
+                        raise RuntimeError(f"MCP ask failed: {r.content}")
+
                 paths = {"bus": over_bus, "http": over_http, "aiohttp": over_aiohttp,
-                         "openai-httpx": over_sdk(sdk_httpx), "openai": over_sdk(sdk)}
+                         "openai-httpx": over_sdk(sdk_httpx), "openai": over_sdk(sdk), "mcp": over_mcp}
                 for ask in paths.values():  # warm every path (models, connections, caches)
                     await measure(ask, 16, 4)
                 # In alternating rounds, so a load that drifts on a shared machine falls on every path alike.
@@ -227,8 +239,10 @@ async def run_in(args, work: Path) -> int:
         broker.stop()
     ratio = results["http c1 p50 ms"] / results["bus c1 p50 ms"]
     print(f"\np50 at concurrency 1, HTTP (httpx)/bus: {ratio:.3f}x (target <= 1.15x: {verdict(ratio <= 1.15)})")
+    mcp_ratio = results["mcp c1 p50 ms"] / results["bus c1 p50 ms"]
+    print(f"p50 at concurrency 1, MCP ask/bus: {mcp_ratio:.3f}x (target <= 1.15x: {verdict(mcp_ratio <= 1.15)})")
     clients = {"http": "httpx, /v1/ask", "aiohttp": "aiohttp, /v1/ask", "openai-httpx": "openai on httpx, chat",
-               "openai": "openai on aiohttp, chat"}
+               "openai": "openai on aiohttp, chat", "mcp": "MCP SDK client, ask tool"}
     for client, label in clients.items():
         share = results[f"{client} c32 q/s"] / results["bus c32 q/s"]
         print(f"queries/s at concurrency 32, HTTP ({label})/bus: {share:.1%} "

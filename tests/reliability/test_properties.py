@@ -520,6 +520,8 @@ def strategy_for(info: mi.Type) -> st.SearchStrategy:
         return st.dictionaries(strategy_for(info.key_type), strategy_for(info.value_type), max_size=3)
     if isinstance(info, mi.UnionType):
         return st.one_of([strategy_for(t) for t in info.types])
+    if isinstance(info, mi.LiteralType):
+        return st.sampled_from(info.values)
     raise NotImplementedError(f"no strategy for {info!r}: extend strategy_for")
 
 
