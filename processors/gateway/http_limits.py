@@ -18,12 +18,14 @@ only sees a request once its head is whole. Hence a subclass of uvicorn's protoc
   and in the middle of a body (while the body is awaited and reading is not paused by the server).
 
 A refusal due while an earlier request's answer is still being written waits for that answer and those
-pipelined before it. Everything else is HttpToolsProtocol's own: pipelining, keep-alive, flow control.
+pipelined before it. Every connection is written with Nagle's algorithm off (TCP_NODELAY), whatever socket
+uvicorn was given. Everything else is HttpToolsProtocol's own: pipelining, keep-alive, flow control.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 from dataclasses import dataclass
 
 import msgspec
@@ -64,6 +66,13 @@ class HeadLimitedProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            # An answer is written in pieces (head, body, each streamed event). asyncio turns Nagle's algorithm off
+            # only on sockets whose proto says TCP, and a listening socket from socket.create_server (which
+            # ``ragbus serve`` binds before uvicorn starts) says 0: on a kept-alive connection each answer then
+            # waited for the client's delayed ACK, 40 ms.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -38,15 +38,21 @@ async def echo(scope, receive, send) -> None:
 
 
 @pytest.fixture
-def server():
-    """A real uvicorn serving ``echo`` with the limits, on a socket bound (and listening) before it starts."""
+def server(served):
+    return served[0]
+
+
+@pytest.fixture
+def served():
+    """A real uvicorn serving ``echo`` with the limits, on a socket bound (and listening) before it starts, as
+    ``ragbus serve`` binds its own: its port and the server."""
     sock = socket.create_server(("127.0.0.1", 0))
     config = uvicorn.Config(echo, http=protocol_with(LIMITS), lifespan="off", log_level="warning",
                             timeout_keep_alive=LIMITS.idle_timeout_s)  # type: ignore[arg-type]
     running = uvicorn.Server(config)
     thread = threading.Thread(target=lambda: asyncio.run(running.serve(sockets=[sock])), daemon=True)
     thread.start()
-    yield sock.getsockname()[1]
+    yield sock.getsockname()[1], running
     running.should_exit = True
     thread.join(10)
     sock.close()
@@ -134,6 +140,20 @@ def test_pipelined_and_kept_alive_requests_are_answered_in_order(server):
         assert [read_answer(s)[1] for _ in range(3)] == [b"GET /one 0", b"GET /two 0", b"GET /three 0"]
         s.sendall(head(LIMITS.max_head_bytes - 200, "/again"))  # the next head is counted from zero
         assert read_answer(s)[:2] == (200, b"GET /again 0")
+
+
+def test_every_connection_is_written_with_nagle_off(served):
+    """With Nagle's algorithm on, each answer of a kept-alive connection waited for the client's delayed ACK."""
+    port, running = served
+    with connect(port) as a, connect(port) as b:
+        for s in (a, b, a):
+            s.sendall(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert read_answer(s)[0] == 200
+        connections = list(running.server_state.connections)
+        assert len(connections) == 2
+        for protocol in connections:
+            sock = protocol.transport.get_extra_info("socket")
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
 
 
 def test_a_pipelined_head_over_the_limit_is_refused_after_the_answers_before_it(server):
