@@ -43,6 +43,10 @@ class DocumentRagRequest(msgspec.Struct, kw_only=True):
     does it return?") is made into a standalone question from it before retrieval, by the
     prompt processor's ``condense-question`` template; the response's ``standalone`` says
     what was asked in its place.
+
+    ``answer_pieces``: in a stream, ``False`` leaves the ``answer`` pieces out (the sources,
+    then the final piece with the whole answer): for a caller that reports progress but shows
+    no text as it comes, so the answer does not cross the bus piece by piece for nobody.
     """
 
     query: str
@@ -54,6 +58,7 @@ class DocumentRagRequest(msgspec.Struct, kw_only=True):
     as_of: str | None = None
     answer: bool = True
     history: History = []
+    answer_pieces: bool = True
 
 
 class DocumentRagResponse(msgspec.Struct, kw_only=True):

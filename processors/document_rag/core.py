@@ -218,14 +218,21 @@ class DocumentRag:
         fusion: str | None = None,
         as_of: Any = None,
         history: Sequence[Any] = (),
+        answer_pieces: bool = True,
     ) -> AsyncIterator[tuple[str, Any]]:
         """The same answer as it is written: ``("sources", RagAnswer without answer)`` once, then
         ``("answer", text)`` per piece of the prompt's stream, then ``("final", RagAnswer)``.
+        ``answer_pieces=False``: no ``answer`` pieces, the prompt asked for the whole text at once.
 
         Needs a prompt client with ``document_prompt_stream``.
         """
         found = await self._sources(question, mode, at_time, doc_limit, collection, fusion, as_of, history)
         yield "sources", found.result
+        if not answer_pieces:
+            with found.timings.stage("prompt"):
+                written = await self.prompt_client.document_prompt(**found.prompt)
+            yield "final", found.finish(written.text)
+            return
         text = None
         with found.timings.stage("prompt"):
             async for piece in self.prompt_client.document_prompt_stream(**found.prompt):

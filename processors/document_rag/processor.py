@@ -81,6 +81,7 @@ class DocumentRagProcessor(Processor[DocumentRagRequest, DocumentRagResponse]):
         events = self._checked(request).stream(
             request.query, mode=request.mode, at_time=request.at_time, doc_limit=request.doc_limit,
             collection=request.collection, fusion=request.fusion, as_of=request.as_of, history=request.history,
+            answer_pieces=request.answer_pieces,
         )
         async for kind, value in events:
             if kind == "sources":

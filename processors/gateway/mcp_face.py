@@ -3,8 +3,10 @@
 Four tools, each one request of the pipeline the REST routes call (``BusPipeline``), so MCP
 adds no retrieval of its own and scales like any gateway:
 
-- ``ask``: the cited answer, with the cited chunks' text and documents (document-rag, streamed,
-  so the call reports progress: sources found, the answer being written, done);
+- ``ask``: the cited answer, with the cited chunks' text and documents (document-rag; streamed when
+  the caller asked for progress, with a progress token, so the call reports it: sources found, the
+  answer being written, done; the stream carries the sources and the whole answer, not its pieces;
+  otherwise one response);
 - ``search``: the ranked chunks with their scores and no answer (document-rag with ``answer=False``);
 - ``graph``: the facts about the entities a question names, valid at ``at``, as known ``as_of`` (kg-query);
 - ``documents``: the collections, or a page of one collection's documents (documents-query).
@@ -29,6 +31,7 @@ from typing_extensions import TypedDict
 import msgspec
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from pydantic import Field
 from starlette.routing import BaseRoute
 
@@ -37,6 +40,7 @@ from schema import (
     DEFAULT_COLLECTION,
     MAX_TURNS,
     DocumentRagRequest,
+    DocumentRagResponse,
     KgQueryRequest,
     ListDocuments,
     Turn,
@@ -93,6 +97,11 @@ def _scope(ctx: Context) -> dict[str, Any] | None:
     """The HTTP request's ASGI scope (its key on it, put there by the gateway's guard); None on stdio."""
     request = ctx.request_context.request
     return getattr(request, "scope", None)
+
+
+def _progress_token(ctx: Context) -> str | int | None:
+    """The token the caller sent to hear a call's progress (``_meta.progressToken``), if it sent one."""
+    return progress_token_from_params(ctx.request_context.params)
 
 
 def _allow(ctx: Context, role: Role, collection: str) -> None:
@@ -156,28 +165,10 @@ class McpFace:
                                      collection=_collection(collection), history=turns)
         _allow(ctx, "read", request.collection)
         pipeline = await self._need()
-        await ctx.report_progress(0, 3, "retrieving")
-        final = None
-        writing = False
-        try:
-            async for piece in pipeline.ask_stream(request):
-                if piece.kind == "sources":
-                    if not piece.chunks and not piece.facts:
-                        await _holds(pipeline, request.collection)
-                    await ctx.report_progress(1, 3, f"{len(piece.chunks)} chunks and {len(piece.facts)} facts "
-                                                    "found; writing the answer")
-                elif piece.kind == "answer" and not writing:
-                    writing = True
-                    await ctx.report_progress(2, 3, "writing the answer")
-                elif piece.response is not None:
-                    final = piece.response
-        except ToolError:
-            raise
-        except Exception as exc:
-            raise _failed(exc, ASK_FIELDS, {"at_time": "at"}) from None
-        if final is None:
-            raise ToolError("EmptyStream: the pipeline ended the answer without its result")
-        await ctx.report_progress(3, 3, "answered")
+        if _progress_token(ctx) is None:
+            final = await self._answer(pipeline, request)
+        else:
+            final = await self._answer_reporting(pipeline, request, ctx)
         cited = set(final.cited)
         return {
             "answer": final.answer,
@@ -189,6 +180,43 @@ class McpFace:
             "degraded": final.degraded,
             "problems": final.problems,
         }
+
+    @staticmethod
+    async def _answer(pipeline: BusPipeline, request: DocumentRagRequest) -> DocumentRagResponse:
+        """The answer in one response: for a caller that asked for no progress, no pieces cross the bus."""
+        try:
+            final = await pipeline.ask(request)
+        except Exception as exc:
+            raise _failed(exc, ASK_FIELDS, {"at_time": "at"}) from None
+        if not final.chunks and not final.facts:
+            await _holds(pipeline, request.collection)
+        return final
+
+    @staticmethod
+    async def _answer_reporting(pipeline: BusPipeline, request: DocumentRagRequest,
+                                ctx: Context) -> DocumentRagResponse:
+        """The answer streamed, so that the call reports progress: sources found, the answer being written, done.
+        The tool's result is the whole answer, so the stream leaves the answer's pieces out."""
+        await ctx.report_progress(0, 3, "retrieving")
+        final = None
+        try:
+            async for piece in pipeline.ask_stream(msgspec.structs.replace(request, answer_pieces=False)):
+                if piece.kind == "sources":
+                    if not piece.chunks and not piece.facts:
+                        await _holds(pipeline, request.collection)
+                    await ctx.report_progress(1, 3, f"{len(piece.chunks)} chunks and {len(piece.facts)} facts "
+                                                    "found")
+                    await ctx.report_progress(2, 3, "writing the answer")  # the prompt is asked next
+                elif piece.response is not None:
+                    final = piece.response
+        except ToolError:
+            raise
+        except Exception as exc:
+            raise _failed(exc, ASK_FIELDS, {"at_time": "at"}) from None
+        if final is None:
+            raise ToolError("EmptyStream: the pipeline ended the answer without its result")
+        await ctx.report_progress(3, 3, "answered")
+        return final
 
     async def search(self, query: Question, ctx: Context, mode: Mode | None = None, limit: Limit = None,
                      collection: Collection = DEFAULT_COLLECTION) -> dict[str, Any]:

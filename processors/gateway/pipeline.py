@@ -64,7 +64,8 @@ class BusPipeline:
 
     def ask_stream(self, r: DocumentRagRequest) -> AsyncIterator[DocumentRagPiece]:
         return self.rag.ask_stream(r.query, mode=r.mode, at_time=r.at_time, doc_limit=r.doc_limit,
-                                   collection=r.collection, as_of=r.as_of, history=r.history)
+                                   collection=r.collection, as_of=r.as_of, history=r.history,
+                                   answer_pieces=r.answer_pieces)
 
     async def documents(self, request: ListDocuments) -> DocumentList:
         """A page of a collection's documents, or (``collections``) the collections, from documents-query."""

@@ -227,9 +227,12 @@ class DocumentRagClient(_Typed):
         collection: str = DEFAULT_COLLECTION,
         as_of: str | None = None,
         history: Sequence[Turn] = (),
+        answer_pieces: bool = True,
     ) -> AsyncIterator[DocumentRagPiece]:
-        """The answer as it is written: a ``sources`` piece, ``answer`` pieces, then the ``final`` one."""
+        """The answer as it is written: a ``sources`` piece, ``answer`` pieces (none with
+        ``answer_pieces=False``), then the ``final`` one."""
         request = DocumentRagRequest(query=query, mode=mode, at_time=at_time, doc_limit=doc_limit,
-                                     collection=collection, as_of=as_of, history=list(history))
+                                     collection=collection, as_of=as_of, history=list(history),
+                                     answer_pieces=answer_pieces)
         async for piece in self.client.stream(self.topic, request, DocumentRagPiece, timeout=self.timeout):
             yield _check(self.topic, piece)

@@ -37,6 +37,12 @@ async def check_stream(ask) -> None:
     assert final.answer == whole.answer and final.cited == whole.cited and final.cited
     assert final.cited[0].startswith("with#") and f"[{final.cited[0]}]" in final.answer
     assert final.timings_ms["total"] > 0 and "prompt" in final.timings_ms
+    # Without the answer's pieces (what MCP's ask streams to report progress): the sources, then the same answer.
+    bare = [p async for p in ask.stream(QUESTION, mode="hybrid", answer_pieces=False)]
+    assert [p.kind for p in bare] == ["sources", "final"]
+    assert [c.chunk_id for c in bare[0].chunks] == [c.chunk_id for c in sources.chunks]
+    assert bare[1].response is not None and bare[1].response.answer == whole.answer
+    assert bare[1].response.cited == whole.cited and "prompt" in bare[1].response.timings_ms
 
 
 async def check_printed_as_it_arrives(ask) -> None:
