@@ -1,0 +1,128 @@
+"""The answers the extractive backend writes, as a person reads them: recall of the evidence, fragments, repeats.
+
+    python -m scripts.eval_answers [--split dev|test|both] [--mode hybrid] [--data-dir DIR] [--show]
+
+The questions are the project's own (``scripts/eval/questions.jsonl``), each with the reference's
+sentence(s) that answer it (``evidence``) and its stored half (``split``: choose on dev, report test).
+The corpus goes through the real ingestion processors into a data dir (``--data-dir`` keeps it), then
+one document-rag processor (graph off, ``--mode``, its default chunk count) and the prompt processor
+(extractive backend) answer each question over the memory bus. Measured per half
+(``scripts/eval/answers.py`` says how each is decided):
+
+- answer recall: the share of questions whose answer holds one of its evidence passages (or its gist);
+- the answer step's recall: the same among the questions whose evidence is in a chunk the answer was
+  drawn from (retrieval bounds the overall figure; this is what choosing sentences loses);
+- fragments: answer lines that start mid-sentence, carry markup or hold under 4 words, and the share
+  of answers with at least one;
+- duplicates: pairs of lines in one answer with token Jaccard >= 0.8.
+
+``--show`` prints every fragment and duplicate pair, and the questions the answer step missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import sys
+import tempfile
+import uuid
+from collections import Counter
+from pathlib import Path
+
+from config import pipelines
+from processors.bus import connect
+from processors.bus.memory import drop_memory_broker
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import DocumentRagClient
+from processors.runtime.worker import processors_running
+from schema import DocumentRagResponse
+from scripts.eval import answers, evalset
+from scripts.eval.corpus import ingest_corpus
+from scripts.eval_conversations import settings_for
+
+
+async def ask_all(settings, questions: list[evalset.Question]) -> dict[str, DocumentRagResponse]:
+    url = f"memory://eval-answers-{uuid.uuid4().hex[:8]}"
+    got: dict[str, DocumentRagResponse] = {}
+    try:
+        async with (
+            processors_running(settings, [*pipelines.RETRIEVAL, "prompt", "document-rag"], url, ready_timeout=300),
+            await connect(url, settings.bus) as bus,
+            RequestClient(bus, name="eval-answers") as client,
+        ):
+            rag = DocumentRagClient(client, timeout=120)
+            for n, q in enumerate(questions, 1):
+                got[q.id] = await rag.ask(q.question)
+                if n % 50 == 0:
+                    print(f"  {n}/{len(questions)} questions", file=sys.stderr)
+    finally:
+        drop_memory_broker(url.removeprefix("memory://"))
+    return got
+
+
+def report(questions: list[evalset.Question], relevant: dict[str, list[str]],
+           got: dict[str, DocumentRagResponse], splits: list[str], show: bool) -> list[str]:
+    out = ["| half | n | answer recall | answer step's recall (n) | fragment lines (of lines) | answers with one "
+           "| duplicate pairs |", "|---|---|---|---|---|---|---|"]
+    shown: list[str] = []
+    for split in splits:
+        qs = [q for q in questions if q.split == split]
+        hit = step_hit = step_n = frag_lines = all_lines = frag_answers = dupes = 0
+        reasons: Counter[str] = Counter()
+        for q in qs:
+            r = got[q.id]
+            ok = any(answers.answered(e, r.answer) for e in q.evidence)
+            hit += ok
+            if set(relevant[q.id]) & {c.chunk_id for c in r.chunks}:
+                step_n += 1
+                step_hit += ok
+                if not ok and show:
+                    shown.append(f"{q.id} [{split}] missed by the answer step: {q.question!r}")
+            answer_lines = answers.lines(r.answer)
+            why = [(line, answers.fragment(line)) for line in answer_lines]
+            bad = [(line, w) for line, w in why if w]
+            reasons.update(w for _, w in bad)
+            frag_lines += len(bad)
+            all_lines += len(answer_lines)
+            frag_answers += bool(bad)
+            pairs = answers.duplicates(answer_lines)
+            dupes += len(pairs)
+            if show:
+                shown += [f"{q.id} [{split}] fragment ({w}): {line[:120]!r}" for line, w in bad]
+                shown += [f"{q.id} [{split}] duplicate: {a[:60]!r} ~ {b[:60]!r}" for a, b in pairs]
+        n = len(qs) or 1
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(reasons.items()))
+        out.append(f"| {split} | {len(qs)} | {hit / n:.3f} | {step_hit / (step_n or 1):.3f} ({step_n}) | "
+                   f"{frag_lines} of {all_lines} ({kinds or 'none'}) | {frag_answers / n:.0%} | {dupes} |")
+    return out + shown
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    splits = ["dev", "test"] if args.split == "both" else [args.split]
+    questions = [q for q in evalset.load_questions() if q.split in splits]
+    relevant = evalset.resolve(questions, evalset.corpus_chunks())
+    data_dir = Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="ragbus-eval-answers-"))
+    try:
+        settings = settings_for(data_dir, args.mode)
+        await ingest_corpus(settings, data_dir)
+        print(f"asking {len(questions)} questions ({args.mode})", file=sys.stderr)
+        got = await ask_all(settings, questions)
+    finally:
+        if not args.data_dir:
+            shutil.rmtree(data_dir, ignore_errors=True)
+    print("\n".join(report(questions, relevant, got, splits, args.show)))
+    return 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--split", choices=["dev", "test", "both"], default="both")
+    parser.add_argument("--mode", choices=["vector", "keyword", "hybrid"], default="hybrid")
+    parser.add_argument("--data-dir", help="keep the ingested corpus here (reused when it holds it)")
+    parser.add_argument("--show", action="store_true", help="print each fragment, duplicate and miss")
+    sys.exit(asyncio.run(main_async(parser.parse_args())))
+
+
+if __name__ == "__main__":
+    main()
