@@ -3,7 +3,10 @@
 No model is involved, so the answer can only be what the documents and
 facts already say; choosing and citing is the whole job:
 
-- every document is split into sentences, every fact is one passage;
+- every document is split into sentences, every fact is one passage; a document's first
+  sentence when a chunk boundary cut it (it starts mid-sentence) and its last when one cut it
+  short are not used when the document has others (``whole.py``), and the reference's inline
+  markup is shown as plain text;
 - passages are scored by BM25 against the question's terms (``lexical.py``),
   the passages of this one request being the collection; a document
   sentence's score is raised by its document's retrieval rank
@@ -13,8 +16,9 @@ facts already say; choosing and citing is the whole job:
   by position); then the best ``max_facts`` facts, each as its citation
   ``[fact: ...]``, after the snapshot header line when ``at_time`` was given
   (no facts in the answer, no header);
-- ties go to the passage given first, and a sentence repeated in several
-  documents is cited once (where it came first): the same request always
+- ties go to the passage given first; a sentence repeated in several documents, word for
+  word or nearly (the terms of one are at least ``NEAR`` of the terms of both, Jaccard), is
+  said once, where it scored best, citing every document it is in: the same request always
   gets the same answer;
 - with nothing relevant, the answer says so plainly.
 """
@@ -27,9 +31,11 @@ from dataclasses import dataclass
 from .lexical import bm25, sentences, shorten, terms
 from .settings import ExtractiveSettings
 from .variables import PromptInput, one_line
+from .whole import cut_at_end, cut_at_start, plain
 
 NOTHING_FOUND = "No relevant information was found for: "
 MAX_ECHO_CHARS = 300  # of the question, in the nothing-found answer
+NEAR = 0.8  # Jaccard of two sentences' term sets at or above which they say the same thing
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +51,12 @@ def passages(inp: PromptInput) -> list[Passage]:
     out: list[Passage] = []
     seen: set[str] = set()
     for rank, (document, citation) in enumerate(zip(inp.documents, inp.citations, strict=True)):
-        for sentence in sentences(document):
+        found = list(sentences(document))
+        for n, sentence in enumerate(found):
+            cut = (n == 0 and cut_at_start(sentence)) or (n == len(found) - 1 and cut_at_end(sentence))
+            if cut and len(found) > 1:  # a document of one sentence is what it is: nothing whole to prefer
+                continue
+            sentence = plain(sentence)
             key = sentence.casefold()
             if key not in seen:
                 seen.add(key)
@@ -65,6 +76,31 @@ def best(scores: list[float], indexes: list[int], limit: int, min_score: float) 
     return heapq.nsmallest(limit, relevant, key=lambda i: (-scores[i], i))
 
 
+def near(a: set[str], b: set[str]) -> bool:
+    union = a | b
+    return bool(union) and len(a & b) >= NEAR * len(union)
+
+
+def best_once(found: list[Passage], scores: list[float], indexes: list[int], limit: int,
+              min_score: float) -> list[tuple[int, list[str]]]:
+    """``best``, with a sentence nearly the same as one already taken merged into it: each taken
+    passage with the citations of every document it is in, in the order they were met."""
+    ranked = best(scores, indexes, len(indexes), min_score)
+    taken: list[tuple[int, list[str]]] = []
+    sets: list[set[str]] = []
+    for i in ranked:
+        mine = set(terms(found[i].text))
+        same = next((n for n, other in enumerate(sets) if near(mine, other)), None)
+        if same is not None:
+            if found[i].citation not in taken[same][1]:
+                taken[same][1].append(found[i].citation)
+            continue
+        if len(taken) < limit:
+            taken.append((i, [found[i].citation]))
+            sets.append(mine)
+    return taken
+
+
 def compose(inp: PromptInput, settings: ExtractiveSettings) -> str:
     return "\n".join(compose_lines(inp, settings))
 
@@ -78,11 +114,12 @@ def compose_lines(inp: PromptInput, settings: ExtractiveSettings) -> list[str]:
     ]
     sentence_ids = [i for i, p in enumerate(found) if not p.is_fact]
     fact_ids = [i for i, p in enumerate(found) if p.is_fact]
-    picked_sentences = best(scores, sentence_ids, settings.max_sentences, settings.min_score)
+    picked_sentences = best_once(found, scores, sentence_ids, settings.max_sentences, settings.min_score)
     picked_facts = best(scores, fact_ids, settings.max_facts, settings.min_score) if settings.max_facts else []
     if not picked_sentences and not picked_facts:
         return [NOTHING_FOUND + shorten(one_line(inp.query), MAX_ECHO_CHARS)]
-    lines = [f"{shorten(found[i].text, settings.max_sentence_chars)} {found[i].citation}" for i in picked_sentences]
+    lines = [f"{shorten(found[i].text, settings.max_sentence_chars)} {' '.join(cited)}"
+             for i, cited in picked_sentences]
     if picked_facts:
         if inp.header:
             lines.append(inp.header)

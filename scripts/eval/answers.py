@@ -8,13 +8,14 @@ citations (``[doc#3]``, ``[fact: ...]``) are not part of what is judged.
   spacing aside), or its gist is: at least ``GIST`` of its content words in one line.
 - ``fragment``: a line that starts mid-sentence (a lower-case word that is not code, or a closing
   mark), carries the reference's inline markup (``*word*``, ``**``, double back-quotes, ``:role:``),
-  or holds under ``MIN_WORDS`` words. A line of code that starts with a lower-case keyword (``if x:``)
-  counts as starting mid-sentence: it is not a sentence either.
+  or holds under ``MIN_WORDS`` words. A line that starts with code (``lambda_expr ::=``, ``if x:``) is not
+  judged to start mid-sentence.
 - ``duplicates``: pairs of lines whose term sets have a Jaccard similarity of at least ``NEAR``.
 """
 
 from __future__ import annotations
 
+import keyword
 import re
 from itertools import combinations
 
@@ -63,7 +64,8 @@ def fragment(line: str) -> str | None:
     first = words[0]
     if first[0] in _CLOSING or _CUT_NAME.match(first):
         return "starts mid-sentence"
-    if first[0].islower() and not _CODE.search(first):
+    code = _CODE.search(first) or (first in keyword.kwlist and len(words) > 1 and _CODE.search(words[1]))
+    if first[0].islower() and not code:
         return "starts mid-sentence"
     return None
 

@@ -242,6 +242,35 @@ def test_a_long_sentence_is_cut_at_a_word_boundary():
     assert citation == "[1]" and sentence.endswith("…") and len(sentence) <= 50 and "stripe…" not in sentence
 
 
+def test_a_sentence_cut_by_a_chunk_boundary_is_not_used_but_the_whole_ones_are():
+    # The chunker cut the first document inside a sentence and the second short of its end.
+    cut = ["or a list of slots, the class gets no __dict__ for its slots. A class with slots saves memory per "
+           "instance.", "Slots are declared in the class body. The slots of a class save the memory of a"]
+    text = answer({"query": "slots class memory", "documents": cut})
+    assert text.splitlines() == ["A class with slots saves memory per instance. [1]",
+                                 "Slots are declared in the class body. [2]"]
+
+
+def test_code_that_starts_in_lower_case_is_whole():
+    docs = ["if __debug__: raise AssertionError when the assertion fails. The assert statement checks it."]
+    assert answer({"query": "__debug__ assertion", "documents": docs}).splitlines()[0].startswith("if __debug__:")
+
+
+def test_the_reference_markup_is_shown_as_plain_text():
+    docs = ['The value *n* is an integer. See ``__index__`` and **PEP 357** for the conversion of *n*.']
+    assert answer({"query": "value n integer __index__ conversion", "documents": docs}).splitlines() == [
+        'See "__index__" and PEP 357 for the conversion of n. [1]', "The value n is an integer. [1]"]
+
+
+def test_a_sentence_said_nearly_the_same_in_two_documents_is_said_once_citing_both():
+    docs = ["A class with __slots__ saves memory per instance.", "Bananas are yellow.",
+            "A class with __slots__ saves the memory per instance. It has no __dict__."]
+    text = answer({"query": "__slots__ memory instance", "documents": docs, "document_ids": ["a#1", "b#2", "c#3"]})
+    lines = text.splitlines()
+    assert lines[0] == "A class with __slots__ saves memory per instance. [a#1] [c#3]"
+    assert not any("saves the memory" in line for line in lines)
+
+
 def test_the_answer_is_the_same_every_time():
     variables = {"query": "Germany government Merkel capital", "documents": MERKEL_DOCS * 3, "facts": FACTS}
     first = answer(variables)
