@@ -25,6 +25,7 @@ facts already say; choosing and citing is the whole job:
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from dataclasses import dataclass
 
@@ -44,12 +45,19 @@ class Passage:
     citation: str
     is_fact: bool
     rank: int = 0  # of its document, in the order given (retrieval's)
+    also: tuple[str, ...] = ()  # the citations of the other documents with the same sentence
+
+
+def cited(p: Passage) -> list[str]:
+    return [p.citation, *p.also]
 
 
 def passages(inp: PromptInput) -> list[Passage]:
-    """Document sentences, then facts, in the order given, each text once."""
+    """Document sentences, then facts, in the order given, each text once (a sentence with every
+    document it is in)."""
     out: list[Passage] = []
     seen: set[str] = set()
+    where: dict[str, int] = {}  # a sentence's key -> its passage
     for rank, (document, citation) in enumerate(zip(inp.documents, inp.citations, strict=True)):
         found = list(sentences(document))
         for n, sentence in enumerate(found):
@@ -58,9 +66,11 @@ def passages(inp: PromptInput) -> list[Passage]:
                 continue
             sentence = plain(sentence)
             key = sentence.casefold()
-            if key not in seen:
-                seen.add(key)
+            if key not in where:
+                where[key] = len(out)
                 out.append(Passage(sentence, citation, False, rank))
+            elif citation not in cited(first := out[where[key]]):
+                out[where[key]] = dataclasses.replace(first, also=(*first.also, citation))
     for fact in inp.facts:
         text = one_line(fact)
         key = "fact\0" + text.casefold()
@@ -92,11 +102,10 @@ def best_once(found: list[Passage], scores: list[float], indexes: list[int], lim
         mine = set(terms(found[i].text))
         same = next((n for n, other in enumerate(sets) if near(mine, other)), None)
         if same is not None:
-            if found[i].citation not in taken[same][1]:
-                taken[same][1].append(found[i].citation)
+            taken[same][1].extend(c for c in cited(found[i]) if c not in taken[same][1])
             continue
         if len(taken) < limit:
-            taken.append((i, [found[i].citation]))
+            taken.append((i, cited(found[i])))
             sets.append(mine)
     return taken
 

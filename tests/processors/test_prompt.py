@@ -212,10 +212,10 @@ def test_documents_are_cited_by_position_without_ids_and_the_sentence_count_is_b
     ]  # equal scores: the first given come first
 
 
-def test_a_sentence_found_in_two_documents_is_cited_once_where_it_came_first():
+def test_a_sentence_found_in_two_documents_is_said_once_citing_both():
     text = answer({"query": "capital of Germany", "documents": ["Berlin is the capital of Germany.",
                    "Rain. Berlin is the capital of Germany."], "document_ids": ["a", "b"]})
-    assert text == "Berlin is the capital of Germany. [a]"
+    assert text == "Berlin is the capital of Germany. [a] [b]"
 
 
 def test_the_snapshot_header_precedes_the_facts_only_with_at_time():
