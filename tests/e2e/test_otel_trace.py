@@ -78,9 +78,14 @@ async def test_one_question_is_one_trace_with_a_span_for_every_hop(backend, requ
     assert response.error is None and response.cited
     finished = spans.get_finished_spans()
     print(f"\n{backend}: {len(finished)} spans\n{show(finished)}")
-    assert len({s.context.trace_id for s in finished}) == 1, show(finished)
-    (root,) = [s for s in finished if s.parent is None]
-    assert root.name == f"send {topics.DOCUMENT_RAG}" and root.kind is SpanKind.PRODUCER
+    (root,) = [s for s in finished if s.parent is None and s.name == f"send {topics.DOCUMENT_RAG}"]
+    assert root.kind is SpanKind.PRODUCER
+    # Ingestion's last spans can end after spans.clear() (a loader's process span ends after its
+    # answer is sent): those began before the question was asked. Any other trace is a broken hop.
+    strays = [s for s in finished if s.context.trace_id != root.context.trace_id]
+    assert all(s.start_time < root.start_time for s in strays), show(finished)
+    finished = [s for s in finished if s.context.trace_id == root.context.trace_id]
+    assert [s for s in finished if s.parent is None] == [root], show(finished)
     by_id = {s.context.span_id: s for s in finished}
     processed = [s for s in finished if s.kind is SpanKind.CONSUMER]
     assert HOPS | {topics.DOCUMENT_RAG} <= {s.attributes["messaging.destination.name"] for s in processed}
