@@ -58,6 +58,29 @@ class CollectionList(msgspec.Struct, kw_only=True):
     collections: list[str] = []
 
 
+class ProcessorStatus(msgspec.Struct, kw_only=True):
+    """One processor topic of the wiring: its group's live members, what waits for it, its dead letters.
+
+    None: the backend cannot tell (``waiting``: Kafka lag over the topic and its retry topic, Pulsar
+    backlog; ``lag``: the same by partition, ``topic:N`` and ``retry-topic:N``)."""
+
+    processor: str
+    topic: str
+    group: str
+    members: int | None = None
+    waiting: int | None = None
+    lag: dict[str, int] | None = None
+    oldest_s: float | None = None
+    dead_letters: int = 0
+
+
+class PipelineStatus(msgspec.Struct, kw_only=True):
+    """``GET /v1/status`` (an admin key's) and ``ragbus status --json``: every processor topic of the wiring."""
+
+    bus: str
+    topics: list[ProcessorStatus] = []
+
+
 class DocumentStored(msgspec.Struct, kw_only=True):
     document_id: str
     collection: str

@@ -21,6 +21,7 @@ from config.settings import GatewaySettings, Settings, load_settings
 from processors.bus import connect
 from processors.bus.base import BusError
 from processors.runtime.request_client import RequestClient
+from processors.runtime.status import wiring
 from schema import DEFAULT_COLLECTION
 
 from .common import BUS_HELP, CONFIG_HELP, command_client, embedded_processors
@@ -66,6 +67,7 @@ async def run_pipeline(state, settings: Settings, url: str, stop: asyncio.Event,
                 store_client=store_client,
                 ready_check_s=settings.gateway.ready_check_s,
                 collection_check_s=settings.gateway.collection_check_s,
+                wiring=wiring(settings),
             )
             if up is not None:
                 up.set()

@@ -1,39 +1,23 @@
 """``ragbus status``: per processor topic, who serves it, what waits, and what was dead-lettered.
 
-For each processor of the wiring, its request topic and consumer group: the
-group's live members, the messages waiting for it (Kafka: committed-offset lag
-per partition, over the request topic and the group's retry topic; Pulsar:
-the subscription's backlog, from the broker's metrics, ``[bus.pulsar]
-metrics_url``; memory: exact, but only for the bus of this process), the age
-of the oldest waiting message where the backend tells it, and the dead letters
-not yet redriven. "-" is what the backend cannot tell.
+What is shown is ``processors.runtime.status`` (the gateway's ``GET /v1/status`` shows the same);
+this module prints it as a table or as JSON. "-" is what the backend cannot tell.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 
-from config.settings import Settings, lanes, load_settings
-from processors.bus import Bus, GroupStatus, connect
-from processors.bus.dead_letters import pending
+import msgspec
+
+from config.settings import load_settings
+from processors.bus import connect
+from processors.runtime.status import statuses, wiring
 
 from .common import add_bus_options
 from .dlq import shown, table
 from .topics import _processors
-
-# Topics asked about at once: each Kafka query starts a consumer of its own.
-_AT_ONCE = 4
-
-
-def wiring(settings: Settings, names: list[str] | None) -> list[tuple[str, str, str]]:
-    """(processor, topic, group) of every processor in the wiring, or of ``names``."""
-    sections = settings.processors
-    unknown = sorted(set(names or ()) - set(sections))
-    if unknown:
-        raise ValueError(f"no processor named {', '.join(unknown)} in the wiring (known: {', '.join(sections)})")
-    return [(n, topic, group) for n in names or sections for topic, group in lanes(n, sections[n])]
 
 
 def age(seconds: float | None) -> str:
@@ -43,23 +27,6 @@ def age(seconds: float | None) -> str:
         if seconds >= size:
             return f"{seconds / size:.1f}{unit}"
     return f"{seconds:.1f}s"
-
-
-async def statuses(bus: Bus, rows: list[tuple[str, str, str]]) -> list[dict]:
-    """Each processor's group status and dead-letter count, as ``--json`` shows them."""
-    slots = asyncio.Semaphore(_AT_ONCE)
-
-    async def one(name: str, topic: str, group: str) -> dict:
-        async with slots:
-            status: GroupStatus = await bus.group_status(topic, group)
-            dead = len(await pending(bus, f"{topic}{bus.dead_letter_suffix}"))
-        return {
-            "processor": name, "topic": topic, "group": group, "members": status.members,
-            "waiting": status.waiting, "lag": dict(status.lag) if status.lag is not None else None,
-            "oldest_s": status.oldest_s, "dead_letters": dead,
-        }
-
-    return list(await asyncio.gather(*(one(*row) for row in rows)))
 
 
 def lag_text(lag: dict[str, int] | None, topic: str) -> str:
@@ -85,12 +52,11 @@ def print_table(found: list[dict]) -> None:
 async def _status(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     async with await connect(args.bus, settings.bus) as bus:
-        found = await statuses(bus, wiring(settings, args.processors))
-        url = bus.url
+        found = msgspec.to_builtins(await statuses(bus, wiring(settings, args.processors)))
     if args.json:
-        print(json.dumps({"bus": url, "topics": found}, indent=2))
+        print(json.dumps(found, indent=2))
     else:
-        print_table(found)
+        print_table(found["topics"])
     return 0
 
 

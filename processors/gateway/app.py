@@ -44,7 +44,7 @@ from schema.http import (
 from . import chat, openapi, page
 from .errors import HTTPError, decode_body, error_response, from_pipeline, json_response, param_named
 from .guard import Guard
-from .keys import ApiKey, Role, allows, gather, key_of
+from .keys import EVERY, ApiKey, Role, allows, gather, key_of
 from .pipeline import BusPipeline
 
 log = logging.getLogger(__name__)
@@ -228,6 +228,16 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
         except Exception as exc:
             raise from_pipeline(exc, KG_FIELDS) from None
 
+    async def pipeline_status(request: Request) -> Response:
+        if not allows(request.scope, "admin", EVERY):
+            raise HTTPError(403, "Forbidden", "the pipeline's status is an admin's: a key with role admin over "
+                                              f"every collection ({EVERY!r})")
+        pipeline = state.need()
+        try:
+            return json_response(await pipeline.status())
+        except Exception as exc:
+            raise from_pipeline(exc, []) from None
+
     async def on_http_error(request: Request, exc: HTTPError) -> Response:
         return error_response(exc)
 
@@ -255,6 +265,7 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
             Route("/v1/collections", list_collections, methods=["GET"]),
             Route("/v1/documents/{document_id:path}", delete_document, methods=["DELETE"]),
             Route("/v1/kg/query", kg_query, methods=["GET"]),
+            Route("/v1/status", pipeline_status, methods=["GET"]),
             *mcp_routes,
             *page.routes(),
         ],

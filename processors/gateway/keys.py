@@ -9,7 +9,8 @@ Where keys come from, all added together:
   ``collections``, for keys an operator keeps apart from the settings.
 
 Roles, each including the one before: ``read`` asks, searches, reads the graph and lists
-documents; ``ingest`` also adds and deletes documents; ``admin`` is every role. A key for
+documents; ``ingest`` also adds and deletes documents; ``admin`` is every role, and an admin of
+every collection (``*``) also sees the pipeline's status (``GET /v1/status``). A key for
 collection A never reads, writes or lists B: a route or tool that names B answers 403, and
 the list of collections shows only those the key may read.
 

@@ -22,12 +22,13 @@ from schema.http import (
     ErrorBody,
     Health,
     ModelList,
+    PipelineStatus,
 )
 
 _REF = "#/components/schemas/{name}"  # msgspec fills {name} in its own components
 TYPES = (AskRequest, DocumentRagResponse, DocumentRagPiece, ChatRequest, ChatCompletion, ChatCompletionChunk,
          ModelList, DocumentUpload, DocumentStored, IngestResult, KgQueryResponse, ErrorBody, Health, DocumentList,
-         CollectionList)
+         CollectionList, PipelineStatus)
 
 
 def _ref(kind: type) -> dict:
@@ -109,6 +110,11 @@ def document(title: str = "ragbus", version: str = "0.1.0", *, auth: bool = Fals
             "parameters": [_query("question", text, True), _query("at_time", text), _query("as_of", text),
                            _query("limit", {"type": "integer", "minimum": 0}), _query("collection", text)],
             "responses": {"200": _json(KgQueryResponse, "facts"), **failures},
+        }},
+        "/v1/status": {"get": {
+            "summary": "every processor topic of the wiring: its consumer group's live members, the messages "
+                       "waiting for it, its dead letters (for an admin key over every collection)",
+            "responses": {"200": _json(PipelineStatus, "the pipeline's status"), **failures, **_errors(403)},
         }},
     }
     doc: dict[str, Any] = {

@@ -18,6 +18,7 @@ from config.settings import GatewaySettings
 from processors.bus.base import BusError
 from processors.ingestion import DocumentSource, send_document
 from processors.runtime.request_client import RequestClient, RequestTimeout
+from processors.runtime.status import statuses
 from processors.runtime.typed_clients import DocumentRagClient, RemoteError
 from schema import (
     DeleteDocument,
@@ -31,6 +32,7 @@ from schema import (
     ListDocuments,
 )
 from schema import topics as t
+from schema.http import PipelineStatus
 
 log = logging.getLogger(__name__)
 PROBE_TIMEOUT_S = 10.0  # at most, for the questions the gateway asks for itself (readiness, collections)
@@ -46,6 +48,7 @@ class BusPipeline:
         store_client: RequestClient | None = None,
         ready_check_s: float = GatewaySettings().ready_check_s,
         collection_check_s: float = GatewaySettings().collection_check_s,
+        wiring: list[tuple[str, str, str]] | None = None,
     ) -> None:
         self.client = client
         self.timeout_s = timeout_s
@@ -56,6 +59,13 @@ class BusPipeline:
         self._ready_until = 0.0
         self.collection_check_s = collection_check_s
         self._holding_until: dict[str, float] = {}  # collection -> until when its yes counts
+        self.wiring = wiring  # (processor, topic, group) of what ``status`` shows
+
+    async def status(self) -> PipelineStatus:
+        """Every processor topic of the wiring: its group's members, what waits, its dead letters."""
+        if self.wiring is None:
+            raise RuntimeError("this gateway was started without the wiring, so it cannot show the pipeline's status")
+        return await statuses(self.client.bus, self.wiring)
 
     async def ask(self, r: DocumentRagRequest) -> DocumentRagResponse:
         return await self.rag.ask(r.query, mode=r.mode, at_time=r.at_time, doc_limit=r.doc_limit,

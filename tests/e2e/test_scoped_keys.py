@@ -17,7 +17,8 @@ from processors.testing.gateway import GatewayProcess
 from ..helpers.serve_stores import stores
 
 QUESTION = "How does a context manager wrap a block of code?"
-KEYS = "sk-admin, sk-reader=read@default, sk-other=read@other, sk-writer=ingest@default"
+KEYS = ("sk-admin, sk-reader=read@default, sk-other=read@other, sk-writer=ingest@default, "
+        "sk-default-admin=admin@default")
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +63,20 @@ def test_listings_show_only_what_the_key_may_read(gateway):
     with rest(gateway, "sk-reader") as c:
         assert c.get("/v1/collections").json() == {"collections": ["default"]}
         assert c.get("/v1/documents", params={"collection": "default"}).json()["documents"]
+
+
+def test_the_pipelines_status_is_for_an_admin_of_every_collection(gateway):
+    for key in ("sk-reader", "sk-writer", "sk-other", "sk-default-admin"):
+        with rest(gateway, key) as c:
+            refused = c.get("/v1/status")
+        assert refused.status_code == 403 and "role admin over every collection" in refused.json()["error"]["message"]
+    with rest(gateway, "sk-admin") as c:
+        found = c.get("/v1/status").json()
+    assert found["bus"].startswith("memory://")
+    rows = {r["processor"]: r for r in found["topics"]}
+    assert {"embed", "document-rag", "prompt", "documents-query"} <= set(rows)
+    # memory:// counts exactly, and the embedded processors run in the gateway's own process
+    assert rows["embed"]["members"] >= 1 and rows["embed"]["waiting"] == 0 and rows["embed"]["dead_letters"] == 0
 
 
 def test_chat_is_held_to_the_same_scope(gateway):

@@ -31,7 +31,7 @@ from config.bus import PulsarOptions
 from config.settings import load_settings
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
-from processors.cli.status import statuses
+from processors.runtime.status import statuses
 from processors.runtime.envelope import request_headers
 from processors.runtime.worker import processors_running
 from processors.testing import brokers, selection
@@ -98,8 +98,8 @@ async def test_memory_status_shows_no_member_and_the_backlog_growing():
     try:
         async with await connect(url, settings_for_tests()) as reader:
             async def ask():
-                [row] = await statuses(reader, [(t.EMBED, t.EMBED, t.EMBED)])
-                return row
+                [row] = (await statuses(reader, [(t.EMBED, t.EMBED, t.EMBED)])).topics
+                return msgspec.to_builtins(row)
 
             seen = await stop_the_only_worker_and_watch(url, settings_for_tests(), ask, second_member=False)
     finally:

@@ -1,0 +1,46 @@
+"""What each processor of the wiring has waiting and who serves it: ``ragbus status`` and ``GET /v1/status``.
+
+For each processor, its request topic and consumer group: the group's live members, the
+messages waiting for it (Kafka: committed-offset lag per partition, over the request topic
+and the group's retry topic; Pulsar: the subscription's backlog, from the broker's metrics,
+``[bus.pulsar] metrics_url``; memory: exact, but only for the bus of this process), the age of
+the oldest waiting message where the backend tells it, and the dead letters not yet redriven.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from config.settings import Settings, lanes
+from processors.bus import Bus, GroupStatus
+from processors.bus.dead_letters import pending
+from schema.http import PipelineStatus, ProcessorStatus
+
+# Topics asked about at once: each Kafka query starts a consumer of its own.
+_AT_ONCE = 4
+
+
+def wiring(settings: Settings, names: list[str] | None = None) -> list[tuple[str, str, str]]:
+    """(processor, topic, group) of every processor in the wiring, or of ``names``."""
+    sections = settings.processors
+    unknown = sorted(set(names or ()) - set(sections))
+    if unknown:
+        raise ValueError(f"no processor named {', '.join(unknown)} in the wiring (known: {', '.join(sections)})")
+    return [(n, topic, group) for n in names or sections for topic, group in lanes(n, sections[n])]
+
+
+async def statuses(bus: Bus, rows: list[tuple[str, str, str]]) -> PipelineStatus:
+    """Each processor's group status and dead-letter count."""
+    slots = asyncio.Semaphore(_AT_ONCE)
+
+    async def one(name: str, topic: str, group: str) -> ProcessorStatus:
+        async with slots:
+            status: GroupStatus = await bus.group_status(topic, group)
+            dead = len(await pending(bus, f"{topic}{bus.dead_letter_suffix}"))
+        return ProcessorStatus(
+            processor=name, topic=topic, group=group, members=status.members, waiting=status.waiting,
+            lag=dict(status.lag) if status.lag is not None else None, oldest_s=status.oldest_s,
+            dead_letters=dead,
+        )
+
+    return PipelineStatus(bus=bus.url, topics=list(await asyncio.gather(*(one(*row) for row in rows))))
