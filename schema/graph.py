@@ -21,6 +21,7 @@ class KgQueryRequest(msgspec.Struct, kw_only=True):
     as_of: str | None = None
     limit: Count = 8  # facts at most; 0 = entities only
     collection: str = DEFAULT_COLLECTION
+    answering: bool = False  # only the facts that answer the question, best first (an answer's graph path)
 
 
 class KgQueryResponse(msgspec.Struct, kw_only=True):

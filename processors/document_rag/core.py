@@ -415,7 +415,8 @@ class DocumentRag:
     async def _graph(self, question, when, collection, result: RagAnswer, t: _Timings, known=None) -> None:
         with t.stage("kg"):
             try:
-                kwargs: dict[str, Any] = {"at_time": iso(when) if when else None, "limit": self.fact_limit}
+                kwargs: dict[str, Any] = {"at_time": iso(when) if when else None, "limit": self.fact_limit,
+                                          "answering": True}
                 if known is not None:
                     kwargs["as_of"] = iso(known)
                 if collection != DEFAULT_COLLECTION:

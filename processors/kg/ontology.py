@@ -67,7 +67,7 @@ REASON_NAMES = (UNKNOWN_RELATION, DOMAIN_VIOLATION, RANGE_VIOLATION, IRREFLEXIVE
 
 Types = Mapping[str, str | Collection[str] | None]
 
-_RELATION_KEYS = frozenset({"domain", "range", "irreflexive"})
+_RELATION_KEYS = frozenset({"domain", "range", "irreflexive", "asked_by"})
 _TOP_KEYS = frozenset({"classes", "relations", "disjoint"})
 
 
@@ -88,6 +88,7 @@ class Relation:
     domain: str | None = None
     range: str | None = None
     irreflexive: bool = False
+    asked_by: tuple[str, ...] = ()  # words a question asking for this relation uses ("capital", "born")
 
 
 class Ontology:
@@ -143,7 +144,8 @@ class Ontology:
         if not isinstance(name, str) or not name.strip():
             raise OntologyError(f"a relation name must be a non-empty string, got {name!r}")
         if isinstance(spec, Relation):
-            fields = {"domain": spec.domain, "range": spec.range, "irreflexive": spec.irreflexive}
+            fields = {"domain": spec.domain, "range": spec.range, "irreflexive": spec.irreflexive,
+                      "asked_by": spec.asked_by}
         elif spec is None:
             fields = {}
         elif isinstance(spec, Mapping):
@@ -162,7 +164,10 @@ class Ontology:
             if cls is not None and cls not in self._parents:
                 raise OntologyError(f"relation {name!r}: {side} {cls!r} is not a class")
             sides[side] = cls
-        return Relation(name, sides["domain"], sides["range"], irreflexive)
+        asked_by: Any = fields.get("asked_by", ())
+        if not isinstance(asked_by, list | tuple) or not all(isinstance(a, str) and a.strip() for a in asked_by):
+            raise OntologyError(f"relation {name!r}: asked_by is a list of words or phrases, got {asked_by!r}")
+        return Relation(name, sides["domain"], sides["range"], irreflexive, tuple(asked_by))
 
     def _read_disjoint(self, groups: Iterable[Iterable[str]]) -> frozenset[frozenset[str]]:
         pairs = set()

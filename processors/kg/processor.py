@@ -151,7 +151,8 @@ class KgQueryProcessor(_GraphProcessor[KgQueryRequest, KgQueryResponse]):
 
         def query():
             store, _ = graphs.open(request.collection)
-            return store.query(request.question, at_time=at_time, as_of=as_of, limit=limit)
+            return store.query(request.question, at_time=at_time, as_of=as_of, limit=limit,
+                               answering=request.answering)
 
         found = await graphs.run(query)
         return KgQueryResponse(

@@ -56,6 +56,7 @@ from schema.times import TimeError, covers, iso, parse_instant
 
 from .graph_log import GraphLog, graph_path, stamped
 from .linking import EntityLinker
+from .answering import facts_that_answer
 from .ontology import Ontology
 from .validation import check_text, fact_content, fact_key, first_under_id, interval, normalised
 
@@ -310,8 +311,11 @@ class GraphStore:
         at_time: datetime | None = None,
         as_of: datetime | None = None,
         limit: int = 8,
+        answering: bool = False,
     ) -> QueryResult:
         """Facts touching the entities ``question`` names, in store order, at most ``limit``.
+
+        With ``answering``: only the facts that answer the question, best first (``answering.py``).
 
         With ``at_time``: only entities and facts valid then, and no fact whose
         other end was not. With ``as_of``: the versions recorded then, else the
@@ -328,8 +332,9 @@ class GraphStore:
             seqs.update(k for _, _, k in self.graph.out_edges(entity_id, keys=True))
             seqs.update(k for _, _, k in self.graph.in_edges(entity_id, keys=True))
         seen: set[tuple] = set()
+        wanted = len(seqs) if answering else limit  # answering ranks every fact before it cuts
         for seq in sorted(seqs):
-            if len(result.facts) >= limit and len(result.rejected) >= limit:
+            if len(result.facts) >= wanted and len(result.rejected) >= limit:
                 break
             v = self.versions[seq]
             if as_of is None:
@@ -354,8 +359,14 @@ class GraphStore:
             if reasons:
                 if len(result.rejected) < limit:
                     result.rejected.append(RejectedFact(cited, reasons))
-            elif len(result.facts) < limit:
+            elif len(result.facts) < wanted:
                 result.facts.append(cited)
+        if answering:
+            linked_names = [n for e in result.entities for n in (self.nodes[e].name, *self.nodes[e].aliases)]
+            ends = {e for f in result.facts for e in (f.head, f.tail)}
+            result.facts = facts_that_answer(question, result.facts, linked=result.entities, linked_names=linked_names,
+                                        types={e: self.nodes[e].type for e in ends}, ontology=self.ontology,
+                                        limit=limit)
         return result
 
     def _check(self, f: Fact) -> list[str]:

@@ -117,8 +117,10 @@ class KgClient(_Typed):
         as_of: str | None = None,
         limit: int = 8,
         collection: str = DEFAULT_COLLECTION,
+        answering: bool = False,
     ) -> KgQueryResponse:
-        request = KgQueryRequest(question=question, at_time=at_time, as_of=as_of, limit=limit, collection=collection)
+        request = KgQueryRequest(question=question, at_time=at_time, as_of=as_of, limit=limit, collection=collection,
+                                 answering=answering)
         r = await self.client.request(self.topic, request, KgQueryResponse, timeout=self.timeout)
         return _check(self.topic, r)
 

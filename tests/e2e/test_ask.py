@@ -56,6 +56,9 @@ async def check_time_scoped_facts(ask) -> None:
     timeless = await ask("Who was head of government of the United Kingdom?")
     assert timeless.header is None and "Graph context valid as of" not in timeless.answer
     assert len([f for f in timeless.facts if "head_of_government_of" in f.text]) > 1
+    # A question that names Python only in passing: the graph path runs and serves none of its facts.
+    passing = await ask("How does Python resolve a name inside a nested function?")
+    assert passing.error is None and "kg" in passing.paths and passing.facts == []
 
 
 async def test_ask_in_every_mode_on_the_memory_bus(tmp_path, monkeypatch):
