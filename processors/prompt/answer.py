@@ -5,8 +5,9 @@ facts already say; choosing and citing is the whole job:
 
 - every document is split into sentences, every fact is one passage; a document's first
   sentence when a chunk boundary cut it (it starts mid-sentence) and its last when one cut it
-  short are not used when the document has others (``whole.py``), and the reference's inline
-  markup is shown as plain text;
+  short are not used when the document has others (``whole.py``), a heading line (a signature,
+  a label) is joined to the sentence it heads (and left out when none follows), and the
+  reference's inline markup is shown as plain text;
 - passages are scored by BM25 against the question's terms (``lexical.py``),
   the passages of this one request being the collection; a document
   sentence's score is raised by its document's retrieval rank
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from .lexical import bm25, sentences, shorten, terms
 from .settings import ExtractiveSettings
 from .variables import PromptInput, one_line
-from .whole import cut_at_end, cut_at_start, plain
+from .whole import cut_at_end, cut_at_start, is_heading, joined, plain
 
 NOTHING_FOUND = "No relevant information was found for: "
 MAX_ECHO_CHARS = 300  # of the question, in the nothing-found answer
@@ -60,11 +61,17 @@ def passages(inp: PromptInput) -> list[Passage]:
     where: dict[str, int] = {}  # a sentence's key -> its passage
     for rank, (document, citation) in enumerate(zip(inp.documents, inp.citations, strict=True)):
         found = list(sentences(document))
+        heading = ""  # headings not yet joined to the sentence they head
         for n, sentence in enumerate(found):
             cut = (n == 0 and cut_at_start(sentence)) or (n == len(found) - 1 and cut_at_end(sentence))
             if cut and len(found) > 1:  # a document of one sentence is what it is: nothing whole to prefer
                 continue
             sentence = plain(sentence)
+            if len(found) > 1 and is_heading(sentence):
+                heading = f"{heading} {sentence}".strip()
+                continue
+            if heading:
+                sentence, heading = joined(heading, sentence), ""
             key = sentence.casefold()
             if key not in where:
                 where[key] = len(out)

@@ -10,6 +10,9 @@ sentence is in the neighbouring chunk (the chunker's overlap), where it is a can
   of a name (``enter__()``), or with a mark that closes something (``, ) ; :``);
 - ``cut_at_end``: a last sentence of prose that ends without any closing mark (code and
   signatures end without one and are kept: they hold code characters);
+- ``is_heading``: a line of under four words that ends no sentence: a signature (``str.casefold()``),
+  a grammar rule, a label (``See also:``). Alone it says nothing; the answer joins it to the sentence
+  after it (``str.casefold() — Return a casefolded copy of the string.``);
 - ``plain``: emphasis and strong marks (``*key*``, ``**PEP 3115**``) are dropped, a literal in
   double back-quotes or an interpreted role (:ref:`x`) is kept as its text in quotes.
 """
@@ -56,6 +59,19 @@ def is_code(line: str) -> bool:
 def cut_at_end(sentence: str) -> bool:
     text = sentence.rstrip()
     return bool(text) and not _ENDED.search(text) and not _CODE.search(text) and text[-1].isalpha()
+
+
+_SENTENCE_ENDED = re.compile(r"[.!?…][\"'”’)\]]*$")  # noqa: RUF001
+HEADING_WORDS = 4  # a line of fewer words that ends no sentence heads what follows it
+
+
+def is_heading(sentence: str) -> bool:
+    return len(sentence.split()) < HEADING_WORDS and not _SENTENCE_ENDED.search(sentence.rstrip())
+
+
+def joined(heading: str, sentence: str) -> str:
+    """A heading and the sentence it heads, as one line: a label runs on, anything else is set off."""
+    return f"{heading} {sentence}" if heading.endswith(":") else f"{heading} — {sentence}"
 
 
 def plain(sentence: str) -> str:

@@ -218,6 +218,16 @@ def test_a_sentence_found_in_two_documents_is_said_once_citing_both():
     assert text == "Berlin is the capital of Germany. [a] [b]"
 
 
+def test_a_signature_or_label_line_is_said_with_the_sentence_it_heads_and_never_alone():
+    doc = ("str.casefold()\n\nReturn a casefolded copy of the string. Casefolded strings may be used for "
+           "caseless matching.\n\nSee also:\n\nThe casefolding algorithm of the Unicode Standard.\n\nstr.center(width)")
+    question = "What does str.casefold return, by which casefolding algorithm?"
+    lines = answer({"query": question, "documents": [doc], "document_ids": ["s"]}).splitlines()
+    assert lines[0] == "str.casefold() — Return a casefolded copy of the string. [s]"
+    assert "See also: The casefolding algorithm of the Unicode Standard. [s]" in lines
+    assert not any(line.startswith(("str.center", "str.casefold() [s]", "See also: [s]")) for line in lines)
+
+
 def test_the_snapshot_header_precedes_the_facts_only_with_at_time():
     base = {"query": "Merkel government", "documents": [], "facts": FACTS}
     assert "Graph context" not in answer(base)
