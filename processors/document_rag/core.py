@@ -30,8 +30,9 @@ Per query, with the data dependencies as the only ordering:
     side also when it takes longer than ``path_timeout_s``) the other answers
     alone and the response says which degraded;
 - the graph path, concurrently with the document path, when a ``kg_client``
-  is wired: facts about the entities the question names, ontology-checked
-  and valid at ``at_time``; a failing graph path degrades, never fails the query;
+  is wired: of the facts about the entities the question names, those that answer
+  it (``KgQueryRequest.answering``), ontology-checked and valid at ``at_time``; a failing
+  graph path degrades, never fails the query;
 - one version per document: while a re-ingested document switches store by
   store, faiss may answer with its new version and tantivy with its old, so of
   each document only the chunks of the version its best match is from are

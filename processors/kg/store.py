@@ -54,9 +54,9 @@ import networkx as nx
 from schema import Entity, Fact, LoadTriples, RejectedFact
 from schema.times import TimeError, covers, iso, parse_instant
 
+from .answering import facts_that_answer
 from .graph_log import GraphLog, graph_path, stamped
 from .linking import EntityLinker
-from .answering import facts_that_answer
 from .ontology import Ontology
 from .validation import check_text, fact_content, fact_key, first_under_id, interval, normalised
 
@@ -364,9 +364,9 @@ class GraphStore:
         if answering:
             linked_names = [n for e in result.entities for n in (self.nodes[e].name, *self.nodes[e].aliases)]
             ends = {e for f in result.facts for e in (f.head, f.tail)}
-            result.facts = facts_that_answer(question, result.facts, linked=result.entities, linked_names=linked_names,
-                                        types={e: self.nodes[e].type for e in ends}, ontology=self.ontology,
-                                        limit=limit)
+            result.facts = facts_that_answer(
+                question, result.facts, linked=result.entities, linked_names=linked_names,
+                types={e: self.nodes[e].type for e in ends}, ontology=self.ontology, limit=limit)
         return result
 
     def _check(self, f: Fact) -> list[str]:
