@@ -80,11 +80,16 @@ async def test_one_question_is_one_trace_with_a_span_for_every_hop(backend, requ
     print(f"\n{backend}: {len(finished)} spans\n{show(finished)}")
     (root,) = [s for s in finished if s.parent is None and s.name == f"send {topics.DOCUMENT_RAG}"]
     assert root.kind is SpanKind.PRODUCER
-    # Ingestion's last spans can end after spans.clear() (a loader's process span ends after its
-    # answer is sent): those began before the question was asked. Any other trace is a broken hop.
+    # Other traces are not this question's: ingestion's last spans can end after spans.clear(), and
+    # on a broker shared by the session a new group's processor may meet earlier tests' requests.
+    # None of them may carry a request of the question (that would be a hop that lost its parent);
+    # a hop missing from the question's trace fails the checks on the trace below.
+    mine = [s for s in finished if s.context.trace_id == root.context.trace_id]
+    asked = {s.attributes["ragbus.request_id"] for s in mine if s.kind is SpanKind.PRODUCER}
     strays = [s for s in finished if s.context.trace_id != root.context.trace_id]
-    assert all(s.start_time < root.start_time for s in strays), show(finished)
-    finished = [s for s in finished if s.context.trace_id == root.context.trace_id]
+    assert not [s for s in strays if {s.attributes.get("ragbus.request_id"),
+                                      s.attributes.get("messaging.message.conversation_id")} & asked], show(finished)
+    finished = mine
     assert [s for s in finished if s.parent is None] == [root], show(finished)
     by_id = {s.context.span_id: s for s in finished}
     processed = [s for s in finished if s.kind is SpanKind.CONSUMER]
