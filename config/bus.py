@@ -8,6 +8,8 @@ config/settings.py for how files and environment variables are layered).
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
 from .bounds import NonNegativeInt, NonNegativeMillis, PositiveInt, PositiveMillis, PositiveSeconds
@@ -25,6 +27,9 @@ class TopicLayout(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     replication_factor: PositiveInt | None = None
     # How long the broker keeps messages (retention.ms); None: the broker's default.
     retention_ms: PositiveMillis | None = None
+    # cleanup.policy: "compact" keeps the latest message of each key (and none of a key whose latest
+    # is a tombstone) for ever; None: the broker's default ("delete", by age).
+    cleanup_policy: Literal["compact", "delete"] | None = None
 
 
 def _layout(**fields):
@@ -63,10 +68,15 @@ class KafkaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     retry_topics: TopicLayout = _layout(partitions=1)
     dead_letter_topics: TopicLayout = _layout(partitions=1, retention_ms=7 * 24 * 3_600_000)
     reply_topics: TopicLayout = _layout(partitions=8, retention_ms=3_600_000)
+    # The logs of the stores' changes (ragbus.changelog.*): what every query replica's stores are
+    # made from, so kept for ever, compacted to each key's latest record. Partitions bound how
+    # many writers append side by side, not how many replicas read (each reads them all).
+    changelog_topics: TopicLayout = _layout(partitions=4, cleanup_policy="compact")
 
     def layout_of(self, kind: str) -> TopicLayout:
-        """The layout of a topic class: ``request``, ``retry``, ``dead-letter`` or ``reply``."""
+        """The layout of a topic class: ``request``, ``retry``, ``dead-letter``, ``reply`` or ``changelog``."""
         return {
+            "changelog": self.changelog_topics,
             "reply": self.reply_topics,
             "dead-letter": self.dead_letter_topics,
             "retry": self.retry_topics,

@@ -48,6 +48,14 @@ DOCUMENTS_QUERY = "documents-query"  # which documents a collection holds, which
 # Reply topics are private to one client; processors publish only under this prefix.
 REPLY_PREFIX = "ragbus.reply."
 
+# Log topics: every change to a collection's stores, read whole by every query replica (``Bus.read_log``),
+# never by a group. Records are keyed so what belongs together stays in order; Kafka compacts them.
+CHANGELOG_PREFIX = "ragbus.changelog."
+
+
+def is_changelog(topic: str) -> bool:
+    return topic.startswith(CHANGELOG_PREFIX)
+
 
 class TopicSchema(NamedTuple):
     request: type[msgspec.Struct]

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import abc
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from config.bus import BusSettings
-from schema.topics import REPLY_PREFIX
+from schema.topics import CHANGELOG_PREFIX, REPLY_PREFIX, is_changelog
 
 _DEFAULTS = BusSettings()
 
@@ -236,6 +237,60 @@ class GroupStatus:
     oldest_s: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    """One record of a log topic (``Bus.read_log``); ``body`` None is a tombstone: its key is gone.
+
+    ``position`` names the record on its topic; ``LogReader.covers`` tells whether a reader has
+    returned the record at a position (one ``Bus.append`` gave, say).
+    """
+
+    topic: str
+    key: str
+    body: bytes | None
+    headers: Mapping[str, str]
+    timestamp: float | None  # publish time, epoch seconds; None where the backend has none
+    position: str
+
+
+class LogReader(abc.ABC):
+    """Every record of one log topic from a checkpoint on, in order per key, then followed as it grows.
+
+    Read without a group: nothing is acknowledged or committed, and any number of readers
+    each read all of it (a query replica materialising its stores is one). ``checkpoint``
+    names what has been returned so far; ``Bus.read_log(topic, after=checkpoint)`` resumes
+    right after it, in this process or a later one.
+    """
+
+    topic: str
+
+    @abc.abstractmethod
+    async def next(self) -> LogRecord:
+        """Wait for the next record."""
+
+    @abc.abstractmethod
+    async def caught_up(self) -> bool:
+        """Whether every record appended before this call has been returned."""
+
+    @abc.abstractmethod
+    def covers(self, position: str) -> bool:
+        """Whether the record at ``position`` of this topic (and all before it, in its key's order)
+        has been returned. A position this backend cannot read raises ``BusError``."""
+
+    @abc.abstractmethod
+    def checkpoint(self) -> str:
+        """Where this reader stands: resume with ``read_log(topic, after=checkpoint())``."""
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+    async def __aenter__(self) -> LogReader:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
 class TopicAdminUnsupported(BusError):
     """This backend has no topics to provision or describe from a client."""
 
@@ -264,6 +319,7 @@ class Bus(abc.ABC):
         self.url = url
         self.max_message_bytes = max_message_bytes
         self._subscriptions: set[Subscription] = set()
+        self._log_readers: weakref.WeakSet[LogReader] = weakref.WeakSet()
         self._closed = False
 
     async def publish(
@@ -341,6 +397,28 @@ class Bus(abc.ABC):
         self._check_open()
         return await self._read_retained(topic)
 
+    async def append(self, topic: str, body: bytes | None, *, key: str,
+                     headers: Mapping[str, str] | None = None) -> str:
+        """Add one record to a log topic (``topics.is_changelog``); returns its position once stored.
+
+        ``body`` None is a tombstone: the key's record is removed, and where the broker compacts
+        its log (Kafka's ``cleanup.policy=compact``, Pulsar's topic compaction) its earlier records
+        go. Records of one key stay in order. Log topics are read with ``read_log``.
+        """
+        self._check_open()
+        self._check_log(topic)
+        if body is not None:
+            self.check_size(body)
+        return await self._append(topic, body, key, dict(headers or {}))
+
+    async def read_log(self, topic: str, after: str | None = None) -> LogReader:
+        """A reader of every record of ``topic``: from its start, or right after checkpoint ``after``."""
+        self._check_open()
+        self._check_log(topic)
+        reader = await self._read_log(topic, after)
+        self._log_readers.add(reader)
+        return reader
+
     async def list_topics(self) -> list[str] | None:
         """Every topic the broker knows, or None when this backend cannot list them."""
         self._check_open()
@@ -361,6 +439,8 @@ class Bus(abc.ABC):
         self._closed = True
         for sub in list(self._subscriptions):
             await sub.close()
+        for reader in list(self._log_readers):
+            await reader.close()
         await self._close()
 
     def check_size(self, body: bytes) -> None:
@@ -368,6 +448,11 @@ class Bus(abc.ABC):
             raise MessageTooLarge(
                 f"message of {len(body)} bytes exceeds max_message_bytes={self.max_message_bytes}"
             )
+
+    @staticmethod
+    def _check_log(topic: str) -> None:
+        if not is_changelog(topic):
+            raise BusConfigError(f"{topic[:200]!r} is not a log topic: their names start with {CHANGELOG_PREFIX!r}")
 
     def _check_open(self) -> None:
         if self._closed:
@@ -388,6 +473,12 @@ class Bus(abc.ABC):
         # No other member will ever share the topic, so a group of its own
         # does; backends where joining a group is slow override this.
         return await self._subscribe(topic, f"{topic}.listener")
+
+    async def _append(self, topic: str, body: bytes | None, key: str, headers: dict[str, str]) -> str:
+        raise TopicAdminUnsupported(f"{type(self).__name__} has no log topics")
+
+    async def _read_log(self, topic: str, after: str | None) -> LogReader:
+        raise TopicAdminUnsupported(f"{type(self).__name__} has no log topics")
 
     async def _read_retained(self, topic: str) -> list[Retained]:
         raise TopicAdminUnsupported(f"{type(self).__name__} cannot read a topic without a group")

@@ -17,14 +17,15 @@ would only hold memory for the life of the process.
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 import zlib
 from collections import deque
 from dataclasses import dataclass
 
-from schema.topics import REPLY_PREFIX
+from schema.topics import REPLY_PREFIX, is_changelog
 
-from .base import Bus, Delivery, GroupStatus, Message, Retained, Subscription
+from .base import Bus, BusError, Delivery, GroupStatus, LogReader, LogRecord, Message, Retained, Subscription
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +82,7 @@ class _Group:
 
 
 def _size(message: _Published) -> int:
-    return len(message.body) + sum(len(k) + len(v) for k, v in message.headers.items())
+    return len(message.body or b"") + sum(len(k) + len(v) for k, v in message.headers.items())
 
 
 class _Topic:
@@ -92,6 +93,7 @@ class _Topic:
         self.retention_bytes = retention_bytes
         self.groups: dict[str, _Group] = {}
         self.published = 0
+        self.log_readers: set[MemoryLogReader] = set()  # woken by each record appended
 
     def retain(self, message: _Published) -> None:
         self.retained.append(message)
@@ -111,8 +113,11 @@ class MemoryBroker:
     def topic(self, name: str) -> _Topic:
         topic = self.topics.get(name)
         if topic is None:
-            keeps = 0 if name.startswith(REPLY_PREFIX) else self.retention
-            topic = self.topics[name] = _Topic(keeps, self.retention_bytes)
+            if is_changelog(name):  # a log is the state it records: all of it is kept, as long as the process
+                topic = self.topics[name] = _Topic(sys.maxsize, sys.maxsize)
+            else:
+                keeps = 0 if name.startswith(REPLY_PREFIX) else self.retention
+                topic = self.topics[name] = _Topic(keeps, self.retention_bytes)
         return topic
 
 
@@ -219,6 +224,19 @@ class MemoryBus(Bus):
             for m in (state.retained if state is not None else ())
         ]
 
+    async def _append(self, topic: str, body: bytes | None, key: str, headers: dict[str, str]) -> str:
+        state = self._broker.topic(topic)
+        seq = state.published
+        message = _Published(topic, body, headers, key, published_at=time.time(), seq=seq)  # type: ignore[arg-type]
+        state.published += 1
+        state.retain(message)
+        for reader in state.log_readers:
+            reader._wake.set()
+        return str(seq)
+
+    async def _read_log(self, topic: str, after: str | None) -> LogReader:
+        return MemoryLogReader(self._broker.topic(topic), topic, -1 if after is None else _seq(after))
+
     async def list_topics(self) -> list[str]:
         self._check_open()
         return sorted(self._broker.topics)
@@ -247,3 +265,46 @@ class MemoryBus(Bus):
 
     async def _close(self) -> None:
         pass  # the topics belong to the broker, which outlives this bus
+
+
+def _seq(position: str) -> int:
+    """A record's number (a checkpoint of a reader that has returned none is -1)."""
+    try:
+        seq = int(position)
+    except ValueError:
+        seq = -2
+    if seq < -1:
+        raise BusError(f"{position[:100]!r} is not a position of a memory:// log (a record's number)")
+    return seq
+
+
+class MemoryLogReader(LogReader):
+    """A log topic of this process read from a record's number on; every record is kept (no compaction)."""
+
+    def __init__(self, state: _Topic, topic: str, last: int) -> None:
+        self.topic = topic
+        self._state = state
+        self._last = last  # the number of the last record returned; -1: none
+        self._wake = asyncio.Event()
+        state.log_readers.add(self)
+
+    async def next(self) -> LogRecord:
+        state = self._state
+        while state.published <= self._last + 1:
+            self._wake.clear()
+            await self._wake.wait()
+        m = state.retained[self._last + 1]
+        self._last += 1
+        return LogRecord(self.topic, m.key or "", m.body, dict(m.headers), m.published_at, str(m.seq))
+
+    async def caught_up(self) -> bool:
+        return self._last + 1 >= self._state.published
+
+    def covers(self, position: str) -> bool:
+        return _seq(position) <= self._last
+
+    def checkpoint(self) -> str:
+        return str(self._last)
+
+    async def close(self) -> None:
+        self._state.log_readers.discard(self)

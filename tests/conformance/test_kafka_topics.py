@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import uuid
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
@@ -44,3 +45,20 @@ async def test_topics_are_created_with_their_classes_partitions(kafka_broker, to
         dlq = dead_letter_topic(topic, ".dlq")
         found = await partitions(admin, [topic, retry_topic(topic, "g"), dlq, published_first])
     assert found == {topic: 3, retry_topic(topic, "g"): 2, dlq: 1, published_first: 3}
+
+
+async def test_a_log_topic_is_created_compacted_with_its_classes_partitions(kafka_broker):
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    from schema.topics import CHANGELOG_PREFIX
+
+    log_topic = f"{CHANGELOG_PREFIX}{uuid.uuid4().hex[:10]}"
+    async with await connect(kafka_broker.url, settings_for_tests()) as bus:
+        await bus.append(log_topic, b"x", key="k")  # created by its first append
+    async with admin_of(kafka_broker) as admin:
+        found = await partitions(admin, [log_topic])
+        (described,) = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, log_topic)])
+    configs = {e["config_names"]: e["config_value"]
+               for r in described.to_object()["resources"] for e in r["config_entries"]}
+    assert found == {log_topic: KafkaOptions().changelog_topics.partitions}
+    assert configs["cleanup.policy"] == "compact"

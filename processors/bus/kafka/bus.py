@@ -42,8 +42,19 @@ from aiokafka.errors import KafkaConnectionError, KafkaError
 from config.bus import BusSettings, TopicLayout
 from schema.topics import REPLY_PREFIX
 
-from ..base import Bus, BusError, BusUnavailable, Delivery, GroupStatus, Retained, Subscription, TopicInfo
+from ..base import (
+    Bus,
+    BusError,
+    BusUnavailable,
+    Delivery,
+    GroupStatus,
+    LogReader,
+    Retained,
+    Subscription,
+    TopicInfo,
+)
 from ..url import BusAddress
+from . import log as kafka_log
 from . import status as kafka_status
 from . import topics as kafka_topics
 from .groups import RETRY_INFIX, consumers_of
@@ -303,6 +314,7 @@ class KafkaBus(Bus):
         )
         self._known_topics: set[str] = set()
         self._admin: AIOKafkaAdminClient | None = None
+        self._appender: AIOKafkaProducer | None = None  # log appends: acks=all (kafka/log.py), made on first use
         self._admin_lock = asyncio.Lock()
         self._ensure_lock = asyncio.Lock()
 
@@ -381,6 +393,27 @@ class KafkaBus(Bus):
     async def _read_retained(self, topic: str) -> list[Retained]:
         return await kafka_status.read_retained(self, topic)
 
+    async def _append(self, topic: str, body: bytes | None, key: str, headers: dict[str, str]) -> str:
+        await self.ensure_topics([topic])
+        producer = await self._log_producer()
+        sent = await producer.send_and_wait(
+            topic, body, key=key.encode(), headers=[(k, v.encode()) for k, v in headers.items()]
+        )
+        return f"{sent.partition}:{sent.offset}"
+
+    async def _log_producer(self) -> AIOKafkaProducer:
+        async with self._admin_lock:
+            if self._appender is None:
+                producer = kafka_log.log_producer(self)
+                await producer.start()
+                self._appender = producer
+            return self._appender
+
+    async def _read_log(self, topic: str, after: str | None) -> LogReader:
+        reader = kafka_log.KafkaLogReader(self, topic)
+        await reader.start(after)
+        return reader
+
     async def _admin_client(self) -> AIOKafkaAdminClient:
         async with self._admin_lock:
             if self._admin is None:
@@ -437,5 +470,8 @@ class KafkaBus(Bus):
         if self._admin is not None:
             with contextlib.suppress(Exception):
                 await self._admin.close()
+        if self._appender is not None:
+            with contextlib.suppress(Exception):
+                await self._appender.stop()
         await self._producer.stop()
 

@@ -2,9 +2,10 @@
 
 A topic's class is told by how ragbus names it: ``<topic>.retry.<group>`` is a
 group's retry topic, ``<topic><dead_letter_suffix>`` a dead-letter topic, a
-``REPLY_PREFIX`` name one client's replies; anything else carries requests.
-Each class has its own ``TopicLayout`` ([bus.kafka] request_topics,
-retry_topics, dead_letter_topics, reply_topics). ``KafkaBus.ensure_topics``
+``REPLY_PREFIX`` name one client's replies, a ``CHANGELOG_PREFIX`` name a log of
+the stores' changes; anything else carries requests. Each class has its own
+``TopicLayout`` ([bus.kafka] request_topics, retry_topics, dead_letter_topics,
+reply_topics, changelog_topics). ``KafkaBus.ensure_topics``
 creates a missing topic with its class's layout before anyone uses it;
 ``ragbus topics`` provisions and shows them ahead of time.
 """
@@ -20,12 +21,13 @@ from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 from aiokafka.protocol.offset import OffsetRequest
 
 from config.bus import TopicLayout
-from schema.topics import REPLY_PREFIX
+from schema.topics import REPLY_PREFIX, is_changelog
 
 from ..base import TopicInfo
 from .groups import RETRY_INFIX
 
 RETENTION = "retention.ms"
+CLEANUP_POLICY = "cleanup.policy"
 MAX_MESSAGE = "max.message.bytes"
 # Room beyond a body of [bus] max_message_bytes for its headers and the record batch around it: the
 # producer's largest request, a consumer's fetch per partition and a topic's largest batch add it.
@@ -34,9 +36,11 @@ LEADER_WAIT_S = 10.0  # how long create_missing waits for a new topic's partitio
 
 
 def topic_kind(name: str, dead_letter_suffix: str) -> str:
-    """``request``, ``retry``, ``dead-letter`` or ``reply``, by the name."""
+    """``request``, ``retry``, ``dead-letter``, ``reply`` or ``changelog``, by the name."""
     if name.startswith(REPLY_PREFIX):
         return "reply"
+    if is_changelog(name):
+        return "changelog"
     if name.endswith(dead_letter_suffix):
         return "dead-letter"
     if RETRY_INFIX in name:
@@ -51,6 +55,8 @@ def new_topic(name: str, layout: TopicLayout, brokers: int, max_message_bytes: i
     configs = {MAX_MESSAGE: str(max_message_bytes + FRAMING_BYTES)}
     if layout.retention_ms is not None:
         configs[RETENTION] = str(layout.retention_ms)
+    if layout.cleanup_policy is not None:
+        configs[CLEANUP_POLICY] = layout.cleanup_policy
     return NewTopic(name, layout.partitions, replication, topic_configs=configs)
 
 

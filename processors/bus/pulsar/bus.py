@@ -39,8 +39,9 @@ import pulsar.asyncio as pulsar_async
 
 from config.bus import BusSettings
 
-from ..base import Bus, BusError, BusUnavailable, Delivery, GroupStatus, Retained, Subscription
+from ..base import Bus, BusError, BusUnavailable, Delivery, GroupStatus, LogReader, Retained, Subscription
 from ..url import BusAddress
+from . import changelog as pulsar_changelog
 from . import log as pulsar_log
 from . import stats as pulsar_stats
 from .inbox import Inbox
@@ -286,6 +287,18 @@ class PulsarBus(Bus):
         instead which topic went unanswered, and asks whether a worker runs on this bus."""
         self._check_open()
         return None
+
+    async def _append(self, topic: str, body: bytes | None, key: str, headers: dict[str, str]) -> str:
+        producer = await self._producer(topic)
+        try:
+            # An empty payload is how Pulsar's compaction knows a tombstone.
+            message_id = await producer.send(body or b"", headers, partition_key=key)
+        except pulsar_async.PulsarException as exc:
+            raise BusError(f"pulsar append to {topic!r} failed: {exc}") from exc
+        return pulsar_changelog.position_of(message_id)
+
+    async def _read_log(self, topic: str, after: str | None) -> LogReader:
+        return await pulsar_changelog.PulsarLogReader.open(self._client, self._full_name(topic), topic, after)
 
     async def _read_retained(self, topic: str) -> list[Retained]:
         # A reader: no subscription is made or moved, nothing is acknowledged.

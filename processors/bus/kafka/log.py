@@ -1,0 +1,134 @@
+"""Log topics on Kafka: appended with every replica's acknowledgement, read by partition without a group.
+
+A record's position is ``<partition>:<offset>``; a reader's checkpoint is the next offset of every
+partition it reads (``0=12,1=40``). Records of one key go to one partition (the producer's
+partitioner hashes the key), so they are read in the order they were appended. A log topic is
+created compacted (``[bus.kafka] changelog_topics``): Kafka keeps the latest record of each key
+and drops a key whose latest record is a tombstone (a record with no value).
+
+Appends use a producer of their own, ``acks=all`` and idempotent: a log is the state it records,
+so a record is acknowledged only once every in-sync replica holds it, and a retried send is
+neither doubled nor reordered. Requests keep the faster one-replica acks of the bus's producer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any, Protocol
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from config.bus import BusSettings
+
+from ..base import BusError, LogReader, LogRecord
+from ..url import BusAddress
+from . import topics as kafka_topics
+from .status import _headers, _timestamp, groupless_consumer
+
+
+class KafkaBus(Protocol):
+    """What of ``kafka.KafkaBus`` this module uses (it is imported by that module, so does not import it)."""
+
+    address: BusAddress
+    settings: BusSettings
+    security: dict[str, Any]
+    max_message_bytes: int
+
+    async def ensure_topics(self, topics: list[str]) -> None: ...
+
+    async def _admin_client(self) -> AIOKafkaAdminClient: ...
+
+
+def log_producer(bus: KafkaBus) -> AIOKafkaProducer:
+    return AIOKafkaProducer(
+        bootstrap_servers=bus.address.bootstrap,
+        acks="all",
+        enable_idempotence=True,
+        linger_ms=bus.settings.kafka.linger_ms,
+        max_request_size=bus.max_message_bytes + kafka_topics.FRAMING_BYTES,
+        request_timeout_ms=int(bus.settings.publish_timeout_s * 1000),
+        **bus.security,
+    )
+
+
+def parse_position(position: str) -> tuple[int, int]:
+    partition, colon, offset = position.partition(":")
+    if not colon or not partition.isdigit() or not offset.isdigit():
+        raise BusError(f"{position[:100]!r} is not a position of a kafka log (<partition>:<offset>)")
+    return int(partition), int(offset)
+
+
+def parse_checkpoint(checkpoint: str) -> dict[int, int]:
+    """``0=12,1=40`` -> the next offset of each partition."""
+    nexts: dict[int, int] = {}
+    for part in filter(None, checkpoint.split(",")):
+        partition, eq, offset = part.partition("=")
+        if not eq or not partition.isdigit() or not offset.isdigit():
+            raise BusError(f"{checkpoint[:100]!r} is not a checkpoint of a kafka log (<partition>=<offset>,...)")
+        nexts[int(partition)] = int(offset)
+    return nexts
+
+
+class KafkaLogReader(LogReader):
+    """Every partition of one topic, assigned by hand, from a checkpoint or from the start."""
+
+    def __init__(self, bus: KafkaBus, topic: str) -> None:
+        self.topic = topic
+        self._bus = bus
+        self._consumer: AIOKafkaConsumer = groupless_consumer(bus)  # type: ignore[arg-type]
+        self._next: dict[int, int] = {}  # partition -> offset of the next record to return
+        self._tps: list[TopicPartition] = []
+
+    async def start(self, after: str | None) -> None:
+        nexts = parse_checkpoint(after) if after is not None else {}
+        await self._bus.ensure_topics([self.topic])
+        await self._consumer.start()
+        try:
+            known = await kafka_topics.partitions_of(await self._bus._admin_client(), [self.topic])
+            self._tps = [TopicPartition(self.topic, p) for p in known.get(self.topic) or [0]]
+            self._consumer.assign(self._tps)
+            beginnings = await self._consumer.beginning_offsets(self._tps)
+            for tp in self._tps:
+                # A checkpoint older than what the broker still holds starts at what it holds: on a
+                # compacted topic, the records removed were superseded ones.
+                start = max(nexts.get(tp.partition, 0), beginnings[tp])
+                self._consumer.seek(tp, start)
+                self._next[tp.partition] = start
+        except BaseException:
+            await asyncio.shield(self._consumer.stop())
+            raise
+
+    async def next(self) -> LogRecord:
+        record = await self._consumer.getone()
+        self._next[record.partition] = record.offset + 1
+        key = record.key.decode("utf-8", "replace") if record.key is not None else ""
+        return LogRecord(self.topic, key, record.value, _headers(record), _timestamp(record),
+                         f"{record.partition}:{record.offset}")
+
+    async def caught_up(self) -> bool:
+        ends = await self._consumer.end_offsets(self._tps)
+        for tp in self._tps:
+            if self._next[tp.partition] >= ends[tp]:
+                continue
+            # Offsets can be missing below the end (compacted away, a transaction's marker): the
+            # consumer's position, which moves as records are returned, has passed them then.
+            position = await self._consumer.position(tp)
+            if position < ends[tp]:
+                return False
+            self._next[tp.partition] = position
+        return True
+
+    def covers(self, position: str) -> bool:
+        partition, offset = parse_position(position)
+        if partition not in self._next:
+            raise BusError(f"{self.topic!r} has no partition {partition} (position {position!r})")
+        return self._next[partition] > offset
+
+    def checkpoint(self) -> str:
+        return ",".join(f"{p}={o}" for p, o in sorted(self._next.items()))
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._consumer.stop()

@@ -1,0 +1,113 @@
+"""Log topics, on every backend: appended records read whole by any number of readers, then followed.
+
+What a query replica that makes its stores from the log relies on: every record, in its key's
+order, with its body, headers and key; tombstones as such; ``caught_up`` true only once every
+record appended before the call was returned; ``covers`` for a position an append gave; and a
+checkpoint that resumes right after it, in a new reader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from processors.bus import BusConfigError, LogReader, LogRecord
+from schema.topics import CHANGELOG_PREFIX
+
+from ..helpers.receiving import RECEIVE_TIMEOUT
+
+
+@pytest.fixture
+def log_topic():
+    return f"{CHANGELOG_PREFIX}t-{uuid.uuid4().hex[:10]}"
+
+
+async def read(reader: LogReader, n: int) -> list[LogRecord]:
+    return [await asyncio.wait_for(reader.next(), RECEIVE_TIMEOUT) for _ in range(n)]
+
+
+async def read_to_end(reader: LogReader) -> list[LogRecord]:
+    """Every record until the reader has caught up (records may be spread over partitions)."""
+    got = []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + RECEIVE_TIMEOUT
+    while not await reader.caught_up():
+        assert loop.time() < deadline, f"not caught up after {len(got)} records"
+        got.append(await asyncio.wait_for(reader.next(), RECEIVE_TIMEOUT))
+    return got
+
+
+async def test_a_reader_gets_every_record_in_its_keys_order_with_tombstones(open_bus, log_topic):
+    bus = await open_bus()
+    appended = []
+    for i in range(6):
+        key = f"doc-{i % 3}"
+        appended.append((key, await bus.append(log_topic, f"v{i}".encode(), key=key, headers={"n": str(i)})))
+    appended.append(("doc-1", await bus.append(log_topic, None, key="doc-1")))
+    async with await bus.read_log(log_topic) as reader:
+        records = await read_to_end(reader)
+        assert await reader.caught_up()
+        assert all(reader.covers(position) for _, position in appended)
+    assert len(records) == 7
+    by_key: dict[str, list] = {}
+    for r in records:
+        assert r.topic == log_topic and r.timestamp is not None
+        by_key.setdefault(r.key, []).append((r.body, dict(r.headers).get("n")))
+    assert by_key == {
+        "doc-0": [(b"v0", "0"), (b"v3", "3")],
+        "doc-1": [(b"v1", "1"), (b"v4", "4"), (None, None)],
+        "doc-2": [(b"v2", "2"), (b"v5", "5")],
+    }
+    assert {r.position for r in records} == {position for _, position in appended}
+
+
+async def test_a_reader_follows_what_is_appended_after_it_caught_up(open_bus, log_topic):
+    bus = await open_bus()
+    first = await bus.append(log_topic, b"one", key="k")
+    reader = await bus.read_log(log_topic)
+    assert not reader.covers(first)
+    assert [r.body for r in await read_to_end(reader)] == [b"one"]
+    assert reader.covers(first)
+    pending = asyncio.ensure_future(reader.next())
+    await asyncio.sleep(0.2)
+    assert not pending.done()  # nothing to read: it waits
+    second = await bus.append(log_topic, b"two", key="k")
+    record = await asyncio.wait_for(pending, RECEIVE_TIMEOUT)
+    assert (record.body, record.position) == (b"two", second)
+    assert reader.covers(second) and await reader.caught_up()
+    await bus.append(log_topic, b"three", key="k")
+    assert not await reader.caught_up()  # a record appended before the call is not returned yet
+    await reader.close()
+
+
+async def test_readers_each_read_all_and_a_checkpoint_resumes_right_after_it(open_bus, log_topic):
+    bus = await open_bus()
+    for i in range(4):
+        await bus.append(log_topic, f"a{i}".encode(), key=f"k{i}")
+    one, two = await bus.read_log(log_topic), await bus.read_log(log_topic)
+    assert sorted(r.body for r in await read_to_end(one)) == sorted(r.body for r in await read_to_end(two))
+    checkpoint = one.checkpoint()
+    await one.close()
+    later = [await bus.append(log_topic, f"b{i}".encode(), key=f"k{i}") for i in range(4)]
+    # A new reader, on a new connection, from the checkpoint: only what came after it.
+    other = await open_bus()
+    resumed = await other.read_log(log_topic, after=checkpoint)
+    assert sorted(r.body for r in await read_to_end(resumed)) == [b"b0", b"b1", b"b2", b"b3"]
+    assert all(resumed.covers(p) for p in later)
+    await resumed.close()
+    # A reader's checkpoint before it read anything starts it where that reader started.
+    fresh = await other.read_log(log_topic)
+    again = await other.read_log(log_topic, after=fresh.checkpoint())
+    assert len(await read_to_end(again)) == 8
+    await fresh.close()
+    await again.close()
+
+
+async def test_only_log_topics_are_appended_to_or_read_as_logs(open_bus, topic):
+    bus = await open_bus()
+    with pytest.raises(BusConfigError, match="not a log topic"):
+        await bus.append(topic, b"x", key="k")
+    with pytest.raises(BusConfigError, match="not a log topic"):
+        await bus.read_log(topic)
