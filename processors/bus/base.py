@@ -397,19 +397,21 @@ class Bus(abc.ABC):
         self._check_open()
         return await self._read_retained(topic)
 
-    async def append(self, topic: str, body: bytes | None, *, key: str,
+    async def append(self, topic: str, body: bytes | None, *, key: str, order_key: str | None = None,
                      headers: Mapping[str, str] | None = None) -> str:
         """Add one record to a log topic (``topics.is_changelog``); returns its position once stored.
 
         ``body`` None is a tombstone: the key's record is removed, and where the broker compacts
         its log (Kafka's ``cleanup.policy=compact``, Pulsar's topic compaction) its earlier records
-        go. Records of one key stay in order. Log topics are read with ``read_log``.
+        go. Records of one ``order_key`` (by default their key) stay in the order they were
+        appended: records that must never be compacted away take keys of their own and share an
+        order key. Log topics are read with ``read_log``.
         """
         self._check_open()
         self._check_log(topic)
         if body is not None:
             self.check_size(body)
-        return await self._append(topic, body, key, dict(headers or {}))
+        return await self._append(topic, body, key, key if order_key is None else order_key, dict(headers or {}))
 
     async def read_log(self, topic: str, after: str | None = None) -> LogReader:
         """A reader of every record of ``topic``: from its start, or right after checkpoint ``after``."""
@@ -474,7 +476,7 @@ class Bus(abc.ABC):
         # does; backends where joining a group is slow override this.
         return await self._subscribe(topic, f"{topic}.listener")
 
-    async def _append(self, topic: str, body: bytes | None, key: str, headers: dict[str, str]) -> str:
+    async def _append(self, topic: str, body: bytes | None, key: str, order_key: str, headers: dict[str, str]) -> str:
         raise TopicAdminUnsupported(f"{type(self).__name__} has no log topics")
 
     async def _read_log(self, topic: str, after: str | None) -> LogReader:

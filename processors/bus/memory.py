@@ -224,7 +224,9 @@ class MemoryBus(Bus):
             for m in (state.retained if state is not None else ())
         ]
 
-    async def _append(self, topic: str, body: bytes | None, key: str, headers: dict[str, str]) -> str:
+    async def _append(self, topic: str, body: bytes | None, key: str, order_key: str,
+                      headers: dict[str, str]) -> str:
+        # One sequence per topic: every record is in order, whatever its order key.
         state = self._broker.topic(topic)
         seq = state.published
         message = _Published(topic, body, headers, key, published_at=time.time(), seq=seq)  # type: ignore[arg-type]

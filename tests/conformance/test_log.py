@@ -105,6 +105,17 @@ async def test_readers_each_read_all_and_a_checkpoint_resumes_right_after_it(ope
     await again.close()
 
 
+async def test_records_of_one_order_key_stay_in_order_whatever_their_keys(open_bus, log_topic):
+    bus = await open_bus()
+    for i in range(12):
+        await bus.append(log_topic, f"{i}".encode(), key=f"fact-{i}", order_key=f"graph-{i % 2}")
+    async with await bus.read_log(log_topic) as reader:
+        records = await read_to_end(reader)
+    for order in ("graph-0", "graph-1"):
+        mine = [int(r.body) for r in records if int(r.key.removeprefix("fact-")) % 2 == int(order[-1])]
+        assert mine == sorted(mine) and len(mine) == 6
+
+
 async def test_only_log_topics_are_appended_to_or_read_as_logs(open_bus, topic):
     bus = await open_bus()
     with pytest.raises(BusConfigError, match="not a log topic"):

@@ -393,11 +393,14 @@ class KafkaBus(Bus):
     async def _read_retained(self, topic: str) -> list[Retained]:
         return await kafka_status.read_retained(self, topic)
 
-    async def _append(self, topic: str, body: bytes | None, key: str, headers: dict[str, str]) -> str:
+    async def _append(self, topic: str, body: bytes | None, key: str, order_key: str,
+                      headers: dict[str, str]) -> str:
         await self.ensure_topics([topic])
         producer = await self._log_producer()
+        partitions = sorted(await producer.partitions_for(topic))
         sent = await producer.send_and_wait(
-            topic, body, key=key.encode(), headers=[(k, v.encode()) for k, v in headers.items()]
+            topic, body, key=key.encode(), headers=[(k, v.encode()) for k, v in headers.items()],
+            partition=kafka_log.partition_of(order_key, partitions),
         )
         return f"{sent.partition}:{sent.offset}"
 

@@ -2,7 +2,8 @@
 
 A record's position is ``<partition>:<offset>``; a reader's checkpoint is the next offset of every
 partition it reads (``0=12,1=40``). Records of one key go to one partition (the producer's
-partitioner hashes the key), so they are read in the order they were appended. A log topic is
+partitioner hashes the key), so they are read in the order they were appended. A record's partition is
+that of its order key (``Bus.append``), hashed as the producer hashes keys. A log topic is
 created compacted (``[bus.kafka] changelog_topics``): Kafka keeps the latest record of each key
 and drops a key whose latest record is a tombstone (a record with no value).
 
@@ -19,6 +20,7 @@ from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.partitioner import DefaultPartitioner
 
 from config.bus import BusSettings
 
@@ -26,6 +28,8 @@ from ..base import BusError, LogReader, LogRecord
 from ..url import BusAddress
 from . import topics as kafka_topics
 from .status import _headers, _timestamp, groupless_consumer
+
+_PARTITIONER = DefaultPartitioner()
 
 
 class KafkaBus(Protocol):
@@ -51,6 +55,12 @@ def log_producer(bus: KafkaBus) -> AIOKafkaProducer:
         request_timeout_ms=int(bus.settings.publish_timeout_s * 1000),
         **bus.security,
     )
+
+
+def partition_of(order_key: str, partitions: list[int]) -> int:
+    """The partition of an order key: the producer's own hash of a key (murmur2), so a record whose
+    order key is its key lands where a keyed publish would."""
+    return _PARTITIONER(order_key.encode(), partitions, partitions)
 
 
 def parse_position(position: str) -> tuple[int, int]:

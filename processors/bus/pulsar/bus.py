@@ -288,7 +288,9 @@ class PulsarBus(Bus):
         self._check_open()
         return None
 
-    async def _append(self, topic: str, body: bytes | None, key: str, headers: dict[str, str]) -> str:
+    async def _append(self, topic: str, body: bytes | None, key: str, order_key: str,
+                      headers: dict[str, str]) -> str:
+        # ragbus's Pulsar topics have one partition: every record is in order, whatever its order key.
         producer = await self._producer(topic)
         try:
             # An empty payload is how Pulsar's compaction knows a tombstone.
