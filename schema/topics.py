@@ -57,6 +57,10 @@ def is_changelog(topic: str) -> bool:
     return topic.startswith(CHANGELOG_PREFIX)
 
 
+# The knowledge graph's history, every collection's: the batches kg-store took, stamped (processors/kg/from_log.py).
+GRAPH_LOG = f"{CHANGELOG_PREFIX}graph"
+
+
 class TopicSchema(NamedTuple):
     request: type[msgspec.Struct]
     response: type[msgspec.Struct]

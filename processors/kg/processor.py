@@ -40,6 +40,8 @@ from schema import (
 )
 from schema.times import iso, parse_instant
 
+from . import from_log
+from .from_log import GraphsFromLog
 from .graph_log import GraphLog, graph_path
 from .settings import KgSettings
 from .store import GraphStore
@@ -99,19 +101,36 @@ class _GraphProcessor(Processor[Req, Resp]):
     def __init__(self, name: str, settings: KgSettings) -> None:
         super().__init__(name, settings)
         self._graphs: _Graphs | None = None
+        self._from_log: GraphsFromLog | None = None  # with ``changelog``: the graphs made from the bus's log
 
     async def start(self) -> None:
-        self._graphs = _Graphs(self.name, self.settings, writer=self.writer)
+        if self.settings.changelog:
+            s = self.settings
+            self._from_log = await from_log.started(self.name, data_dir(s.data_dir), self.bus, topic=s.log_topic,
+                                                    apply_timeout_s=s.apply_timeout_s)
+        else:
+            self._graphs = _Graphs(self.name, self.settings, writer=self.writer)
 
     async def close(self) -> None:
         if self._graphs is not None:
             graphs, self._graphs = self._graphs, None
             await graphs.close()
+        if self._from_log is not None:
+            made, self._from_log = self._from_log, None
+            await made.close()
 
     def _require_graphs(self) -> _Graphs:
         if self._graphs is None:
             raise RuntimeError(f"{self.name} is not started")
         return self._graphs
+
+    async def _on_graph(self, collection: str, fn: Callable[[GraphStore], T]) -> T:
+        """``fn`` of the collection's graph, on the graphs' thread, wherever the graphs come from."""
+        if self._from_log is not None:
+            made = self._from_log
+            return await made.run(lambda: fn(made.open(collection)))
+        graphs = self._require_graphs()
+        return await graphs.run(lambda: fn(graphs.open(collection)[0]))
 
 
 class KgQueryProcessor(_GraphProcessor[KgQueryRequest, KgQueryResponse]):
@@ -128,13 +147,14 @@ class KgQueryProcessor(_GraphProcessor[KgQueryRequest, KgQueryResponse]):
 
     async def start(self) -> None:
         await super().start()
+        if self._from_log is not None:
+            return  # caught up with the log already
         graphs = self._require_graphs()
         for collection in graphs.existing():
             store, _ = await graphs.run(graphs.open, collection)
             log.info("%s: %s: %d fact versions, %d entities", self.name, collection, len(store), len(store.nodes))
 
     async def handle(self, request: KgQueryRequest, context: RequestContext) -> KgQueryResponse:
-        graphs = self._require_graphs()
         if request.limit < 0:
             raise BadRequest(f"limit must be 0 or more, got {request.limit}")
         if len(request.question) > self.settings.max_question_chars:
@@ -149,12 +169,11 @@ class KgQueryProcessor(_GraphProcessor[KgQueryRequest, KgQueryResponse]):
         as_of = parse_instant(request.as_of, what="as_of") if request.as_of is not None else None
         limit = min(request.limit, self.settings.max_limit)
 
-        def query():
-            store, _ = graphs.open(request.collection)
+        def query(store: GraphStore):
             return store.query(request.question, at_time=at_time, as_of=as_of, limit=limit,
                                answering=request.answering)
 
-        found = await graphs.run(query)
+        found = await self._on_graph(request.collection, query)
         return KgQueryResponse(
             entities=found.entities,
             facts=found.facts,
@@ -180,8 +199,10 @@ class KgStoreProcessor(_GraphProcessor[LoadTriples, IngestResult]):
     writer = True
 
     async def handle(self, request: LoadTriples, context: RequestContext) -> IngestResult:
-        graphs = self._require_graphs()
         check_collection(request.collection)
+        if self._from_log is not None:
+            return await self._from_log.load(request)
+        graphs = self._require_graphs()
 
         def load() -> IngestResult:
             store, graph_log = graphs.open(request.collection)
