@@ -34,7 +34,7 @@ from typing import TypeVar
 import msgspec
 
 from processors.bus import Bus, LogRecord
-from processors.runtime.changelog import LogFollower
+from processors.runtime.changelog import LocalCopy, LogFollower
 from processors.runtime.threads import OneThread
 from schema import IngestResult, LoadTriples, check_collection
 
@@ -65,7 +65,7 @@ class GraphsFromLog:
         self._thread = OneThread(name, closed_message="the graph store is closed")
         self._waiting: dict[str, IngestResult | None] = {}  # change id -> its result, once applied here
         self.topic = topic
-        self.follower = LogFollower(bus, topic, copy_path(data_dir, name), self._apply, self.run)
+        self.follower = LogFollower(bus, topic, LocalCopy(copy_path(data_dir, name)), self._applied, name=name)
 
     async def run(self, fn: Callable[..., T], *args) -> T:
         return await self._thread.run(fn, *args)
@@ -89,6 +89,9 @@ class GraphsFromLog:
         """The collection's graph (an empty one if the log has none); runs on the thread."""
         store = self.graphs.get(collection)
         return store if store is not None else GraphStore()
+
+    async def _applied(self, record: LogRecord) -> None:
+        await self.run(self._apply, record)
 
     def _apply(self, record: LogRecord) -> None:
         """One record of the log, applied to its collection's graph (on the thread, in log order)."""

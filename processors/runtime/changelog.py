@@ -1,24 +1,31 @@
-"""A replica's state made from a log topic: replayed from its own copy, caught up with the log, then followed.
+"""A replica's state made from a log topic: restored from its snapshot, caught up with the log, then followed.
 
-Every replica that makes its stores from the log (``Bus.read_log``) keeps a local copy of
-what it applied, in a directory of its own: a file of length-prefixed msgpack frames, each a
-record as read (key, body or tombstone, headers) with the reader's checkpoint right after it.
-The copy is its snapshot: at start the replica replays it, then reads the log from the last
-whole frame's checkpoint on. A frame and its checkpoint are written together, so a replica
-killed at any point restarts where its copy ends, applying nothing twice and missing nothing;
-a torn last frame (killed mid-write) is cut off. Frames are flushed as written and fsynced at
-most every ``sync_interval_s`` (and when caught up or closing): what a crash of the machine
-loses is read again from the log.
+Every replica that makes its stores from the log (``Bus.read_log``) keeps, in a directory of
+its own, a snapshot of where it stands, of one of two kinds:
+
+- ``LocalCopy``, for state held in memory (the graph): a file of length-prefixed msgpack
+  frames, each a record as read (key, body or tombstone, headers) with the reader's checkpoint
+  right after it. At start the replica replays it, then reads the log from the last whole
+  frame's checkpoint on. A frame and its checkpoint are written together, so a replica killed
+  at any point restarts where its copy ends, applying nothing twice and missing nothing; a torn
+  last frame (killed mid-write) is cut off.
+- ``CheckpointFile``, for state the replica's stores keep durable themselves (faiss, tantivy
+  and the library fsync every write): only the checkpoint, replaced atomically after records
+  were applied. A replica killed in between applies the records after the checkpoint again,
+  so ``apply`` must be idempotent for such state (a store write, a switch, a removal are).
+
+What is written is flushed at once and fsynced at most every ``sync_interval_s`` (and when
+caught up or closing): what a crash of the machine loses is read again from the log.
 
 ``start`` returns once the replica has applied every record appended before it began
 (``LogReader.caught_up``), so a processor that starts its follower in ``start`` reports ready
 only then; afterwards the follower applies each record as it arrives. ``wait_for`` lets a
 writer (or a read that must see a write) wait until a position is applied.
 
-``apply`` is the replica's own logic: it runs on the caller's store thread (``run``), once per
-record, in log order, and must be deterministic, since every replica applies the same records.
-A record ``apply`` refuses (it raises) is logged with its position and skipped, on every
-replica alike; it stays in the copy, so a replay skips it the same way.
+``apply`` is the replica's own logic, a coroutine function awaited once per record, in log
+order; it must be deterministic, since every replica applies the same records. A record it
+refuses (it raises) is logged with its position and skipped, on every replica alike; it stays
+in a local copy, so a replay skips it the same way.
 """
 
 from __future__ import annotations
@@ -31,11 +38,12 @@ import struct
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO, Protocol, TypeVar
 
 import msgspec
 
 from processors.bus import Bus, LogReader, LogRecord
+from processors.runtime.threads import OneThread
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -69,13 +77,14 @@ class LocalCopy:
         self._lock_fd: int | None = None
         self._dirty = False
 
-    def replay(self, apply: Callable[[LogRecord], Any], topic: str) -> str | None:
-        """Apply every whole frame; cut a torn tail; return the last frame's checkpoint (None: no frame).
+    def load(self, topic: str) -> tuple[list[LogRecord], str | None]:
+        """Every whole frame's record, and the last one's checkpoint (None: no frame); a torn tail is cut.
 
         The copy is one replica's: a second replica given the same directory is refused here.
         """
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock()
+        records: list[LogRecord] = []
         checkpoint, good = None, 0
         if self.path.exists():
             with self.path.open("rb") as fh:
@@ -89,33 +98,22 @@ class LocalCopy:
                     frame = _decode(data[good + _LENGTH.size:end])
                 except msgspec.DecodeError:
                     break  # a frame half overwritten: the copy ends before it
-                _apply_logged(apply, LogRecord(topic, frame.key, frame.body, frame.headers, None, frame.position))
+                records.append(LogRecord(topic, frame.key, frame.body, frame.headers, None, frame.position))
                 checkpoint, good = frame.checkpoint, end
-                self.records += 1
             if good < len(data):
                 log.warning("%s: cut a torn tail of %d bytes after %d records",
-                            self.path, len(data) - good, self.records)
+                            self.path, len(data) - good, len(records))
                 with self.path.open("r+b") as fh:
                     fh.truncate(good)
+        self.records = len(records)
         self._file = self.path.open("ab")
-        return checkpoint
+        return records, checkpoint
 
     def _lock(self) -> None:
-        import fcntl  # POSIX, as the stores' own locks
-
-        fd = os.open(self.path.with_name(self.path.name + ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise ReplicaDirInUse(
-                f"another replica keeps its copy of the log in {self.path.parent}: give each replica a data "
-                f"dir of its own (RAGBUS_DATA_DIR, or the processor's data_dir)"
-            ) from None
-        self._lock_fd = fd
+        self._lock_fd = _lock(self.path)
 
     def append(self, record: LogRecord, checkpoint: str) -> None:
-        assert self._file is not None, "replay() opens the copy"
+        assert self._file is not None, "load() opens the copy"
         payload = _encode(_Frame(record.key, record.body, dict(record.headers), record.position, checkpoint))
         self._file.write(_LENGTH.pack(len(payload)) + payload)
         self._file.flush()
@@ -137,11 +135,75 @@ class LocalCopy:
             os.close(fd)
 
 
-def _apply_logged(apply: Callable[[LogRecord], Any], record: LogRecord) -> None:
+
+
+def _lock(path: Path) -> int:
+    """An flock of ``path``'s own lock file, held while the descriptor is open: one replica per directory."""
+    import fcntl  # POSIX, as the stores' own locks
+
+    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        apply(record)
-    except Exception as exc:
-        log.error("log %s: record %s (key %r) refused and skipped: %r", record.topic, record.position, record.key, exc)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ReplicaDirInUse(
+            f"another replica keeps its snapshot of the log in {path.parent}: give each replica a data "
+            f"dir of its own (RAGBUS_DATA_DIR, or the processor's data_dir)"
+        ) from None
+    return fd
+
+
+class CheckpointFile:
+    """Only where a replica stands (its stores keep what it applied): one line, replaced atomically."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.records = 0
+        self._checkpoint: str | None = None
+        self._written: str | None = None
+        self._lock_fd: int | None = None
+
+    def load(self, topic: str) -> tuple[list[LogRecord], str | None]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = _lock(self.path)
+        try:
+            self._checkpoint = self._written = self.path.read_text().rstrip("\n")
+        except FileNotFoundError:
+            self._checkpoint = self._written = None
+        return [], self._checkpoint
+
+    def append(self, record: LogRecord, checkpoint: str) -> None:
+        self._checkpoint = checkpoint
+        self.records += 1
+
+    def sync(self) -> None:
+        if self._checkpoint is None or self._checkpoint == self._written:
+            return
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with tmp.open("w") as fh:
+            fh.write(self._checkpoint + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)
+        self._written = self._checkpoint
+
+    def close(self) -> None:
+        self.sync()
+        if self._lock_fd is not None:
+            fd, self._lock_fd = self._lock_fd, None
+            os.close(fd)
+
+
+class Snapshot(Protocol):
+    records: int
+
+    def load(self, topic: str) -> tuple[list[LogRecord], str | None]: ...
+
+    def append(self, record: LogRecord, checkpoint: str) -> None: ...
+
+    def sync(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class LogFollower:
@@ -151,52 +213,64 @@ class LogFollower:
         self,
         bus: Bus,
         topic: str,
-        copy: Path,
-        apply: Callable[[LogRecord], Any],
-        run: Callable[..., Awaitable[Any]],
+        snapshot: Snapshot,
+        apply: Callable[[LogRecord], Awaitable[Any]],
         *,
+        name: str = "log",
         sync_interval_s: float = 1.0,
         on_progress: Callable[[int], None] | None = None,
     ) -> None:
         self.bus = bus
         self.topic = topic
-        self.copy = LocalCopy(copy)
+        self.snapshot = snapshot
         self._apply = apply
-        self._run = run
+        self._io = OneThread(f"{name}-snapshot")  # the snapshot's file work, off the loop
         self._sync_interval_s = sync_interval_s
         self._on_progress = on_progress
         self._reader: LogReader | None = None
+        self._applying: str | None = None  # the position of the record being applied
         self._follower: asyncio.Task | None = None
         self._applied = asyncio.Event()  # set after each record applied; waiters clear it
         self._synced_at = time.monotonic()
-        self.replayed = 0  # records replayed from the local copy at start
+        self.replayed = 0  # records replayed from a local copy at start
         self.read = 0  # records read from the log since start
 
     async def start(self) -> None:
-        """Replay the local copy, then apply what the log holds beyond it; returns once caught up."""
-        checkpoint = await self._run(self.copy.replay, self._apply, self.topic)
-        self.replayed = self.copy.records
+        """Restore the snapshot, then apply what the log holds beyond it; returns once caught up."""
+        records, checkpoint = await self._io.run(self.snapshot.load, self.topic)
+        for record in records:
+            await self._apply_logged(record)
+        self.replayed = len(records)
         self._reader = reader = await self.bus.read_log(self.topic, after=checkpoint)
         while not await reader.caught_up():
             await self._step(reader)
-        await self._run(self.copy.sync)
+        await self._io.run(self.snapshot.sync)
+        self._synced_at = time.monotonic()
         self._follower = asyncio.ensure_future(self._follow(reader))
+
+    async def _apply_logged(self, record: LogRecord) -> None:
+        try:
+            await self._apply(record)
+        except Exception as exc:
+            log.error("log %s: record %s (key %r) refused and skipped: %r", record.topic, record.position,
+                      record.key, exc)
 
     async def _step(self, reader: LogReader) -> None:
         record = await reader.next()
         checkpoint = reader.checkpoint()
-        await self._run(self._apply_and_copy, record, checkpoint)
+        self._applying = record.position  # returned by the reader, not applied yet
+        try:
+            await self._apply_logged(record)
+        finally:
+            self._applying = None
+        await self._io.run(self.snapshot.append, record, checkpoint)
+        if time.monotonic() - self._synced_at >= self._sync_interval_s:
+            await self._io.run(self.snapshot.sync)
+            self._synced_at = time.monotonic()
         self.read += 1
         self._applied.set()
         if self._on_progress is not None:
             self._on_progress(self.read)
-
-    def _apply_and_copy(self, record: LogRecord, checkpoint: str) -> None:
-        _apply_logged(self._apply, record)
-        self.copy.append(record, checkpoint)
-        if time.monotonic() - self._synced_at >= self._sync_interval_s:
-            self.copy.sync()
-            self._synced_at = time.monotonic()
 
     async def _follow(self, reader: LogReader) -> None:
         while True:
@@ -209,8 +283,9 @@ class LogFollower:
                 await asyncio.sleep(1.0)
 
     def covers(self, position: str) -> bool:
-        """Whether the record at ``position`` has been applied."""
-        return self._reader is not None and self._reader.covers(position)
+        """Whether the record at ``position`` has been applied (records are applied one at a time, in
+        the order the reader returns them: every one returned is applied but the one being applied)."""
+        return self._reader is not None and self._reader.covers(position) and position != self._applying
 
     async def wait_for(self, position: str, timeout: float) -> bool:
         """Wait until the record at ``position`` is applied; False if ``timeout`` seconds pass first."""
@@ -228,6 +303,9 @@ class LogFollower:
     async def caught_up(self) -> bool:
         return self._reader is not None and await self._reader.caught_up()
 
+    def checkpoint(self) -> str | None:
+        return None if self._reader is None else self._reader.checkpoint()
+
     async def close(self) -> None:
         if self._follower is not None:
             self._follower.cancel()
@@ -237,4 +315,7 @@ class LogFollower:
         if self._reader is not None:
             reader, self._reader = self._reader, None
             await reader.close()
-        await self._run(self.copy.close)
+        try:
+            await self._io.run(self.snapshot.close)
+        finally:
+            await self._io.close()

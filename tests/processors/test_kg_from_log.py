@@ -113,14 +113,21 @@ async def test_a_replica_restarts_from_its_copy_and_reads_only_what_came_after(o
     bus = await open_bus()
     host = tmp_path / "host-a"
     async with client_on(bus) as client, serving(bus, store(names, tmp_path / "writer")):
-        async with serving(bus, query(names, host, 1)):
+        first = query(names, host, 1)
+        async with serving(bus, first):
             await load(client, names, brown())
+            # A record after the batch, in its order: once the replica applied it, it applied the batch.
+            position = await bus.append(names["log"], None, key="marker", order_key=names["collection"])
+            assert first._from_log is not None and await first._from_log.follower.wait_for(position, 30)
             await load(client, names, cameron())
+            # The writer replied once it applied the batch; this replica applies it on its own time.
+            position = await bus.append(names["log"], None, key="marker-2", order_key=names["collection"])
+            assert await first._from_log.follower.wait_for(position, 30)
         await load(client, names, LoadTriples(retract_sources=["offices"]))  # while the replica is down
         again = query(names, host, 1)
         async with serving(bus, again):
             assert again._from_log is not None
-            assert (again._from_log.follower.replayed, again._from_log.follower.read) == (2, 1)
+            assert (again._from_log.follower.replayed, again._from_log.follower.read) == (4, 1)
             assert await heads(client, names, 1, "2008-01-01") == []
             assert await heads(client, names, 1, "2012-01-01") == ["David Cameron"]
             # A second replica given the same data dir is refused, saying why.
