@@ -37,5 +37,12 @@ WRITERS = ("doc-embeddings-store", "doc-embeddings-delete", "keyword-store", "ke
 # Answer questions: what every query replica runs.
 QUERY = (*RETRIEVAL, *GRAPH_QUERY, "prompt", "document-rag")
 
+# A query host whose stores come from the bus's logs (changelog = true): documents-replica writes the host's own
+# data dir from the documents log, the query processors read it, kg-query makes its graphs from the graph log.
+# Only for stores made from the logs: documents-replica is the writer of its host's data dir, so it never runs
+# beside the writers of a data dir (EVERYTHING).
+LOG_ONLY = ("documents-replica",)
+LOG_REPLICA = (*LOG_ONLY, *QUERY, "documents-query")
+
 # Everything the embedded pipeline needs in one process (``ragbus ask`` on memory://).
 EVERYTHING = tuple(dict.fromkeys((*INGEST, *GRAPH_LOAD, *QUERY)))

@@ -61,6 +61,24 @@ class ProcessorSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     drain_timeout_s: NonNegativeSeconds = 10.0
 
 
+class StoreSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=True):
+    """What every processor of a store has (doc-embeddings, keyword, kg, library): where its data lives,
+    and whether it comes from the bus's log."""
+
+    # Where the store's files live, ~ expanded: <data_dir>/<collection>/<store>/. "" = default_data_dir()
+    # (RAGBUS_DATA_DIR, else $XDG_DATA_HOME/ragbus, else ~/.local/share/ragbus). Writers and query
+    # replicas must name the same directory, unless the store comes from the log.
+    data_dir: str = ""
+    # Make the store from the bus's log instead of sharing a data dir: its writers append every change
+    # to a log topic (any number of writers, no writer lock), and every query replica keeps stores of its
+    # own, made from that log, in its own data_dir (processors/runtime/changelog.py). Needs a bus with log
+    # topics: Kafka or Pulsar across hosts, memory:// within one process.
+    changelog: bool = False
+    # The log topic: "" = the store's own (schema.topics: GRAPH_LOG for the graph, DOCUMENTS_LOG for
+    # the document stores and the library). One per deployment: every collection is in it.
+    log_topic: str = ""
+
+
 # The keys of a [processors.NAME] section that wire it rather than set it: which class runs and on
 # which topics. They are the only keys config/defaults.toml writes.
 WIRING = ("class", "topic", "group", "bulk_topic")

@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 import msgspec
 
+from .changelog import ReplicaStatus, ReplicaStatusRequest
 from .graph import KgQueryRequest, KgQueryResponse
 from .ingest import DeleteDocument, Document, EmbeddedChunks, IngestResult, LoadTriples
 from .library import DocumentList, ListDocuments, RecordDocument
@@ -44,6 +45,7 @@ KEYWORD_DELETE = "keyword-delete"
 TRIPLES_LOAD = "triples-load"
 DOCUMENT_RECORD = "document-record"  # a document stored whole, or removed: the library's writer
 DOCUMENTS_QUERY = "documents-query"  # which documents a collection holds, which collections there are
+DOCUMENTS_REPLICA = "documents-replica"  # a replica's document stores made from the log: where it stands
 
 # Reply topics are private to one client; processors publish only under this prefix.
 REPLY_PREFIX = "ragbus.reply."
@@ -59,6 +61,9 @@ def is_changelog(topic: str) -> bool:
 
 # The knowledge graph's history, every collection's: the batches kg-store took, stamped (processors/kg/from_log.py).
 GRAPH_LOG = f"{CHANGELOG_PREFIX}graph"
+# The document stores' and the library's changes: staged chunks with their vectors, switches, removals,
+# the library's records (schema/changelog.py says how they are keyed).
+DOCUMENTS_LOG = f"{CHANGELOG_PREFIX}documents"
 
 
 class TopicSchema(NamedTuple):
@@ -85,6 +90,7 @@ SCHEMAS: dict[str, TopicSchema] = {
     TRIPLES_LOAD: TopicSchema(LoadTriples, IngestResult),
     DOCUMENT_RECORD: TopicSchema(RecordDocument, IngestResult),
     DOCUMENTS_QUERY: TopicSchema(ListDocuments, DocumentList),
+    DOCUMENTS_REPLICA: TopicSchema(ReplicaStatusRequest, ReplicaStatus),
 }
 
 # Topics whose processors can answer in pieces (a request with the ``stream`` header), and the

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar, overload
 
 from config.settings import data_dir
+from processors.runtime.changelog import append_change
 from processors.runtime.processor import Processor, RequestContext
 from processors.runtime.staging import FAISS_STAGING, Staging, staging_dir
 from processors.runtime.threads import OneThread
@@ -39,6 +40,8 @@ from schema import (
     IngestResult,
     check_generation,
 )
+from schema.changelog import CHUNKS, SWITCH, chunks_key, discard_key, document_order, state_key
+from schema.topics import DOCUMENTS_LOG
 
 from .settings import DocEmbeddingsSettings
 from .store import VectorStore, as_matrix, check_collection, collection_dir
@@ -106,6 +109,10 @@ class _StoreProcessor(Processor):
             self.stores[collection] = store
         return store
 
+    @property
+    def _log_topic(self) -> str:
+        return self.settings.log_topic or DOCUMENTS_LOG
+
     def _staging(self, collection: str) -> Staging:
         assert self.data_dir is not None
         return Staging(staging_dir(self.data_dir, collection, FAISS_STAGING))
@@ -172,7 +179,30 @@ class DocEmbeddingsStoreProcessor(_StoreProcessor):
     readonly = False
 
     async def handle(self, request: EmbeddedChunks, context: RequestContext) -> IngestResult:
+        if self.settings.changelog:
+            return IngestResult(count=await self._append(request))
         return IngestResult(count=await self._blocking(self._upsert, request))
+
+    async def _append(self, request: EmbeddedChunks) -> int:
+        """The write, a run of one document's version at a time, appended to the log (``schema/changelog.py``)."""
+        chunks, vectors = request.chunks, request.vectors
+        if len(chunks) != len(vectors):
+            raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors: each chunk needs exactly one vector")
+        if not chunks:
+            return 0
+        as_matrix(vectors)  # ragged, empty or non-finite vectors are refused before anything is logged
+        runs: dict[tuple[str, str, str], list[int]] = {}
+        for i, chunk in enumerate(chunks):
+            check_generation(chunk.generation)
+            runs.setdefault((check_collection(chunk.collection), chunk.document_id, chunk.generation), []).append(i)
+        for (collection, document_id, version), rows in runs.items():
+            first = min(chunks[i].position for i in rows)
+            run = EmbeddedChunks(chunks=[chunks[i] for i in rows], vectors=[vectors[i] for i in rows],
+                                 staged=request.staged)
+            await append_change(self.bus, self._log_topic, CHUNKS, run,
+                                key=chunks_key(collection, document_id, version, first),
+                                order_key=document_order(collection, document_id))
+        return len({c.chunk_id for c in chunks})
 
     def _upsert(self, request: EmbeddedChunks) -> int:
         chunks, vectors = request.chunks, request.vectors
@@ -217,7 +247,23 @@ class DocEmbeddingsDeleteProcessor(_StoreProcessor):
     readonly = False
 
     async def handle(self, request: DeleteDocument, context: RequestContext) -> IngestResult:
+        if self.settings.changelog:
+            return IngestResult(count=await self._append(request))
         return IngestResult(count=await self._blocking(self._delete, request))
+
+    async def _append(self, request: DeleteDocument) -> int:
+        """The switch, discard or removal appended to the log; the chunks switched to (a removal's count
+        is each replica's to know: 0 here)."""
+        collection, document_id = check_collection(request.collection), request.document_id
+        if request.discard:
+            key = discard_key(collection, document_id, check_generation(request.discard))
+        else:
+            key = state_key(collection, document_id)
+            if request.activate:
+                check_generation(request.activate)
+        await append_change(self.bus, self._log_topic, SWITCH, request, key=key,
+                            order_key=document_order(collection, document_id))
+        return request.chunks if request.activate else 0
 
     def _delete(self, request: DeleteDocument) -> int:
         staging = self._staging(request.collection)

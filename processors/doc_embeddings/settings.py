@@ -20,16 +20,12 @@ from typing import Annotated
 
 import msgspec
 
-from config.settings import ProcessorSettings
+from config.settings import StoreSettings
 
 Positive = Annotated[int, msgspec.Meta(ge=1)]
 
 
-class DocEmbeddingsSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=True):
-    # Where the collections live: <data_dir>/<collection>/faiss/, ~ expanded. "" = config.settings.default_data_dir()
-    # (RAGBUS_DATA_DIR, else $XDG_DATA_HOME/ragbus, else ~/.local/share/ragbus). The writer and every
-    # query replica must name the same directory.
-    data_dir: str = ""
+class DocEmbeddingsSettings(StoreSettings, kw_only=True, forbid_unknown_fields=True):
     # Below this many vectors a collection is searched exactly (faiss IndexFlatIP, brute force);
     # at or above it, approximately (IndexHNSWFlat, inner product). Flat search of 50k 384-d
     # vectors takes a few milliseconds; past that HNSW keeps queries fast at some recall cost.

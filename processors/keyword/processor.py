@@ -145,7 +145,8 @@ class _KeywordWriter(Processor[Req, IngestResult]):
         self._worker: _Worker | None = None
 
     async def start(self) -> None:
-        self._worker = _acquire_writers(data_dir(self.settings.data_dir), self.settings, self.name)
+        if not self.settings.changelog:  # from the log, a replica's documents-replica writes the indexes
+            self._worker = _acquire_writers(data_dir(self.settings.data_dir), self.settings, self.name)
 
     async def close(self) -> None:
         if self._worker is not None:
@@ -165,6 +166,11 @@ class KeywordStoreProcessor(_KeywordWriter[EmbeddedChunks]):
     response_type = IngestResult
 
     async def handle(self, request: EmbeddedChunks, context: RequestContext) -> IngestResult:
+        if self.settings.changelog:
+            # The doc-embeddings writer logs the same chunks, text and all: every replica indexes them from there.
+            for chunk in request.chunks:
+                check_collection(chunk.collection)
+            return IngestResult(count=len({c.chunk_id for c in request.chunks}))
         worker = self._require_worker()
         by_collection: dict[str, list[Chunk]] = {}
         for chunk in request.chunks:
@@ -207,8 +213,10 @@ class KeywordDeleteProcessor(_KeywordWriter[DeleteDocument]):
     response_type = IngestResult
 
     async def handle(self, request: DeleteDocument, context: RequestContext) -> IngestResult:
-        worker = self._require_worker()
         check_collection(request.collection)
+        if self.settings.changelog:  # the doc-embeddings delete writer logs the same switch or removal
+            return IngestResult(count=request.chunks if request.activate else 0)
+        worker = self._require_worker()
         if request.activate:
             return IngestResult(count=await worker.run(_activate, worker, request))
         if request.discard:

@@ -20,7 +20,7 @@ from typing import Annotated
 
 import msgspec
 
-from config.settings import ProcessorSettings
+from config.settings import StoreSettings
 
 # tantivy refuses an indexing thread with less than this much heap.
 MIN_HEAP_PER_THREAD = 15_000_000
@@ -28,11 +28,7 @@ MIN_HEAP_PER_THREAD = 15_000_000
 NonNegative = Annotated[float, msgspec.Meta(ge=0)]
 
 
-class KeywordSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=True):
-    # Where the indexes live: <data_dir>/<collection>/tantivy/. "" = config.settings.default_data_dir()
-    # (RAGBUS_DATA_DIR, else $XDG_DATA_HOME/ragbus, else ~/.local/share/ragbus).
-    data_dir: str = ""
-
+class KeywordSettings(StoreSettings, kw_only=True, forbid_unknown_fields=True):
     # Query side. A search sees every commit that finished at least this long before it started:
     # a query replica reloads its view of the index, before searching, once this much time has
     # passed since its last reload. 0 = reload before every search.

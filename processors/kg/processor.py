@@ -39,6 +39,7 @@ from schema import (
     check_collection,
 )
 from schema.times import iso, parse_instant
+from schema.topics import GRAPH_LOG
 
 from . import from_log
 from .from_log import GraphsFromLog
@@ -106,7 +107,8 @@ class _GraphProcessor(Processor[Req, Resp]):
     async def start(self) -> None:
         if self.settings.changelog:
             s = self.settings
-            self._from_log = await from_log.started(self.name, data_dir(s.data_dir), self.bus, topic=s.log_topic,
+            self._from_log = await from_log.started(self.name, data_dir(s.data_dir), self.bus,
+                                                    topic=s.log_topic or GRAPH_LOG,
                                                     apply_timeout_s=s.apply_timeout_s)
         else:
             self._graphs = _Graphs(self.name, self.settings, writer=self.writer)

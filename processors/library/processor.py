@@ -18,10 +18,13 @@ from datetime import UTC, datetime
 import msgspec
 
 from config.settings import data_dir
+from processors.runtime.changelog import append_change
 from processors.runtime.processor import Processor, RequestContext
 from processors.runtime.store_lock import WriterLock, take_writer_lock
 from schema import DocumentList, IngestResult, ListDocuments, RecordDocument, check_collection
+from schema.changelog import RECORD, document_order, record_key
 from schema.times import iso
+from schema.topics import DOCUMENTS_LOG
 
 from .settings import LibrarySettings
 from .store import Library, collections, library_path
@@ -39,7 +42,7 @@ class _LibraryProcessor(Processor):
         self._lock: WriterLock | None = None
 
     async def start(self) -> None:
-        if self.writer:
+        if self.writer and not self.settings.changelog:
             self._lock = take_writer_lock(self.data_dir, "documents", processor=self.name)
 
     async def close(self) -> None:
@@ -65,7 +68,10 @@ class DocumentRecordProcessor(_LibraryProcessor):
 
     async def handle(self, request: RecordDocument, context: RequestContext) -> IngestResult:
         doc = request.document
-        library = self.library(check_collection(doc.collection))
+        check_collection(doc.collection)
+        if self.settings.changelog:
+            return IngestResult(count=await self._append(request))
+        library = self.library(doc.collection)
         if request.removed and doc.document_id not in library.documents:
             return IngestResult(count=0)  # nothing to remove: the log stays as it is
         if not request.removed and doc.ingested_at is None:
@@ -75,6 +81,18 @@ class DocumentRecordProcessor(_LibraryProcessor):
         library.append(request)  # logged before applied: what a reader replays is what this writer holds
         library.apply(request)
         return IngestResult(count=1)
+
+    async def _append(self, request: RecordDocument) -> int:
+        """The record, dated here, appended to the log: every replica's library applies it the same way."""
+        doc = request.document
+        if not request.removed and doc.ingested_at is None:
+            request = msgspec.structs.replace(
+                request, document=msgspec.structs.replace(doc, ingested_at=iso(datetime.now(UTC)))
+            )
+        await append_change(self.bus, self.settings.log_topic or DOCUMENTS_LOG, RECORD, request,
+                            key=record_key(doc.collection, doc.document_id),
+                            order_key=document_order(doc.collection, doc.document_id))
+        return 1
 
 
 class DocumentsQueryProcessor(_LibraryProcessor):

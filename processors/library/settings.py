@@ -10,12 +10,10 @@ from typing import Annotated
 
 import msgspec
 
-from config.settings import ProcessorSettings
+from config.settings import StoreSettings
 
 
-class LibrarySettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=True):
-    # Where the library lives: <data_dir>/<collection>/documents.log. "" = config.settings.default_data_dir().
-    data_dir: str = ""
+class LibrarySettings(StoreSettings, kw_only=True, forbid_unknown_fields=True):
     # A listing asking for more documents a page gets this many (clamped): a page of 500 is ~150 KB,
     # well within a message.
     max_limit: Annotated[int, msgspec.Meta(ge=1)] = 500

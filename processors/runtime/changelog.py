@@ -44,6 +44,8 @@ import msgspec
 
 from processors.bus import Bus, LogReader, LogRecord
 from processors.runtime.threads import OneThread
+from schema import encode
+from schema.changelog import KIND
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -319,3 +321,9 @@ class LogFollower:
             await self._io.run(self.snapshot.close)
         finally:
             await self._io.close()
+
+
+async def append_change(bus: Bus, topic: str, kind: str, message: msgspec.Struct, *, key: str,
+                        order_key: str) -> str:
+    """Append one store write to a log topic as a record of ``kind`` (``schema/changelog.py``); its position."""
+    return await bus.append(topic, encode(message), key=key, order_key=order_key, headers={KIND: kind})

@@ -1,0 +1,20 @@
+"""Every default of the documents-replica processor, in one place (``[processors.documents-replica]``).
+
+Its ``data_dir`` is the host's own: the query processors of the host (doc-embeddings-query,
+fetch-chunk, keyword-query, documents-query) name the same one and read what it writes.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+from config.settings import StoreSettings
+
+
+class ReplicaSettings(StoreSettings, kw_only=True, forbid_unknown_fields=True):
+    # How often, at most, the replica's checkpoint (where it stands on the log) is made durable while it
+    # follows the log; it is also written once caught up and on close. A replica killed in between
+    # applies the records after its checkpoint again (every store write is idempotent).
+    sync_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 1.0

@@ -1,0 +1,67 @@
+"""How the document stores' changes travel on their log (``topics.DOCUMENTS_LOG``), and a replica's status.
+
+Every record of the documents log is a write request as the stores' writers take it, with its
+kind in the ``KIND`` header:
+
+- ``CHUNKS``: ``EmbeddedChunks``, one document's chunks of one version (staged) with their
+  vectors and text: what doc-embeddings-store and keyword-store write;
+- ``SWITCH``: ``DeleteDocument``: the switch to a staged version (``activate``), the removal of
+  a document, or the discard of a staged version: what the stores' delete writers take;
+- ``RECORD``: ``RecordDocument``, the library's entry of a document stored whole or removed.
+
+All records of a document share its order key (``document_order``), so every replica applies
+them in the order they were appended: a version's chunks, then the switch to it, then its
+record. Keys say what compaction may forget: a document's switch or removal share one key (its
+latest is its state); each staged run of chunks, each discard and the record have keys of their own.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from .common import Error
+
+KIND = "ragbus-kind"
+CHUNKS = "chunks"
+SWITCH = "switch"
+RECORD = "record"
+KINDS = (CHUNKS, SWITCH, RECORD)
+
+_SEP = "\x1f"  # in no collection name; a document id that holds it only makes its key longer
+
+
+def document_order(collection: str, document_id: str) -> str:
+    return f"{collection}{_SEP}{document_id}"
+
+
+def chunks_key(collection: str, document_id: str, version: str, first_position: int) -> str:
+    return f"{document_order(collection, document_id)}{_SEP}chunks{_SEP}{version}{_SEP}{first_position}"
+
+
+def state_key(collection: str, document_id: str) -> str:
+    """The key of a document's switch or removal: the latest is what the stores hold of it."""
+    return f"{document_order(collection, document_id)}{_SEP}state"
+
+
+def discard_key(collection: str, document_id: str, version: str) -> str:
+    return f"{document_order(collection, document_id)}{_SEP}discard{_SEP}{version}"
+
+
+def record_key(collection: str, document_id: str) -> str:
+    return f"{document_order(collection, document_id)}{_SEP}record"
+
+
+class ReplicaStatusRequest(msgspec.Struct, kw_only=True):
+    """Ask a stores replica where it stands (``documents-replica``)."""
+
+
+class ReplicaStatus(msgspec.Struct, kw_only=True):
+    """Where a stores replica stands on its log: records applied, whether it has caught up."""
+
+    log_topic: str = ""
+    data_dir: str = ""
+    replayed: int = 0  # records applied from its own snapshot at start
+    read: int = 0  # records read from the log since start
+    caught_up: bool = False  # every record appended before the request was applied
+    checkpoint: str = ""
+    error: Error | None = None

@@ -1,0 +1,161 @@
+"""The document stores made from the bus's log: an ingestion host appends, query hosts make their own stores.
+
+On every backend, with nothing shared but the bus: the ingestion host's writers append to the
+documents log; each query host runs documents-replica on a data dir of its own and its query
+processors read it. A document ingested is searched, fetched and listed on every host; a host
+started later has caught up before it says ready; a new version replaces the old one whole; a
+delete reaches every host; a host restarted resumes from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+
+import msgspec
+
+from config.settings import load_settings
+from processors.ingestion import ingest
+from processors.runtime.worker import processors_running
+from schema import (
+    DeleteDocument,
+    DocumentList,
+    FetchChunkRequest,
+    FetchChunkResponse,
+    IngestResult,
+    KeywordQueryRequest,
+    KeywordQueryResponse,
+    ListDocuments,
+)
+from schema.changelog import ReplicaStatus, ReplicaStatusRequest
+from schema.topics import CHANGELOG_PREFIX
+
+from ..helpers.rag_pipeline import DOCS
+from ..helpers.serving import client_on
+
+STORES = ("doc-embeddings-store", "doc-embeddings-delete", "keyword-store", "keyword-delete", "document-record")
+INGESTION = ("embed", "document-load", "document-delete", *STORES, "documents-replica", "documents-query")
+QUERY = ("documents-replica", "keyword-query", "fetch-chunk", "doc-embeddings-query", "documents-query")
+
+
+def host_settings(data_dir, names, log: str, suffix: str, *, host: str, own_topics: bool):
+    """Settings of one host: its own data dir and groups; the query host's processors on topics of its own."""
+    settings = load_settings(environ={})
+    for name in names:
+        section = settings.processors[name]
+        section["group"] = f"{name}-{host}-{suffix}"
+        if name in (*STORES, *QUERY):
+            section["data_dir"] = str(data_dir)
+        if name in (*STORES, "documents-replica"):
+            section.update(changelog=True, log_topic=log)
+        if name in ("keyword-query", "fetch-chunk", "doc-embeddings-query"):
+            section["refresh_interval_s"] = 0
+        if own_topics:
+            section["topic"] = f"{name}-{host}-{suffix}"
+    settings.processors["document-delete"]["retract_topic"] = ""  # no graph here
+    return settings
+
+
+class Host:
+    def __init__(self, client, suffix: str, host: str, collection: str) -> None:
+        self.client, self.suffix, self.host, self.collection = client, suffix, host, collection
+
+    def topic(self, name: str) -> str:
+        return f"{name}-{self.host}-{self.suffix}"
+
+    async def search(self, query: str) -> list[str]:
+        r = await self.client.request(self.topic("keyword-query"), KeywordQueryRequest(
+            query=query, collection=self.collection), KeywordQueryResponse, timeout=30)
+        assert r.error is None, r.error
+        return [m.chunk_id for m in r.matches]
+
+    async def texts(self, chunk_ids: list[str]) -> list[str]:
+        r = await self.client.request(self.topic("fetch-chunk"), FetchChunkRequest(
+            chunk_ids=chunk_ids, collection=self.collection), FetchChunkResponse, timeout=30)
+        assert r.error is None, r.error
+        return [m.text or "" for m in r.chunks]
+
+    async def documents(self) -> list[str]:
+        r = await self.client.request(self.topic("documents-query"), ListDocuments(collection=self.collection),
+                                      DocumentList, timeout=30)
+        assert r.error is None, r.error
+        return [d.document_id for d in r.documents]
+
+    async def status(self) -> ReplicaStatus:
+        r = await self.client.request(self.topic("documents-replica"), ReplicaStatusRequest(), ReplicaStatus,
+                                      timeout=30)
+        assert r.error is None, r.error
+        return r
+
+    async def until(self, check, what: str, timeout: float = 30.0) -> None:
+        """The replica applies the log on its own time: wait (bounded) until ``check()`` holds."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not await check():
+            assert asyncio.get_running_loop().time() < deadline, f"{self.host}: {what} not within {timeout} s"
+            await asyncio.sleep(0.05)
+
+
+async def test_an_ingestion_host_appends_and_every_query_host_makes_its_own_stores(bus_url, open_bus, tmp_path):
+    suffix, collection = uuid.uuid4().hex[:8], f"c{uuid.uuid4().hex[:8]}"
+    log = f"{CHANGELOG_PREFIX}documents-{suffix}"
+    writer = host_settings(tmp_path / "ingestion", INGESTION, log, suffix, host="w", own_topics=False)
+    # The ingestion host's own replica and listing are on topics of their own too, so nothing else answers.
+    for name in ("documents-replica", "documents-query"):
+        writer.processors[name]["topic"] = f"{name}-w-{suffix}"
+    writer.processors["document-load"]["documents_topic"] = f"documents-query-w-{suffix}"
+
+    def query_host(host: str):
+        return processors_running(host_settings(tmp_path / f"host-{host}", QUERY, log, suffix, host=host,
+                                                own_topics=True), list(QUERY), bus_url, ready_timeout=120)
+
+    bus = await open_bus()
+    docs = [msgspec.structs.replace(d, collection=collection) for d in DOCS]
+    async with contextlib.AsyncExitStack() as stack:
+        await stack.enter_async_context(processors_running(writer, list(INGESTION), bus_url, ready_timeout=120))
+        client = await stack.enter_async_context(client_on(bus))
+        await stack.enter_async_context(query_host("a"))
+        a, b = Host(client, suffix, "a", collection), Host(client, suffix, "b", collection)
+        summary = await ingest(client, docs, timeout=60)
+        assert summary.failed == [] and summary.documents == 3
+        await a.until(lambda: _listed(a, ["loops", "slots", "with"]), "the ingested documents")
+        assert "loops#0" in await a.search("else clause")
+        assert "else clause of a loop runs" in (await a.texts(["loops#0"]))[0]
+        # A host started later has caught up when it says ready: no waiting.
+        await stack.enter_async_context(query_host("b"))
+        assert "loops#0" in await b.search("else clause")
+        assert sorted(await b.documents()) == ["loops", "slots", "with"]
+        assert (await b.status()).caught_up
+        # A new version replaces the old one whole, on every host.
+        changed = msgspec.structs.replace(docs[1], text="The for statement repeats a block. A while loop tests first.")
+        assert (await ingest(client, [changed], timeout=60)).failed == []
+        for host in (a, b):
+            await host.until(lambda h=host: _has(h, "repeats", "loops#0"), "the new version")
+            found = await host.search("else clause")
+            assert found == [], (found, await host.texts(found))  # nothing of the old version is left
+        # A delete reaches every host.
+        deleted = await client.request("document-delete", DeleteDocument(document_id="slots", collection=collection),
+                                       IngestResult, timeout=60)
+        assert deleted.error is None, deleted.error
+        for host in (a, b):
+            await host.until(lambda h=host: _gone(h, "__slots__ declaration"), "the delete")
+            assert sorted(await host.documents()) == ["loops", "with"]
+    # A host restarted resumes from its checkpoint: it reads nothing it had applied.
+    async with query_host("a"), client_on(bus) as client:
+        a = Host(client, suffix, "a", collection)
+        status = await a.status()
+        assert status.caught_up and status.read == 0 and status.checkpoint
+        assert "loops#0" in await a.search("repeats")
+
+
+async def _has(host: Host, query: str, chunk_id: str) -> bool:
+    return chunk_id in await host.search(query)
+
+
+async def _listed(host: Host, documents: list[str]) -> bool:
+    return sorted(await host.documents()) == documents
+
+
+async def _gone(host: Host, query: str) -> bool:
+    return await host.search(query) == []
+
