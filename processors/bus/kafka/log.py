@@ -90,6 +90,7 @@ class KafkaLogReader(LogReader):
         self._consumer: AIOKafkaConsumer = groupless_consumer(bus)  # type: ignore[arg-type]
         self._next: dict[int, int] = {}  # partition -> offset of the next record to return
         self._tps: list[TopicPartition] = []
+        self._ends: dict[int, int] | None = None  # the partitions' ends as last asked
 
     async def start(self, after: str | None) -> None:
         nexts = parse_checkpoint(after) if after is not None else {}
@@ -118,17 +119,22 @@ class KafkaLogReader(LogReader):
                          f"{record.partition}:{record.offset}")
 
     async def caught_up(self) -> bool:
-        ends = await self._consumer.end_offsets(self._tps)
+        # Short of the end last seen, it is not caught up: the broker is asked again only once that
+        # end is reached, so a reader catching up asks once, not once a record.
+        if self._ends is not None and not self._reached(self._ends):
+            return False
+        self._ends = await kafka_topics.end_offsets(await self._bus._admin_client(), self.topic)
+        if self._reached(self._ends):
+            return True
+        # Offsets can be missing below the end (compacted away, a transaction's marker): the
+        # consumer's position, which moves as records are returned, has passed them then.
         for tp in self._tps:
-            if self._next[tp.partition] >= ends[tp]:
-                continue
-            # Offsets can be missing below the end (compacted away, a transaction's marker): the
-            # consumer's position, which moves as records are returned, has passed them then.
             position = await self._consumer.position(tp)
-            if position < ends[tp]:
-                return False
-            self._next[tp.partition] = position
-        return True
+            self._next[tp.partition] = max(self._next[tp.partition], position)
+        return self._reached(self._ends)
+
+    def _reached(self, ends: dict[int, int]) -> bool:
+        return all(self._next.get(p, 0) >= end for p, end in ends.items())
 
     def covers(self, position: str) -> bool:
         partition, offset = parse_position(position)

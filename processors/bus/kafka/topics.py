@@ -137,6 +137,31 @@ async def _leaders_serve(admin: AIOKafkaAdminClient, leaders: dict[int, dict[str
     return True
 
 
+async def end_offsets(admin: AIOKafkaAdminClient, topic: str) -> dict[int, int]:
+    """Each partition's end offset, asked of its leader over the admin client's connections.
+
+    Not a consumer's ``end_offsets``: a broker answers a connection's requests in order, so on a
+    consumer's connection the question waits behind its long-polling fetch (up to
+    ``fetch_max_wait_ms``, a second by default) whenever that consumer has read to the end.
+    """
+    leaders: dict[int, list[int]] = {}
+    for t in await admin.describe_topics([topic]):
+        if t["error_code"]:
+            raise KafkaError(f"describing {topic!r} failed with error code {t['error_code']}")
+        for part in t["partitions"]:
+            leaders.setdefault(part["leader"], []).append(part["partition"])
+    ends: dict[int, int] = {}
+    for node, partitions in leaders.items():
+        request = OffsetRequest(-1, 0, [(topic, [(partition, -1) for partition in partitions])])
+        response = await admin._send_request_to_node(node, request)
+        for _, part_data in response.topics:
+            for partition, error_code, *_, offset in part_data:
+                if error_code:
+                    raise KafkaError(f"the end of {topic}:{partition} is unknown (error code {error_code})")
+                ends[partition] = offset
+    return ends
+
+
 async def describe(admin: AIOKafkaAdminClient, names: list[str] | None, dead_letter_suffix: str) -> list[TopicInfo]:
     """What the broker holds for ``names`` (every topic but the broker's internal ones when None).
 
