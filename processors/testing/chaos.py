@@ -36,20 +36,32 @@ class WorkerProcess:
         self.proc: asyncio.subprocess.Process | None = None
         self.log: collections.deque[str] = collections.deque(maxlen=50)
         self._drain: asyncio.Task | None = None
+        self._ready: asyncio.Future[None] | None = None
 
     async def start(self, timeout: float = 120.0) -> WorkerProcess:
-        self.proc = await asyncio.create_subprocess_exec(
-            *self.wrap, sys.executable, "-m", "processors.cli", "worker", *self.names, "--bus", self.url,
-            env=self.env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-        )
-        ready = asyncio.get_running_loop().create_future()
-        self._drain = asyncio.ensure_future(self._read(ready))
+        """Spawn the worker and wait until it says ready."""
+        await self.spawn()
+        assert self._ready is not None
         try:
-            await asyncio.wait_for(asyncio.shield(ready), timeout)
+            await asyncio.wait_for(asyncio.shield(self._ready), timeout)
         except (TimeoutError, RuntimeError) as exc:
             self.kill()
             raise RuntimeError(f"worker {self.names} not ready: {exc}\n" + "\n".join(self.log)) from None
         return self
+
+    async def spawn(self) -> WorkerProcess:
+        """Spawn the worker without waiting for it (``ready`` tells whether it has said so yet)."""
+        self.proc = await asyncio.create_subprocess_exec(
+            *self.wrap, sys.executable, "-m", "processors.cli", "worker", *self.names, "--bus", self.url,
+            env=self.env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        )
+        self._ready = asyncio.get_running_loop().create_future()
+        self._drain = asyncio.ensure_future(self._read(self._ready))
+        return self
+
+    @property
+    def ready(self) -> bool:
+        return self._ready is not None and self._ready.done() and self._ready.exception() is None
 
     async def _read(self, ready: asyncio.Future) -> None:
         assert self.proc is not None and self.proc.stderr is not None

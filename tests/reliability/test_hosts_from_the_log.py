@@ -1,0 +1,190 @@
+"""Stores from the log across hosts: a broker, an ingestion host and query hosts, each on a network of its own.
+
+Each host is a network namespace (``processors/testing/netns.py``) with a data dir of its own,
+and nothing is shared between them but the broker: every store processor runs with
+``changelog = true``. The test itself is the caller, over the bridge. A document ingested on the
+ingestion host is answered and cited by each query host (each answers from its own stores: its
+orchestrator asks its own processors); a delete reaches every host, its graph facts too, while
+``as_of`` before the delete still shows them; a query host killed with kill -9 while it catches
+up restarts and catches up; a host added last catches up and answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime
+
+import msgspec
+import pytest
+
+from config import pipelines
+from processors.bus import connect
+from processors.ingestion import ingest
+from processors.kg.files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology
+from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import DocumentRagClient
+from processors.testing import brokers, netns
+from processors.testing.chaos import WorkerProcess, worker_env
+from schema import DeleteDocument, Document, Entity, Fact, IngestResult, LoadTriples
+
+from ..helpers.brokers import own_broker, settings_for_tests
+from ..helpers.rag_pipeline import DOCS, ELSE_QUESTION, UK_QUESTION
+
+pytestmark = pytest.mark.brokers
+
+STORES = ("doc-embeddings-store", "doc-embeddings-delete", "keyword-store", "keyword-delete", "document-record",
+          "kg-store", "kg-query", "documents-replica")
+INGESTION = ("embed", "document-load", "document-delete", "doc-embeddings-store", "doc-embeddings-delete",
+             "keyword-store", "keyword-delete", "document-record", "kg-store", "documents-replica", "documents-query")
+# The orchestrator's sub-requests, each to the processor on its own host.
+SUB_TOPICS = {"prompt_topic": "prompt", "embed_topic": "embed", "doc_embeddings_topic": "doc-embeddings-query",
+              "fetch_chunk_topic": "fetch-chunk", "keyword_topic": "keyword-query", "kg_topic": "kg-query"}
+FILLER = 150  # documents beside DOCS: enough records that catching up takes a moment
+
+
+def var(name: str, key: str) -> str:
+    return f"RAGBUS_PROCESSORS__{name.upper().replace('-', '_')}__{key.upper()}"
+
+
+def host_env(tmp_path, host: str, suffix: str) -> dict[str, str]:
+    """A host's environment: its own data dir and groups; the stores from this run's logs; on a query
+    host, every query processor (and its orchestrator's calls) on topics of the host's own."""
+    env = worker_env(str(tmp_path / host), f"{host}-{suffix}")
+    for name in STORES:
+        env[var(name, "changelog")] = "true"
+    for name in ("doc-embeddings-store", "doc-embeddings-delete", "keyword-store", "keyword-delete",
+                 "document-record", "documents-replica"):
+        env[var(name, "log_topic")] = f"ragbus.changelog.documents-{suffix}"
+    for name in ("kg-store", "kg-query"):
+        env[var(name, "log_topic")] = f"ragbus.changelog.graph-{suffix}"
+    for name in ("keyword-query", "doc-embeddings-query", "fetch-chunk"):
+        env[var(name, "refresh_interval_s")] = "0"
+    if host != "ingest":
+        for name in pipelines.LOG_REPLICA:
+            env[var(name, "topic")] = f"{name}-{host}"
+        env[var("embed", "bulk_topic")] = ""  # ingestion's embedding is the ingestion host's
+        for key, name in SUB_TOPICS.items():
+            env[var("document-rag", key)] = f"{name}-{host}"
+    return env
+
+
+@pytest.fixture
+def network():
+    why = netns.unavailable()
+    if why:
+        if brokers.in_ci():
+            pytest.fail(f"separate-host tests must run in CI: {why}", pytrace=False)
+        pytest.skip(why)
+    with netns.Network(["broker", "ingest", "q1", "q2", "q3"]) as net:
+        yield net
+
+
+async def until(check, what: str, timeout: float = 60.0):
+    """A host applies the log on its own time: the first result of ``check()`` that is not None, within a bound."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        found = await check()
+        if found is not None:
+            return found
+        assert asyncio.get_running_loop().time() < deadline, f"{what}: not within {timeout} s"
+        await asyncio.sleep(0.2)
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("which", ["kafka", "pulsar"])
+async def test_query_hosts_of_their_own_make_their_stores_from_the_log(which, network, tmp_path):
+    suffix, collection = uuid.uuid4().hex[:8], f"hosts-{uuid.uuid4().hex[:8]}"
+    broker = own_broker(which, tmp_path, network["broker"].address, network["broker"].wrap)
+    workers: dict[str, WorkerProcess] = {}
+
+    async def start(host: str, names) -> WorkerProcess:
+        workers[host] = await WorkerProcess(list(names), broker.url, host_env(tmp_path, host, suffix),
+                                            wrap=network[host].wrap).start(timeout=300)
+        return workers[host]
+
+    try:
+        await start("ingest", INGESTION)
+        await asyncio.gather(start("q1", pipelines.LOG_REPLICA), start("q2", pipelines.LOG_REPLICA))
+        async with await connect(broker.url, settings_for_tests()) as bus, RequestClient(bus, name="caller") as client:
+            def rag(host: str) -> DocumentRagClient:
+                return DocumentRagClient(client, topic=f"document-rag-{host}", timeout=60)
+
+            async def cites(host: str, question: str, chunk: str, **kw):
+                r = await rag(host).ask(question, collection=collection, mode="hybrid", **kw)
+                return r if chunk in r.cited else None
+
+            docs = [msgspec.structs.replace(d, collection=collection) for d in DOCS]
+            filler = [Document(document_id=f"filler-{i}", title=f"note {i}", collection=collection,
+                               text=f"Note {i} records a measurement of sample {i} taken on day {i % 30}.")
+                      for i in range(FILLER)]
+            summary = await ingest(client, [*docs, *filler], timeout=120)
+            assert summary.failed == [] and summary.documents == len(docs) + FILLER
+            loaded = await load_graph(client, SAMPLE_GRAPH, ontology=read_ontology(SAMPLE_ONTOLOGY),
+                                      collection=collection)
+            assert loaded.rejected == []
+            # A fact the document "loops" is the source of: its delete retracts it.
+            fact = Fact("Ada Loops", "head_of_government_of", "United Kingdom", valid_from="2030-01-01",
+                        source="loops", id="from-loops")
+            added = await client.request("triples-load", LoadTriples(
+                entities=[Entity(id="Ada Loops", type="Person")], facts=[fact], collection=collection),
+                IngestResult, timeout=60)
+            assert added.error is None and added.count == 2 and not added.warnings, added
+            for host in ("q1", "q2"):
+                answer = await until(lambda h=host: cites(h, ELSE_QUESTION, "loops#0"), f"{host} cites loops#0")
+                assert "else clause" in answer.answer.lower(), answer.answer
+                facts = await until(lambda h=host: _facts_from(rag(h), collection, "loops"), f"{host}'s facts")
+                assert facts
+            # A query host killed with kill -9 while it catches up, then started again: it catches up.
+            killed = WorkerProcess(list(pipelines.LOG_REPLICA), broker.url, host_env(tmp_path, "q3", suffix),
+                                   wrap=network["q3"].wrap)
+            await killed.spawn()
+            # Killed once it has begun writing its stores from the log, before it says ready.
+            await until(lambda: _started(tmp_path / "q3" / collection), "q3 begins to catch up", timeout=120)
+            was_ready = killed.ready
+            killed.kill()
+            await killed.stop(timeout=15)
+            assert not was_ready, "q3 caught up before it could be killed: the log is too short for this test"
+            await start("q3", pipelines.LOG_REPLICA)
+            answer = await cites("q3", ELSE_QUESTION, "loops#0")  # ready means caught up: no waiting
+            assert answer is not None, "q3 restarted without the ingested document"
+            # A delete reaches every host, the graph facts it was the source of too.
+            before = datetime.now(UTC).isoformat()
+            await asyncio.sleep(0.05)
+            deleted = await client.request("document-delete", DeleteDocument(document_id="loops",
+                                                                              collection=collection),
+                                           IngestResult, timeout=60)
+            assert deleted.error is None and deleted.retracted == 1, deleted
+            for host in ("q1", "q2", "q3"):
+                async def gone(h=host):
+                    r = await rag(h).ask(ELSE_QUESTION, collection=collection, mode="hybrid")
+                    facts = await _facts_from(rag(h), collection, "loops")
+                    return True if "loops#0" not in r.cited and not facts else None
+
+                await until(gone, f"{host} forgets loops")
+                assert await _facts_from(rag(host), collection, "loops", as_of=before), "as_of before the delete"
+            # A host added last catches up and answers, the delete included.
+            await workers.pop("q1").stop(timeout=30)
+            fresh = host_env(tmp_path, "q1", suffix)
+            fresh["RAGBUS_DATA_DIR"] = str(tmp_path / "q1-new")
+            workers["q1"] = await WorkerProcess(list(pipelines.LOG_REPLICA), broker.url, fresh,
+                                                wrap=network["q1"].wrap).start(timeout=300)
+            answer = await rag("q1").ask("What does __slots__ save?", collection=collection, mode="hybrid")
+            assert "slots#0" in answer.cited and "loops#0" not in answer.cited
+            assert not await _facts_from(rag("q1"), collection, "loops")
+    finally:
+        for w in workers.values():
+            w.kill()
+            await w.stop(timeout=15)
+        broker.stop()
+    print(f"\n{which}: q3 killed while it caught up, restarted and caught up")
+
+
+async def _facts_from(rag: DocumentRagClient, collection: str, source: str, as_of: str | None = None):
+    r = await rag.ask(UK_QUESTION, collection=collection, mode="hybrid", at_time="2031-01-01", as_of=as_of)
+    found = [f for f in r.facts if f.source == source]
+    return found or None
+
+
+async def _started(collection_dir) -> bool | None:
+    return True if (collection_dir / "faiss").is_dir() else None
