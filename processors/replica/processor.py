@@ -16,6 +16,12 @@ durable after the stores fsynced what it applied; one killed in between re-appli
 after it. A record the stores refuse (a dimension other than the collection's, a switch to a
 version not wholly staged) is logged and skipped, as it is on every replica.
 
+With ``tombstones`` (one replica of a deployment, the ingestion host's), it also appends the
+tombstones that let the broker's compaction forget what a switch or a removal superseded: the
+runs of a document's other versions, a discarded version's runs and its discard, a removed
+document's runs, state and record. A replica starting from the compacted log then reads each
+document's live version and nothing else.
+
 It answers ``ReplicaStatusRequest`` on its topic with where it stands.
 """
 
@@ -32,7 +38,17 @@ from processors.runtime.changelog import CheckpointFile, LogFollower
 from processors.runtime.envelope import Envelope, new_traceparent
 from processors.runtime.processor import Processor, RequestContext
 from schema import DeleteDocument, EmbeddedChunks, RecordDocument, decode
-from schema.changelog import CHUNKS, KIND, RECORD, SWITCH, ReplicaStatus, ReplicaStatusRequest
+from schema.changelog import (
+    CHUNKS,
+    KIND,
+    RECORD,
+    SWITCH,
+    ReplicaStatus,
+    ReplicaStatusRequest,
+    discard_key,
+    document_order,
+    state_key,
+)
 from schema.topics import DOCUMENTS_LOG
 
 from .settings import ReplicaSettings
@@ -63,6 +79,8 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
         self._types: dict[str, type] = {CHUNKS: EmbeddedChunks, SWITCH: DeleteDocument, RECORD: RecordDocument}
         self._started: list[Processor[Any, Any]] = []
         self.follower: LogFollower | None = None
+        # With ``tombstones``: every live run of chunks seen, by document (order key): run key -> version.
+        self._runs: dict[str, dict[str, str]] = {}
 
     async def start(self) -> None:
         try:
@@ -71,6 +89,8 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
                     writer.bus = self.bus
                     await writer.start()  # the data dir's writer locks: a second replica on it is refused
                     self._started.append(writer)
+            if self.settings.tombstones:
+                await self._learn_runs()
             self.follower = LogFollower(
                 self.bus, self.log_topic, CheckpointFile(self.data_dir / ".replicas" / self.name / CHECKPOINT),
                 self._apply, name=self.name, sync_interval_s=self.settings.sync_interval_s,
@@ -90,6 +110,7 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
 
     async def _apply(self, record) -> None:
         if record.body is None:
+            self._forget(record.key)
             return  # a tombstone: what it removed was removed by the record before it
         kind = record.headers.get(KIND)
         if kind not in self._writers:
@@ -102,6 +123,61 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
         )
         for writer in self._writers[kind]:
             await writer.handle(request, context)
+        if self.settings.tombstones:
+            await self._tombstone(record, kind, request)
+
+    async def _learn_runs(self) -> None:
+        """Every live run of the log as it stands (its keys, and the versions of its runs)."""
+        async with await self.bus.read_log(self.log_topic) as reader:
+            while not await reader.caught_up():
+                record = await reader.next()
+                kind = record.headers.get(KIND)
+                if record.body is None:
+                    self._forget(record.key)
+                elif kind == CHUNKS:
+                    self._remember(record.key, decode(record.body, EmbeddedChunks))
+                elif kind == SWITCH:
+                    self._superseded(decode(record.body, DeleteDocument))
+
+    def _remember(self, key: str, run: EmbeddedChunks) -> None:
+        if run.chunks:
+            first = run.chunks[0]
+            self._runs.setdefault(document_order(first.collection, first.document_id), {})[key] = first.generation
+
+    def _forget(self, key: str) -> None:
+        for runs in self._runs.values():
+            runs.pop(key, None)
+
+    def _superseded(self, change: DeleteDocument) -> list[str]:
+        """The keys a switch, discard or removal leaves with nothing to say, forgotten here."""
+        order = document_order(change.collection, change.document_id)
+        runs = self._runs.get(order, {})
+        if change.activate:
+            gone = [k for k, version in runs.items() if version != change.activate]
+        elif change.discard:
+            gone = [k for k, version in runs.items() if version == change.discard]
+            gone.append(discard_key(change.collection, change.document_id, change.discard))
+        else:  # a removal: the document had better never have been, once it is applied everywhere
+            gone = [*runs, state_key(change.collection, change.document_id)]
+        for key in gone:
+            runs.pop(key, None)
+        if not runs:
+            self._runs.pop(order, None)
+        return gone
+
+    async def _tombstone(self, record, kind: str, request: Any) -> None:
+        if kind == CHUNKS:
+            self._remember(record.key, request)
+            return
+        if kind == SWITCH:
+            order, gone = document_order(request.collection, request.document_id), self._superseded(request)
+        elif request.removed:  # the library's record of a removed document
+            doc = request.document
+            order, gone = document_order(doc.collection, doc.document_id), [record.key]
+        else:
+            return
+        for key in gone:
+            await self.bus.append(self.log_topic, None, key=key, order_key=order)
 
     async def handle(self, request: ReplicaStatusRequest, context: RequestContext) -> ReplicaStatus:
         follower = self.follower

@@ -18,3 +18,8 @@ class ReplicaSettings(StoreSettings, kw_only=True, forbid_unknown_fields=True):
     # follows the log; it is also written once caught up and on close. A replica killed in between
     # applies the records after its checkpoint again (every store write is idempotent).
     sync_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 1.0
+    # Append the tombstones that let the broker's compaction forget what a document's switch or removal
+    # superseded: the runs of its other versions, a discarded version's runs, a removed document's every
+    # key. One replica of a deployment is enough (the ingestion host's); another appends the same ones
+    # again, which is harmless. At start it reads the log's keys once from the start, to know every run.
+    tombstones: bool = False

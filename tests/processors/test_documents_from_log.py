@@ -18,8 +18,10 @@ import msgspec
 from config.settings import load_settings
 from processors.ingestion import ingest
 from processors.runtime.worker import processors_running
+from processors.bus import LogRecord
 from schema import (
     DeleteDocument,
+    EmbeddedChunks,
     DocumentList,
     FetchChunkRequest,
     FetchChunkResponse,
@@ -27,8 +29,9 @@ from schema import (
     KeywordQueryRequest,
     KeywordQueryResponse,
     ListDocuments,
+    decode,
 )
-from schema.changelog import ReplicaStatus, ReplicaStatusRequest
+from schema.changelog import CHUNKS, KIND, RECORD, SWITCH, ReplicaStatus, ReplicaStatusRequest
 from schema.topics import CHANGELOG_PREFIX
 
 from ..helpers.rag_pipeline import DOCS
@@ -103,6 +106,7 @@ async def test_an_ingestion_host_appends_and_every_query_host_makes_its_own_stor
     # The ingestion host's own replica and listing are on topics of their own too, so nothing else answers.
     for name in ("documents-replica", "documents-query"):
         writer.processors[name]["topic"] = f"{name}-w-{suffix}"
+    writer.processors["documents-replica"]["tombstones"] = True
     writer.processors["document-load"]["documents_topic"] = f"documents-query-w-{suffix}"
 
     def query_host(host: str):
@@ -140,6 +144,8 @@ async def test_an_ingestion_host_appends_and_every_query_host_makes_its_own_stor
         for host in (a, b):
             await host.until(lambda h=host: _gone(h, "__slots__ declaration"), "the delete")
             assert sorted(await host.documents()) == ["loops", "with"]
+        # What compaction would keep of the log: each document's live version, nothing of the deleted one.
+        await a.until(lambda: _compacts_to_live(bus, log, collection), "the tombstones", timeout=30)
     # A host restarted resumes from its checkpoint: it reads nothing it had applied.
     async with query_host("a"), client_on(bus) as client:
         a = Host(client, suffix, "a", collection)
@@ -159,3 +165,27 @@ async def _listed(host: Host, documents: list[str]) -> bool:
 async def _gone(host: Host, query: str) -> bool:
     return await host.search(query) == []
 
+
+
+async def _compacts_to_live(bus, log: str, collection: str) -> bool:
+    """Whether the log, compacted (each key's latest record; none for a key whose latest is a tombstone),
+    holds of each document only its live version's runs, its state and its record, and nothing of "slots"."""
+    latest: dict[str, LogRecord] = {}
+    async with await bus.read_log(log) as reader:
+        while not await reader.caught_up():
+            record = await asyncio.wait_for(reader.next(), 30)
+            latest[record.key] = record
+    kept: dict[str, list[LogRecord]] = {}
+    for record in latest.values():
+        if record.body is not None:
+            kept.setdefault(record.key.split("\x1f")[1], []).append(record)
+    if set(kept) != {"loops", "with"}:
+        return False
+    for records in kept.values():
+        kinds = sorted(r.headers[KIND] for r in records)
+        switched = [decode(r.body, DeleteDocument).activate for r in records if r.headers[KIND] == SWITCH]
+        versions = {c.generation for r in records if r.headers[KIND] == CHUNKS
+                    for c in decode(r.body, EmbeddedChunks).chunks}
+        if kinds != [CHUNKS, RECORD, SWITCH] or versions != set(switched):
+            return False
+    return True
