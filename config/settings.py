@@ -77,6 +77,9 @@ class StoreSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=True)
     # The log topic: "" = the store's own (schema.topics: GRAPH_LOG for the graph, DOCUMENTS_LOG for
     # the document stores and the library). One per deployment: every collection is in it.
     log_topic: str = ""
+    # A read whose request must see a write (``must_see``) waits this long at most for the replica to apply
+    # it, then fails, saying the replica is behind.
+    fresh_wait_s: PositiveSeconds = 10.0
 
 
 # The keys of a [processors.NAME] section that wire it rather than set it: which class runs and on

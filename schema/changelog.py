@@ -51,6 +51,18 @@ def record_key(collection: str, document_id: str) -> str:
     return f"{document_order(collection, document_id)}{_SEP}record"
 
 
+def token(topic: str, position: str) -> str:
+    """What a write answers with (``IngestResult.seen``) and a read carries (``must_see``)."""
+    return f"{topic}@{position}"
+
+
+def parse_token(value: str) -> tuple[str, str]:
+    topic, at, position = value.rpartition("@")
+    if not at or not topic or not position:
+        raise ValueError(f"{value[:100]!r} is not a log token (<log topic>@<position>, what an ingest answers)")
+    return topic, position
+
+
 class ReplicaStatusRequest(msgspec.Struct, kw_only=True):
     """Ask a stores replica where it stands (``documents-replica``)."""
 

@@ -16,6 +16,10 @@ import msgspec
 WIRE_MAX = 2**63 - 1
 Limit = Annotated[int, msgspec.Meta(ge=1, le=WIRE_MAX)]
 Count = Annotated[int, msgspec.Meta(ge=0, le=WIRE_MAX)]
+# Writes a request must see, for stores made from the bus's logs: the ``seen`` tokens (``topic@position``,
+# schema/changelog.py) their ingest or load answered with. A replica answers only once it has applied
+# each one of its own logs, waiting up to its ``fresh_wait_s``.
+MustSee = Annotated[list[Annotated[str, msgspec.Meta(max_length=300)]], msgspec.Meta(max_length=100)]
 
 
 class BadRequest(ValueError):

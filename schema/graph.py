@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from .common import Count, Error, Fact, RejectedFact
+from .common import Count, Error, Fact, MustSee, RejectedFact
 from .retrieval import DEFAULT_COLLECTION
 
 
@@ -22,6 +22,7 @@ class KgQueryRequest(msgspec.Struct, kw_only=True):
     limit: Count = 8  # facts at most; 0 = entities only
     collection: str = DEFAULT_COLLECTION
     answering: bool = False  # only the facts that answer the question, best first (an answer's graph path)
+    must_see: MustSee = []
 
 
 class KgQueryResponse(msgspec.Struct, kw_only=True):

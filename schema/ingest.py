@@ -173,4 +173,7 @@ class IngestResult(msgspec.Struct, kw_only=True):
     resume_at: int = 0
     # Facts the graph stopped believing (a deleted document's, see ``LoadTriples.retract_sources``).
     retracted: int = 0
+    # With stores made from the bus's logs: where the logs hold this write (``topic@position`` tokens); a
+    # request that must see it carries them in ``must_see``.
+    seen: list[str] = []
     error: Error | None = None

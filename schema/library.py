@@ -13,7 +13,7 @@ from typing import Annotated
 
 import msgspec
 
-from .common import Count, Error
+from .common import Count, Error, MustSee
 from .retrieval import DEFAULT_COLLECTION
 
 
@@ -54,6 +54,7 @@ class ListDocuments(msgspec.Struct, kw_only=True):
     id_prefix: str = ""
     after: str = ""
     limit: Annotated[int, msgspec.Meta(ge=1)] = 500
+    must_see: MustSee = []
     collections: bool = False
 
 

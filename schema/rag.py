@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from .common import ChunkMatch, Error, Fact, Limit, RejectedFact
+from .common import ChunkMatch, Error, Fact, Limit, MustSee, RejectedFact
 from .retrieval import DEFAULT_COLLECTION
 
 
@@ -59,6 +59,7 @@ class DocumentRagRequest(msgspec.Struct, kw_only=True):
     answer: bool = True
     history: History = []
     answer_pieces: bool = True
+    must_see: MustSee = []
 
 
 class DocumentRagResponse(msgspec.Struct, kw_only=True):

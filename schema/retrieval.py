@@ -6,7 +6,7 @@ import re
 
 import msgspec
 
-from .common import BadRequest, ChunkMatch, Error, Limit
+from .common import BadRequest, ChunkMatch, Error, Limit, MustSee
 
 DEFAULT_COLLECTION = "default"
 
@@ -41,6 +41,7 @@ class DocEmbeddingsRequest(msgspec.Struct, kw_only=True):
     vectors: list[list[float]]
     limit: Limit = 10
     collection: str = DEFAULT_COLLECTION
+    must_see: MustSee = []
 
 
 class DocEmbeddingsResponse(msgspec.Struct, kw_only=True):
@@ -51,6 +52,7 @@ class DocEmbeddingsResponse(msgspec.Struct, kw_only=True):
 class FetchChunkRequest(msgspec.Struct, kw_only=True):
     chunk_ids: list[str]
     collection: str = DEFAULT_COLLECTION
+    must_see: MustSee = []
 
 
 class FetchChunkResponse(msgspec.Struct, kw_only=True):
@@ -66,6 +68,7 @@ class KeywordQueryRequest(msgspec.Struct, kw_only=True):
     query: str
     limit: Limit = 10
     collection: str = DEFAULT_COLLECTION
+    must_see: MustSee = []
 
 
 class KeywordQueryResponse(msgspec.Struct, kw_only=True):

@@ -81,8 +81,9 @@ class _Calls(Processor):
     async def close(self) -> None:
         await self.client.close()
 
-    async def delete_everywhere(self, document_id: str, collection: str) -> int:
-        """Remove the document from every chunk store, then from the library; the chunks removed."""
+    async def delete_everywhere(self, document_id: str, collection: str) -> IngestResult:
+        """Remove the document from every chunk store, then from the library; the chunks removed (and,
+        with stores from the log, where it holds the removal)."""
         s = self.settings
         results = await _call_all(
             self.client,
@@ -90,17 +91,20 @@ class _Calls(Processor):
             DeleteDocument(document_id=document_id, collection=collection),
             s.call_timeout_s,
         )
-        await self.record(DocumentInfo(document_id=document_id, collection=collection), removed=True)
-        return max((r.count for r in results), default=0)
+        seen = await self.record(DocumentInfo(document_id=document_id, collection=collection), removed=True)
+        return IngestResult(count=max((r.count for r in results), default=0), seen=seen)
 
-    async def record(self, document: DocumentInfo, *, removed: bool = False) -> None:
-        if self.settings.record_topic:
-            await _call_all(
-                self.client,
-                [self.settings.record_topic],
-                RecordDocument(document=document, removed=removed),
-                self.settings.call_timeout_s,
-            )
+    async def record(self, document: DocumentInfo, *, removed: bool = False) -> list[str]:
+        """The library is told; the ``seen`` tokens of the record, where the stores come from the log."""
+        if not self.settings.record_topic:
+            return []
+        (result,) = await _call_all(
+            self.client,
+            [self.settings.record_topic],
+            RecordDocument(document=document, removed=removed),
+            self.settings.call_timeout_s,
+        )
+        return result.seen
 
     async def held(self, doc: Document) -> DocumentInfo | None:
         """The library's entry of ``doc`` if it holds it with the same content hash."""
@@ -147,10 +151,11 @@ class ChunkerProcessor(_Calls):
             vectors = await self._embed(chunks)
             for batch in self._store_batches(chunks, vectors):
                 await _call_all(self.client, s.store_topics, batch, s.call_timeout_s)
+            seen: list[str] = []
             if doc.last:  # staged whole everywhere: switch every store to it, then the library lists it
                 total = doc.first_position + len(chunks)
                 await self._switch(doc, version, total)
-                await self.record(DocumentInfo(
+                seen = await self.record(DocumentInfo(
                     document_id=doc.document_id, title=doc.title, source=doc.source, collection=doc.collection,
                     chunks=total, content_hash=doc.content_hash, chunking=self.chunking, generation=version,
                 ))
@@ -161,7 +166,7 @@ class ChunkerProcessor(_Calls):
                         doc.document_id, doc.part)
             await self._discard(doc, version, exc)
             raise
-        return IngestResult(count=len(chunks), resume_at=resume_at)
+        return IngestResult(count=len(chunks), resume_at=resume_at, seen=seen)
 
     async def _switch(self, doc: Document, version: str, total: int) -> None:
         """Every store switches to the staged ``version``; if only some could, the document leaves them all."""
@@ -264,8 +269,10 @@ class DocumentDeleteProcessor(_Calls):
             return IngestResult(count=0)
         chunks = self.delete_everywhere(request.document_id, request.collection)
         if not s.retract_topic:
-            return IngestResult(count=await chunks)
+            return await chunks
         retraction = LoadTriples(retract_sources=[request.document_id], collection=request.collection)
         retract = _call_all(self.client, [s.retract_topic], retraction, s.call_timeout_s)
-        count, (retracted,) = await asyncio.gather(chunks, retract)
-        return IngestResult(count=count, retracted=retracted.retracted)
+        removed, (retracted,) = await asyncio.gather(chunks, retract)
+        # Where the logs hold the removal and the retraction: a read that must see the delete carries both.
+        return IngestResult(count=removed.count, retracted=retracted.retracted,
+                            seen=[*removed.seen, *retracted.seen])

@@ -110,7 +110,8 @@ async def ask(args: argparse.Namespace) -> int:
                                 resend_after_s=settings.client.resend_after_s or None)
         async with client:
             rag = DocumentRagClient(client, timeout=timeout)
-            question = dict(mode=args.mode, at_time=args.at, doc_limit=args.doc_limit, collection=args.collection)
+            question = dict(mode=args.mode, at_time=args.at, doc_limit=args.doc_limit, collection=args.collection,
+                            must_see=args.must_see)
             if not args.json and sys.stdout.isatty():  # someone is watching: show the answer as it comes
                 await show_stream(rag.ask_stream(args.question, **question))
                 return 0
@@ -129,6 +130,9 @@ def add_parsers(sub) -> None:
                    help="retrieval mode (default: document-rag's retrieval_mode, hybrid as shipped)")
     p.add_argument("--at", type=instant, help="graph facts valid at this time (ISO 8601, e.g. 2020-01-01)")
     p.add_argument("--doc-limit", type=positive_int, help="chunks the answer is drawn from (at least 1)")
+    p.add_argument("--must-see", action="append", default=[], metavar="TOKEN",
+                   help="with stores from the log: a write the answer must see, as `ragbus ingest --seen` printed "
+                        "it (repeatable); each replica answers once it has applied it")
     add_collection_option(p)
     add_timeout_option(p, "the answer", "request_timeout_s")
     p.add_argument("--json", action="store_true", help="print the whole response as JSON")

@@ -76,6 +76,9 @@ async def _ingest(args: argparse.Namespace) -> int:
           f"{f', {summary.unchanged} unchanged (held already with the same content)' if summary.unchanged else ''}"
           f"{f', {len(skipped)} skipped' if skipped else ''}"
           f"{f', {len(summary.failed)} failed' if summary.failed else ''}", file=sys.stderr)
+    if args.seen:
+        for seen in summary.seen:
+            print(seen)  # stdout: what an ask that must see these documents carries (`ragbus ask --must-see`)
     return 1 if summary.failed or skipped or (args.prune and not all(vanished.values())) else 0
 
 
@@ -173,6 +176,9 @@ def add_parsers(sub) -> None:
     add_bus_options(p)
     add_collection_option(p)
     p.add_argument("--concurrency", type=positive_int, default=4, help="documents in flight at once")
+    p.add_argument("--seen", action="store_true",
+                   help="with stores from the log: print where the log holds each document stored, one token a "
+                        "line, for `ragbus ask --must-see`")
     p.add_argument("--prune", action="store_true",
                    help="remove documents ingested from a folder named here whose files are gone")
     add_timeout_option(p, "each document to be stored", "store_timeout_s")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar, overload
 
 from config.settings import data_dir
-from processors.runtime.changelog import append_change
+from processors.runtime.changelog import append_change, wait_seen
 from processors.runtime.processor import Processor, RequestContext
 from processors.runtime.staging import FAISS_STAGING, Staging, staging_dir
 from processors.runtime.threads import OneThread
@@ -40,7 +40,7 @@ from schema import (
     IngestResult,
     check_generation,
 )
-from schema.changelog import CHUNKS, SWITCH, chunks_key, discard_key, document_order, state_key
+from schema.changelog import CHUNKS, SWITCH, chunks_key, discard_key, document_order, state_key, token
 from schema.topics import DOCUMENTS_LOG
 
 from .settings import DocEmbeddingsSettings
@@ -113,6 +113,11 @@ class _StoreProcessor(Processor):
     def _log_topic(self) -> str:
         return self.settings.log_topic or DOCUMENTS_LOG
 
+    async def _seen(self, must_see: list[str]) -> bool:
+        """Wait until this host's replica applied the writes a request must see; whether there were any."""
+        assert self.data_dir is not None
+        return await wait_seen(must_see, self.data_dir, self._log_topic, self.settings.fresh_wait_s)
+
     def _staging(self, collection: str) -> Staging:
         assert self.data_dir is not None
         return Staging(staging_dir(self.data_dir, collection, FAISS_STAGING))
@@ -131,9 +136,10 @@ class DocEmbeddingsQueryProcessor(_StoreProcessor):
     response_type = DocEmbeddingsResponse
 
     async def handle(self, request: DocEmbeddingsRequest, context: RequestContext) -> DocEmbeddingsResponse:
-        return DocEmbeddingsResponse(matches=await self._blocking(self._query, request))
+        fresh = await self._seen(request.must_see)
+        return DocEmbeddingsResponse(matches=await self._blocking(self._query, request, fresh))
 
-    def _query(self, request: DocEmbeddingsRequest) -> list[ChunkMatch]:
+    def _query(self, request: DocEmbeddingsRequest, fresh: bool = False) -> list[ChunkMatch]:
         if request.limit < 1:
             raise BadRequest(f"limit must be at least 1, got {request.limit}")
         limit = min(request.limit, self.settings.max_limit)
@@ -144,6 +150,8 @@ class DocEmbeddingsQueryProcessor(_StoreProcessor):
         store = self._store(request.collection, create=False)
         if store is None:
             return []
+        if fresh:
+            store.refresh(force=True)
         return store.search(queries, limit)
 
 
@@ -154,10 +162,13 @@ class FetchChunkProcessor(_StoreProcessor):
     response_type = FetchChunkResponse
 
     async def handle(self, request: FetchChunkRequest, context: RequestContext) -> FetchChunkResponse:
-        return FetchChunkResponse(chunks=await self._blocking(self._fetch, request))
+        fresh = await self._seen(request.must_see)
+        return FetchChunkResponse(chunks=await self._blocking(self._fetch, request, fresh))
 
-    def _fetch(self, request: FetchChunkRequest) -> list[ChunkMatch]:
+    def _fetch(self, request: FetchChunkRequest, fresh: bool = False) -> list[ChunkMatch]:
         store = self._store(request.collection, create=False)
+        if store is not None and fresh:
+            store.refresh(force=True)
         return [] if store is None else store.fetch(request.chunk_ids)
 
 
@@ -180,29 +191,30 @@ class DocEmbeddingsStoreProcessor(_StoreProcessor):
 
     async def handle(self, request: EmbeddedChunks, context: RequestContext) -> IngestResult:
         if self.settings.changelog:
-            return IngestResult(count=await self._append(request))
+            return await self._append(request)
         return IngestResult(count=await self._blocking(self._upsert, request))
 
-    async def _append(self, request: EmbeddedChunks) -> int:
+    async def _append(self, request: EmbeddedChunks) -> IngestResult:
         """The write, a run of one document's version at a time, appended to the log (``schema/changelog.py``)."""
         chunks, vectors = request.chunks, request.vectors
         if len(chunks) != len(vectors):
             raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors: each chunk needs exactly one vector")
         if not chunks:
-            return 0
+            return IngestResult(count=0)
         as_matrix(vectors)  # ragged, empty or non-finite vectors are refused before anything is logged
         runs: dict[tuple[str, str, str], list[int]] = {}
         for i, chunk in enumerate(chunks):
             check_generation(chunk.generation)
             runs.setdefault((check_collection(chunk.collection), chunk.document_id, chunk.generation), []).append(i)
+        seen: list[str] = []
         for (collection, document_id, version), rows in runs.items():
             first = min(chunks[i].position for i in rows)
             run = EmbeddedChunks(chunks=[chunks[i] for i in rows], vectors=[vectors[i] for i in rows],
                                  staged=request.staged)
-            await append_change(self.bus, self._log_topic, CHUNKS, run,
-                                key=chunks_key(collection, document_id, version, first),
-                                order_key=document_order(collection, document_id))
-        return len({c.chunk_id for c in chunks})
+            seen.append(token(self._log_topic, await append_change(
+                self.bus, self._log_topic, CHUNKS, run, key=chunks_key(collection, document_id, version, first),
+                order_key=document_order(collection, document_id))))
+        return IngestResult(count=len({c.chunk_id for c in chunks}), seen=seen)
 
     def _upsert(self, request: EmbeddedChunks) -> int:
         chunks, vectors = request.chunks, request.vectors
@@ -248,10 +260,10 @@ class DocEmbeddingsDeleteProcessor(_StoreProcessor):
 
     async def handle(self, request: DeleteDocument, context: RequestContext) -> IngestResult:
         if self.settings.changelog:
-            return IngestResult(count=await self._append(request))
+            return await self._append(request)
         return IngestResult(count=await self._blocking(self._delete, request))
 
-    async def _append(self, request: DeleteDocument) -> int:
+    async def _append(self, request: DeleteDocument) -> IngestResult:
         """The switch, discard or removal appended to the log; the chunks switched to (a removal's count
         is each replica's to know: 0 here)."""
         collection, document_id = check_collection(request.collection), request.document_id
@@ -261,9 +273,9 @@ class DocEmbeddingsDeleteProcessor(_StoreProcessor):
             key = state_key(collection, document_id)
             if request.activate:
                 check_generation(request.activate)
-        await append_change(self.bus, self._log_topic, SWITCH, request, key=key,
-                            order_key=document_order(collection, document_id))
-        return request.chunks if request.activate else 0
+        position = await append_change(self.bus, self._log_topic, SWITCH, request, key=key,
+                                       order_key=document_order(collection, document_id))
+        return IngestResult(count=request.chunks if request.activate else 0, seen=[token(self._log_topic, position)])
 
     def _delete(self, request: DeleteDocument) -> int:
         staging = self._staging(request.collection)

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from processors.runtime.processor import Processor, RequestContext
 from processors.runtime.request_client import RequestClient
 from processors.runtime.typed_clients import (
+    handling_must_see,
     DocEmbeddingsClient,
     EmbedClient,
     FetchChunkClient,
@@ -70,14 +71,20 @@ class DocumentRagProcessor(Processor[DocumentRagRequest, DocumentRagResponse]):
             await client.close()
 
     async def handle(self, request: DocumentRagRequest, context: RequestContext) -> DocumentRagResponse:
-        r = await self._checked(request).query(
-            request.query, mode=request.mode, at_time=request.at_time, doc_limit=request.doc_limit,
-            collection=request.collection, fusion=request.fusion, as_of=request.as_of, answer=request.answer,
-            history=request.history,
-        )
+        seeing = handling_must_see.set(tuple(request.must_see))  # every read asked for carries them
+        try:
+            r = await self._checked(request).query(
+                request.query, mode=request.mode, at_time=request.at_time, doc_limit=request.doc_limit,
+                collection=request.collection, fusion=request.fusion, as_of=request.as_of, answer=request.answer,
+                history=request.history,
+            )
+        finally:
+            handling_must_see.reset(seeing)
         return _response(r)
 
     async def stream(self, request: DocumentRagRequest, context: RequestContext) -> AsyncIterator[DocumentRagPiece]:
+        # Set for the rest of this delivery's task (a generator shares its caller's context): its reads carry them.
+        handling_must_see.set(tuple(request.must_see))
         events = self._checked(request).stream(
             request.query, mode=request.mode, at_time=request.at_time, doc_limit=request.doc_limit,
             collection=request.collection, fusion=request.fusion, as_of=request.as_of, history=request.history,

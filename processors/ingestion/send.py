@@ -44,12 +44,16 @@ class IngestSummary:
     unchanged: int = 0  # held already with the same content hash: neither chunked nor embedded again
     # Being sent when the run was cancelled (Ctrl-C): not stored, parts of their new version may be staged.
     interrupted: list[DocumentSource] = field(default_factory=list)
+    # With stores from the log: the tokens of where it holds the documents stored; an ask that must see
+    # them carries them (``DocumentRagRequest.must_see``), and each replica answers once it applied them.
+    seen: list[str] = field(default_factory=list)
 
 
 class Sent(NamedTuple):
     chunks: int  # chunks stored (or held, when unchanged)
     parts: int  # parts sent
     unchanged: bool = False  # the stores held this content already: nothing was stored
+    seen: tuple[str, ...] = ()  # with stores from the log: where they hold it (a read that must see it carries it)
 
 
 def _fill(buffer: str, blocks: Iterator[str], room: int) -> tuple[str, bool]:
@@ -119,7 +123,7 @@ async def send_document(
             part += 1
             position += result.count
             if last:
-                return Sent(position, part)
+                return Sent(position, part, seen=tuple(result.seen))
             if not 0 < result.resume_at <= cut:
                 raise ValueError(f"document-load answered part {part - 1} with resume_at={result.resume_at}, "
                                  f"outside its {cut} characters")
@@ -228,6 +232,7 @@ async def ingest(
                     summary.documents += 1
                     summary.chunks += sent.chunks
                     summary.parts += sent.parts
+                    summary.seen.extend(sent.seen)
                 if on_stored is not None:
                     on_stored(doc)
             done += 1

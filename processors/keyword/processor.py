@@ -41,6 +41,7 @@ from typing import TypeVar
 import msgspec
 
 from config.settings import data_dir
+from processors.runtime.changelog import wait_seen
 from processors.runtime.processor import Processor, RequestContext
 from processors.runtime.staging import KEYWORD_STAGING, Staging, staging_dir
 from processors.runtime.store_lock import WriterLock, take_writer_lock
@@ -55,6 +56,7 @@ from schema import (
     KeywordQueryResponse,
     check_generation,
 )
+from schema.topics import DOCUMENTS_LOG
 
 from .index import KeywordIndex, check_collection, exists, index_path
 from .settings import KeywordSettings
@@ -296,14 +298,18 @@ class KeywordQueryProcessor(Processor[KeywordQueryRequest, KeywordQueryResponse]
             raise BadRequest(f"limit must be at least 1, got {request.limit}")
         limit = min(request.limit, self.settings.max_limit)
         check_collection(request.collection)
+        s = self.settings
+        fresh = await wait_seen(request.must_see, self._worker.data_dir, s.log_topic or DOCUMENTS_LOG, s.fresh_wait_s)
         if not request.query.strip():
             return KeywordQueryResponse(matches=[])
-        matches = await self._worker.run(_search, self._worker, request.collection, request.query, limit)
+        matches = await self._worker.run(_search, self._worker, request.collection, request.query, limit, fresh)
         return KeywordQueryResponse(matches=matches)
 
 
-def _search(worker: _Worker, collection: str, query: str, limit: int):
+def _search(worker: _Worker, collection: str, query: str, limit: int, fresh: bool = False):
     index = worker.indexes.get(collection)
+    if index is not None and fresh:
+        index.reload()  # the writes it must see are applied: see them now, not within refresh_interval_s
     if index is None:
         # Unknown collection: looked for again on every query (a stat), so it is found
         # as soon as a writer creates it.

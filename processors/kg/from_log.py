@@ -34,9 +34,11 @@ from typing import TypeVar
 import msgspec
 
 from processors.bus import Bus, LogRecord
+from processors.runtime import changelog
 from processors.runtime.changelog import LocalCopy, LogFollower
 from processors.runtime.threads import OneThread
 from schema import IngestResult, LoadTriples, check_collection
+from schema.changelog import token
 
 from .graph_log import stamped
 from .ontology import Ontology
@@ -60,6 +62,7 @@ class GraphsFromLog:
 
     def __init__(self, name: str, data_dir: Path, bus: Bus, *, topic: str, apply_timeout_s: float) -> None:
         self.name = name
+        self.data_dir = data_dir
         self.graphs: dict[str, GraphStore] = {}
         self.apply_timeout_s = apply_timeout_s
         self._thread = OneThread(name, closed_message="the graph store is closed")
@@ -72,11 +75,13 @@ class GraphsFromLog:
 
     async def start(self) -> None:
         await self.follower.start()
+        changelog.register(self.follower, self.data_dir)  # for reads that must see a load
         log.info("%s: graphs from %s: %d records from the local copy, %d from the log; %s", self.name, self.topic,
                  self.follower.replayed, self.follower.read,
                  ", ".join(f"{c}: {len(g)} fact versions" for c, g in sorted(self.graphs.items())) or "no graphs")
 
     async def close(self) -> None:
+        changelog.unregister(self.follower, self.data_dir)
         try:
             await self.follower.close()
         finally:
@@ -132,7 +137,7 @@ class GraphsFromLog:
             result = await self.run(self._waiting.get, change)
             if result is None:
                 raise RuntimeError(f"the batch at {position} was applied without its result")  # not expected
-            return result
+            return msgspec.structs.replace(result, seen=[token(self.topic, position)])
         finally:
             self._waiting.pop(change, None)
 

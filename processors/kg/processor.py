@@ -27,6 +27,7 @@ from typing import ClassVar, TypeVar
 import msgspec
 
 from config.settings import data_dir
+from processors.runtime.changelog import wait_seen
 from processors.runtime.processor import Processor, RequestContext
 from processors.runtime.store_lock import WriterLock, take_writer_lock
 from processors.runtime.threads import OneThread
@@ -167,6 +168,9 @@ class KgQueryProcessor(_GraphProcessor[KgQueryRequest, KgQueryResponse]):
         if not request.question.strip():
             raise BadRequest("question is empty")
         check_collection(request.collection)
+        if request.must_see:
+            s = self.settings
+            await wait_seen(request.must_see, data_dir(s.data_dir), s.log_topic or GRAPH_LOG, s.fresh_wait_s)
         at_time = parse_instant(request.at_time, what="at_time") if request.at_time is not None else None
         as_of = parse_instant(request.as_of, what="as_of") if request.as_of is not None else None
         limit = min(request.limit, self.settings.max_limit)

@@ -18,11 +18,11 @@ from datetime import UTC, datetime
 import msgspec
 
 from config.settings import data_dir
-from processors.runtime.changelog import append_change
+from processors.runtime.changelog import append_change, wait_seen
 from processors.runtime.processor import Processor, RequestContext
 from processors.runtime.store_lock import WriterLock, take_writer_lock
 from schema import DocumentList, IngestResult, ListDocuments, RecordDocument, check_collection
-from schema.changelog import RECORD, document_order, record_key
+from schema.changelog import RECORD, document_order, record_key, token
 from schema.times import iso
 from schema.topics import DOCUMENTS_LOG
 
@@ -70,7 +70,7 @@ class DocumentRecordProcessor(_LibraryProcessor):
         doc = request.document
         check_collection(doc.collection)
         if self.settings.changelog:
-            return IngestResult(count=await self._append(request))
+            return await self._append(request)
         library = self.library(doc.collection)
         if request.removed and doc.document_id not in library.documents:
             return IngestResult(count=0)  # nothing to remove: the log stays as it is
@@ -82,17 +82,18 @@ class DocumentRecordProcessor(_LibraryProcessor):
         library.apply(request)
         return IngestResult(count=1)
 
-    async def _append(self, request: RecordDocument) -> int:
+    async def _append(self, request: RecordDocument) -> IngestResult:
         """The record, dated here, appended to the log: every replica's library applies it the same way."""
         doc = request.document
         if not request.removed and doc.ingested_at is None:
             request = msgspec.structs.replace(
                 request, document=msgspec.structs.replace(doc, ingested_at=iso(datetime.now(UTC)))
             )
-        await append_change(self.bus, self.settings.log_topic or DOCUMENTS_LOG, RECORD, request,
-                            key=record_key(doc.collection, doc.document_id),
-                            order_key=document_order(doc.collection, doc.document_id))
-        return 1
+        topic = self.settings.log_topic or DOCUMENTS_LOG
+        position = await append_change(self.bus, topic, RECORD, request,
+                                       key=record_key(doc.collection, doc.document_id),
+                                       order_key=document_order(doc.collection, doc.document_id))
+        return IngestResult(count=1, seen=[token(topic, position)])
 
 
 class DocumentsQueryProcessor(_LibraryProcessor):
@@ -100,6 +101,8 @@ class DocumentsQueryProcessor(_LibraryProcessor):
     response_type = DocumentList
 
     async def handle(self, request: ListDocuments, context: RequestContext) -> DocumentList:
+        s = self.settings
+        await wait_seen(request.must_see, self.data_dir, s.log_topic or DOCUMENTS_LOG, s.fresh_wait_s)
         if request.collections:
             return DocumentList(collections=collections(self.data_dir))
         library = self.library(check_collection(request.collection))

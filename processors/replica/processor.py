@@ -34,6 +34,7 @@ from config.settings import data_dir
 from processors.doc_embeddings import DocEmbeddingsDeleteProcessor, DocEmbeddingsSettings, DocEmbeddingsStoreProcessor
 from processors.keyword import KeywordDeleteProcessor, KeywordSettings, KeywordStoreProcessor
 from processors.library import DocumentRecordProcessor, LibrarySettings
+from processors.runtime import changelog
 from processors.runtime.changelog import CheckpointFile, LogFollower
 from processors.runtime.envelope import Envelope, new_traceparent
 from processors.runtime.processor import Processor, RequestContext
@@ -96,6 +97,7 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
                 self._apply, name=self.name, sync_interval_s=self.settings.sync_interval_s,
             )
             await self.follower.start()
+            changelog.register(self.follower, self.data_dir)  # for the host's reads that must see a write
         except BaseException:
             await self.close()
             raise
@@ -104,6 +106,7 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
     async def close(self) -> None:
         if self.follower is not None:
             follower, self.follower = self.follower, None
+            changelog.unregister(follower, self.data_dir)
             await follower.close()
         while self._started:
             await self._started.pop().close()

@@ -44,8 +44,8 @@ import msgspec
 
 from processors.bus import Bus, LogReader, LogRecord
 from processors.runtime.threads import OneThread
-from schema import encode
-from schema.changelog import KIND
+from schema import BadRequest, encode
+from schema.changelog import KIND, parse_token
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -327,3 +327,58 @@ async def append_change(bus: Bus, topic: str, kind: str, message: msgspec.Struct
                         order_key: str) -> str:
     """Append one store write to a log topic as a record of ``kind`` (``schema/changelog.py``); its position."""
     return await bus.append(topic, encode(message), key=key, order_key=order_key, headers={KIND: kind})
+
+
+class NotYetApplied(TimeoutError):
+    """A write a request must see is not applied on this replica within its bound."""
+
+
+# The followers of this process by (log topic, data dir): what a query processor waits on for a request's
+# ``must_see`` (documents-replica registers for the data dir it writes, kg-query for its own graphs).
+_FOLLOWING: dict[tuple[str, Path], list[LogFollower]] = {}
+
+
+def _dir(data_dir: Path) -> Path:
+    return Path(os.path.abspath(data_dir))  # as named, without asking the file system
+
+
+def register(follower: LogFollower, data_dir: Path) -> None:
+    _FOLLOWING.setdefault((follower.topic, _dir(data_dir)), []).append(follower)
+
+
+def unregister(follower: LogFollower, data_dir: Path) -> None:
+    followers = _FOLLOWING.get((follower.topic, _dir(data_dir)), [])
+    if follower in followers:
+        followers.remove(follower)
+
+
+async def wait_seen(tokens: list[str], data_dir: Path, topic: str, timeout_s: float) -> bool:
+    """Wait until this process's followers for ``data_dir`` have applied the tokens they follow; whether
+    there was one to wait for.
+
+    ``topic`` is the caller's own log: a token of it needs a follower here (else ``BadRequest``, saying
+    how replicas are laid out); a token of another log is waited for where this process follows that
+    log for ``data_dir`` too, and is another store's to see otherwise. ``BadRequest`` for a token that
+    is not one; ``NotYetApplied`` past ``timeout_s``.
+    """
+    waits: list[tuple[LogFollower, str, str]] = []
+    for value in tokens:
+        try:
+            log_topic, position = parse_token(value)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        followers = _FOLLOWING.get((log_topic, _dir(data_dir)))
+        if followers:
+            waits.append((followers[0], log_topic, position))
+        elif log_topic == topic:
+            raise BadRequest(
+                f"must_see names {topic}, but no replica of it writes {data_dir} in this process: run "
+                f"documents-replica in the same worker as the query processors (pipelines.LOG_REPLICA)"
+            )
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    for follower, log_topic, position in waits:
+        if not await follower.wait_for(position, max(0.0, deadline - loop.time())):
+            raise NotYetApplied(f"{log_topic}@{position} is not applied on this replica within {timeout_s} s: "
+                                f"it is behind the log (see its status)")
+    return bool(waits)

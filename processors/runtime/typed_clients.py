@@ -10,6 +10,7 @@ piece that carries an error.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
+from contextvars import ContextVar
 
 from schema import (
     DEFAULT_COLLECTION,
@@ -36,6 +37,10 @@ from schema import (
 from schema import topics as t
 
 from .request_client import RequestClient
+
+# The writes the request being handled must see (``DocumentRagRequest.must_see``): set by document-rag while
+# it handles one, so every read it asks for carries them, as the trace context travels with every call.
+handling_must_see: ContextVar[tuple[str, ...]] = ContextVar("handling_must_see", default=())
 
 
 class RemoteError(Exception):
@@ -74,9 +79,11 @@ class DocEmbeddingsClient(_Typed):
     topic = t.DOC_EMBEDDINGS_QUERY
 
     async def query(
-        self, vectors: Sequence[Sequence[float]], limit: int = 10, collection: str = DEFAULT_COLLECTION
+        self, vectors: Sequence[Sequence[float]], limit: int = 10, collection: str = DEFAULT_COLLECTION,
+        must_see: Sequence[str] = (),
     ) -> list[ChunkMatch]:
-        request = DocEmbeddingsRequest(vectors=[list(v) for v in vectors], limit=limit, collection=collection)
+        request = DocEmbeddingsRequest(vectors=[list(v) for v in vectors], limit=limit, collection=collection,
+                                       must_see=list(must_see or handling_must_see.get()))
         r = await self.client.request(self.topic, request, DocEmbeddingsResponse, timeout=self.timeout)
         return _check(self.topic, r).matches
 
@@ -84,8 +91,10 @@ class DocEmbeddingsClient(_Typed):
 class FetchChunkClient(_Typed):
     topic = t.FETCH_CHUNK
 
-    async def fetch(self, chunk_ids: Sequence[str], collection: str = DEFAULT_COLLECTION) -> list[ChunkMatch]:
-        request = FetchChunkRequest(chunk_ids=list(chunk_ids), collection=collection)
+    async def fetch(self, chunk_ids: Sequence[str], collection: str = DEFAULT_COLLECTION,
+                    must_see: Sequence[str] = ()) -> list[ChunkMatch]:
+        request = FetchChunkRequest(chunk_ids=list(chunk_ids), collection=collection,
+                                    must_see=list(must_see or handling_must_see.get()))
         r = await self.client.request(self.topic, request, FetchChunkResponse, timeout=self.timeout)
         return _check(self.topic, r).chunks
 
@@ -100,8 +109,10 @@ class FetchChunkClient(_Typed):
 class KeywordClient(_Typed):
     topic = t.KEYWORD_QUERY
 
-    async def query(self, *, query: str, limit: int = 10, collection: str = DEFAULT_COLLECTION) -> list[ChunkMatch]:
-        request = KeywordQueryRequest(query=query, limit=limit, collection=collection)
+    async def query(self, *, query: str, limit: int = 10, collection: str = DEFAULT_COLLECTION,
+                    must_see: Sequence[str] = ()) -> list[ChunkMatch]:
+        request = KeywordQueryRequest(query=query, limit=limit, collection=collection,
+                                      must_see=list(must_see or handling_must_see.get()))
         r = await self.client.request(self.topic, request, KeywordQueryResponse, timeout=self.timeout)
         return _check(self.topic, r).matches
 
@@ -118,9 +129,10 @@ class KgClient(_Typed):
         limit: int = 8,
         collection: str = DEFAULT_COLLECTION,
         answering: bool = False,
+        must_see: Sequence[str] = (),
     ) -> KgQueryResponse:
         request = KgQueryRequest(question=question, at_time=at_time, as_of=as_of, limit=limit, collection=collection,
-                                 answering=answering)
+                                 answering=answering, must_see=list(must_see or handling_must_see.get()))
         r = await self.client.request(self.topic, request, KgQueryResponse, timeout=self.timeout)
         return _check(self.topic, r)
 
@@ -211,11 +223,12 @@ class DocumentRagClient(_Typed):
         as_of: str | None = None,
         answer: bool = True,
         history: Sequence[Turn] = (),
+        must_see: Sequence[str] = (),
     ) -> DocumentRagResponse:
         """The answer (``answer=False``: the sources only); see ``DocumentRagRequest``."""
         request = DocumentRagRequest(query=query, mode=mode, at_time=at_time, doc_limit=doc_limit,
                                      collection=collection, fusion=fusion, as_of=as_of, answer=answer,
-                                     history=list(history))
+                                     history=list(history), must_see=list(must_see))
         r = await self.client.request(self.topic, request, DocumentRagResponse, timeout=self.timeout)
         return _check(self.topic, r)
 
@@ -230,11 +243,12 @@ class DocumentRagClient(_Typed):
         as_of: str | None = None,
         history: Sequence[Turn] = (),
         answer_pieces: bool = True,
+        must_see: Sequence[str] = (),
     ) -> AsyncIterator[DocumentRagPiece]:
         """The answer as it is written: a ``sources`` piece, ``answer`` pieces (none with
         ``answer_pieces=False``), then the ``final`` one."""
         request = DocumentRagRequest(query=query, mode=mode, at_time=at_time, doc_limit=doc_limit,
                                      collection=collection, as_of=as_of, history=list(history),
-                                     answer_pieces=answer_pieces)
+                                     answer_pieces=answer_pieces, must_see=list(must_see))
         async for piece in self.client.stream(self.topic, request, DocumentRagPiece, timeout=self.timeout):
             yield _check(self.topic, piece)

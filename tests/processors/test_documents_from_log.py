@@ -50,8 +50,10 @@ def host_settings(data_dir, names, log: str, suffix: str, *, host: str, own_topi
         section["group"] = f"{name}-{host}-{suffix}"
         if name in (*STORES, *QUERY):
             section["data_dir"] = str(data_dir)
+        if name in (*STORES, *QUERY):
+            section["log_topic"] = log
         if name in (*STORES, "documents-replica"):
-            section.update(changelog=True, log_topic=log)
+            section["changelog"] = True
         if name in ("keyword-query", "fetch-chunk", "doc-embeddings-query"):
             section["refresh_interval_s"] = 0
         if own_topics:
@@ -67,9 +69,9 @@ class Host:
     def topic(self, name: str) -> str:
         return f"{name}-{self.host}-{self.suffix}"
 
-    async def search(self, query: str) -> list[str]:
+    async def search(self, query: str, must_see: list[str] | None = None) -> list[str]:
         r = await self.client.request(self.topic("keyword-query"), KeywordQueryRequest(
-            query=query, collection=self.collection), KeywordQueryResponse, timeout=30)
+            query=query, collection=self.collection, must_see=must_see or []), KeywordQueryResponse, timeout=30)
         assert r.error is None, r.error
         return [m.chunk_id for m in r.matches]
 
@@ -79,9 +81,9 @@ class Host:
         assert r.error is None, r.error
         return [m.text or "" for m in r.chunks]
 
-    async def documents(self) -> list[str]:
-        r = await self.client.request(self.topic("documents-query"), ListDocuments(collection=self.collection),
-                                      DocumentList, timeout=30)
+    async def documents(self, must_see: list[str] | None = None) -> list[str]:
+        r = await self.client.request(self.topic("documents-query"), ListDocuments(
+            collection=self.collection, must_see=must_see or []), DocumentList, timeout=30)
         assert r.error is None, r.error
         return [d.document_id for d in r.documents]
 
@@ -121,9 +123,10 @@ async def test_an_ingestion_host_appends_and_every_query_host_makes_its_own_stor
         await stack.enter_async_context(query_host("a"))
         a, b = Host(client, suffix, "a", collection), Host(client, suffix, "b", collection)
         summary = await ingest(client, docs, timeout=60)
-        assert summary.failed == [] and summary.documents == 3
-        await a.until(lambda: _listed(a, ["loops", "slots", "with"]), "the ingested documents")
-        assert "loops#0" in await a.search("else clause")
+        assert summary.failed == [] and summary.documents == 3 and len(summary.seen) == 3
+        # A read that must see the ingest (its tokens) waits for the host to apply it: no polling.
+        assert sorted(await a.documents(must_see=summary.seen)) == ["loops", "slots", "with"]
+        assert "loops#0" in await a.search("else clause", must_see=summary.seen)
         assert "else clause of a loop runs" in (await a.texts(["loops#0"]))[0]
         # A host started later has caught up when it says ready: no waiting.
         await stack.enter_async_context(query_host("b"))
@@ -132,9 +135,10 @@ async def test_an_ingestion_host_appends_and_every_query_host_makes_its_own_stor
         assert (await b.status()).caught_up
         # A new version replaces the old one whole, on every host.
         changed = msgspec.structs.replace(docs[1], text="The for statement repeats a block. A while loop tests first.")
-        assert (await ingest(client, [changed], timeout=60)).failed == []
+        again = await ingest(client, [changed], timeout=60)
+        assert again.failed == []
         for host in (a, b):
-            await host.until(lambda h=host: _has(h, "repeats", "loops#0"), "the new version")
+            assert "loops#0" in await host.search("repeats", must_see=again.seen)
             found = await host.search("else clause")
             assert found == [], (found, await host.texts(found))  # nothing of the old version is left
         # A delete reaches every host.
@@ -152,14 +156,6 @@ async def test_an_ingestion_host_appends_and_every_query_host_makes_its_own_stor
         status = await a.status()
         assert status.caught_up and status.read == 0 and status.checkpoint
         assert "loops#0" in await a.search("repeats")
-
-
-async def _has(host: Host, query: str, chunk_id: str) -> bool:
-    return chunk_id in await host.search(query)
-
-
-async def _listed(host: Host, documents: list[str]) -> bool:
-    return sorted(await host.documents()) == documents
 
 
 async def _gone(host: Host, query: str) -> bool:

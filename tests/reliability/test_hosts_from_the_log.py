@@ -4,7 +4,8 @@ Each host is a network namespace (``processors/testing/netns.py``) with a data d
 and nothing is shared between them but the broker: every store processor runs with
 ``changelog = true``. The test itself is the caller, over the bridge. A document ingested on the
 ingestion host is answered and cited by each query host (each answers from its own stores: its
-orchestrator asks its own processors); a delete reaches every host, its graph facts too, while
+orchestrator asks its own processors) as soon as an ask that must see it (the tokens the ingest
+answered with) is asked, with no polling; a delete reaches every host, its graph facts too, while
 ``as_of`` before the delete still shows them; a query host killed with kill -9 while it catches
 up restarts and catches up; a host added last catches up and answers.
 """
@@ -130,11 +131,12 @@ async def test_query_hosts_of_their_own_make_their_stores_from_the_log(which, ne
                 entities=[Entity(id="Ada Loops", type="Person")], facts=[fact], collection=collection),
                 IngestResult, timeout=60)
             assert added.error is None and added.count == 2 and not added.warnings, added
+            written = [*summary.seen, *added.seen]  # where the logs hold what was written
             for host in ("q1", "q2"):
-                answer = await until(lambda h=host: cites(h, ELSE_QUESTION, "loops#0"), f"{host} cites loops#0")
-                assert "else clause" in answer.answer.lower(), answer.answer
-                facts = await until(lambda h=host: _facts_from(rag(h), collection, "loops"), f"{host}'s facts")
-                assert facts
+                # An ask that must see the writes: each host answers once it has applied them, no polling.
+                answer = await cites(host, ELSE_QUESTION, "loops#0", must_see=written)
+                assert answer is not None and "else clause" in answer.answer.lower(), answer
+                assert await _facts_from(rag(host), collection, "loops", must_see=written)
             # A query host killed with kill -9 while it catches up, then started again: it catches up.
             killed = WorkerProcess(list(pipelines.LOG_REPLICA), broker.url, host_env(tmp_path, "q3", suffix),
                                    wrap=network["q3"].wrap)
@@ -154,14 +156,11 @@ async def test_query_hosts_of_their_own_make_their_stores_from_the_log(which, ne
             deleted = await client.request("document-delete", DeleteDocument(document_id="loops",
                                                                               collection=collection),
                                            IngestResult, timeout=60)
-            assert deleted.error is None and deleted.retracted == 1, deleted
+            assert deleted.error is None and deleted.retracted == 1 and len(deleted.seen) == 2, deleted
             for host in ("q1", "q2", "q3"):
-                async def gone(h=host):
-                    r = await rag(h).ask(ELSE_QUESTION, collection=collection, mode="hybrid")
-                    facts = await _facts_from(rag(h), collection, "loops")
-                    return True if "loops#0" not in r.cited and not facts else None
-
-                await until(gone, f"{host} forgets loops")
+                r = await rag(host).ask(ELSE_QUESTION, collection=collection, mode="hybrid", must_see=deleted.seen)
+                assert "loops#0" not in r.cited, (host, r.cited)
+                assert not await _facts_from(rag(host), collection, "loops", must_see=deleted.seen)
                 assert await _facts_from(rag(host), collection, "loops", as_of=before), "as_of before the delete"
             # A host added last catches up and answers, the delete included.
             await workers.pop("q1").stop(timeout=30)
@@ -180,8 +179,10 @@ async def test_query_hosts_of_their_own_make_their_stores_from_the_log(which, ne
     print(f"\n{which}: q3 killed while it caught up, restarted and caught up")
 
 
-async def _facts_from(rag: DocumentRagClient, collection: str, source: str, as_of: str | None = None):
-    r = await rag.ask(UK_QUESTION, collection=collection, mode="hybrid", at_time="2031-01-01", as_of=as_of)
+async def _facts_from(rag: DocumentRagClient, collection: str, source: str, as_of: str | None = None,
+                      must_see: list[str] | None = None):
+    r = await rag.ask(UK_QUESTION, collection=collection, mode="hybrid", at_time="2031-01-01", as_of=as_of,
+                      must_see=must_see or [])
     found = [f for f in r.facts if f.source == source]
     return found or None
 

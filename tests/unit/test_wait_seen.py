@@ -1,0 +1,68 @@
+"""A read that must see a write waits for this process's replica of the log, within a bound, and says why not."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from processors.bus import connect
+from processors.bus.memory import drop_memory_broker
+from processors.runtime import changelog
+from processors.runtime.changelog import CheckpointFile, LogFollower, NotYetApplied, wait_seen
+from schema import BadRequest
+from schema.changelog import token
+from schema.topics import CHANGELOG_PREFIX
+
+
+@pytest.fixture
+async def bus():
+    name = f"seen{uuid.uuid4().hex[:8]}"
+    opened = await connect(f"memory://{name}")
+    yield opened
+    await opened.close()
+    drop_memory_broker(name)
+
+
+async def test_a_read_waits_until_the_replica_applied_the_write_and_no_longer(bus, tmp_path):
+    log = f"{CHANGELOG_PREFIX}t-{uuid.uuid4().hex[:6]}"
+    applied: list[bytes | None] = []
+    gate = asyncio.Event()
+
+    async def apply(record):
+        await gate.wait()  # the replica is slow: it applies only when let
+        applied.append(record.body)
+
+    gate.set()
+    follower = LogFollower(bus, log, CheckpointFile(tmp_path / "cp"), apply)
+    await follower.start()
+    changelog.register(follower, tmp_path)
+    try:
+        gate.clear()
+        seen = token(log, await bus.append(log, b"doc", key="k"))
+        waiting = asyncio.ensure_future(wait_seen([seen], tmp_path, log, timeout_s=10))
+        await asyncio.sleep(0.1)
+        assert not waiting.done()  # not applied yet: the read waits
+        gate.set()
+        assert await asyncio.wait_for(waiting, 10) is True and applied == [b"doc"]
+        # Tokens of other logs are other stores' to see: nothing to wait for here.
+        assert await wait_seen([token("ragbus.changelog.other", "0")], tmp_path, log, timeout_s=1) is False
+        # Past the bound, the read fails saying the replica is behind.
+        gate.clear()
+        late = token(log, await bus.append(log, b"later", key="k"))
+        with pytest.raises(NotYetApplied, match="behind the log"):
+            await wait_seen([late], tmp_path, log, timeout_s=0.2)
+        gate.set()
+    finally:
+        changelog.unregister(follower, tmp_path)
+        await follower.close()
+
+
+async def test_a_token_that_is_not_one_or_a_log_no_replica_here_follows_is_a_bad_request(tmp_path):
+    log = f"{CHANGELOG_PREFIX}t-{uuid.uuid4().hex[:6]}"
+    with pytest.raises(BadRequest, match="not a log token"):
+        await wait_seen(["no-at-sign"], tmp_path, log, timeout_s=1)
+    with pytest.raises(BadRequest, match="no replica of it writes"):
+        await wait_seen([token(log, "3")], tmp_path, log, timeout_s=1)
+    assert await wait_seen([], tmp_path, log, timeout_s=1) is False
