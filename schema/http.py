@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from .common import Limit
+from .common import Limit, MustSee
 from .rag import DocumentRagPiece, DocumentRagResponse, History
 from .retrieval import DEFAULT_COLLECTION
 
@@ -31,6 +31,8 @@ class AskRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     collection: str = DEFAULT_COLLECTION
     stream: bool = False
     history: History = []
+    # With stores from the log: writes the answer must see (a document upload's ``seen``).
+    must_see: MustSee = []
 
 
 class DocumentUpload(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -85,6 +87,7 @@ class DocumentStored(msgspec.Struct, kw_only=True):
     document_id: str
     collection: str
     chunks: int
+    seen: list[str] = []  # with stores from the log: where it holds the document (an ask's ``must_see``)
 
 
 class ErrorDetail(msgspec.Struct, kw_only=True):

@@ -113,7 +113,7 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
         pipeline = state.need()
         question = DocumentRagRequest(query=body.question, mode=body.mode, at_time=body.at_time, as_of=body.as_of,
                                       doc_limit=body.doc_limit, collection=_collection(body.collection),
-                                      history=body.history)
+                                      history=body.history, must_see=body.must_see)
         _allow(request, "read", question.collection)
         if not body.stream:
             try:
@@ -175,11 +175,11 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
         _allow(request, "ingest", document.collection)
         pipeline = state.need()
         try:
-            chunks = await pipeline.store(document)
+            sent = await pipeline.store(document)
         except Exception as exc:
             raise from_pipeline(exc, ["text", "document_id", "title", "collection"]) from None
         return json_response(DocumentStored(document_id=document.document_id, collection=document.collection,
-                                            chunks=chunks), 201)
+                                            chunks=sent.chunks, seen=list(sent.seen)), 201)
 
     async def delete_document(request: Request) -> Response:
         document_id = request.path_params["document_id"]

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 
 from config.settings import GatewaySettings
 from processors.bus.base import BusError
-from processors.ingestion import DocumentSource, send_document
+from processors.ingestion import DocumentSource, Sent, send_document
 from processors.runtime.request_client import RequestClient, RequestTimeout
 from processors.runtime.status import statuses
 from processors.runtime.typed_clients import DocumentRagClient, RemoteError
@@ -70,12 +70,12 @@ class BusPipeline:
     async def ask(self, r: DocumentRagRequest) -> DocumentRagResponse:
         return await self.rag.ask(r.query, mode=r.mode, at_time=r.at_time, doc_limit=r.doc_limit,
                                   collection=r.collection, fusion=r.fusion, as_of=r.as_of, answer=r.answer,
-                                  history=r.history)
+                                  history=r.history, must_see=r.must_see)
 
     def ask_stream(self, r: DocumentRagRequest) -> AsyncIterator[DocumentRagPiece]:
         return self.rag.ask_stream(r.query, mode=r.mode, at_time=r.at_time, doc_limit=r.doc_limit,
                                    collection=r.collection, as_of=r.as_of, history=r.history,
-                                   answer_pieces=r.answer_pieces)
+                                   answer_pieces=r.answer_pieces, must_see=r.must_see)
 
     async def documents(self, request: ListDocuments) -> DocumentList:
         """A page of a collection's documents, or (``collections``) the collections, from documents-query."""
@@ -90,11 +90,10 @@ class BusPipeline:
             raise RemoteError(t.KG_QUERY, r.error)
         return r
 
-    async def store(self, document: DocumentSource) -> int:
-        """The number of chunks stored (or held already, when unchanged); raises ``DocumentRejected`` for
-        document-load's error answer, else what stopped the sending (a time-out, the bus)."""
-        sent = await send_document(self.store_client, document, timeout=self.store_timeout_s)
-        return sent.chunks
+    async def store(self, document: DocumentSource) -> Sent:
+        """The chunks stored (or held already, when unchanged) and, with stores from the log, where it holds
+        them; raises ``DocumentRejected`` for document-load's error answer, else what stopped the sending."""
+        return await send_document(self.store_client, document, timeout=self.store_timeout_s)
 
     async def delete(self, document_id: str, collection: str) -> IngestResult:
         request = DeleteDocument(document_id=document_id, collection=collection)
