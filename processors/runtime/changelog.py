@@ -329,8 +329,8 @@ async def append_change(bus: Bus, topic: str, kind: str, message: msgspec.Struct
     return await bus.append(topic, encode(message), key=key, order_key=order_key, headers={KIND: kind})
 
 
-class NotYetApplied(TimeoutError):
-    """A write a request must see is not applied on this replica within its bound."""
+class NotYetApplied(RuntimeError):
+    """A write a request must see is not applied on this replica within its bound (its error type names it)."""
 
 
 # The followers of this process by (log topic, data dir): what a query processor waits on for a request's
