@@ -70,9 +70,11 @@ async def load(client, names, batch: LoadTriples) -> IngestResult:
     return result
 
 
-async def heads(client, names, n: int, at_time: str, as_of: str | None = None) -> list[str]:
+async def heads(client, names, n: int, at_time: str, as_of: str | None = None, must_see=()) -> list[str]:
+    """The facts' heads on replica ``n``; ``must_see``: the loads it must have applied first."""
     r = await client.request(f"{names['query']}-{n}", KgQueryRequest(
-        question=QUESTION, collection=names["collection"], at_time=at_time, as_of=as_of), KgQueryResponse, timeout=60)
+        question=QUESTION, collection=names["collection"], at_time=at_time, as_of=as_of, must_see=list(must_see)),
+        KgQueryResponse, timeout=60)
     assert r.error is None, r.error
     return sorted(f.head for f in r.facts)
 
@@ -89,8 +91,10 @@ async def test_writers_append_and_every_replica_makes_its_own_graph(open_bus, na
         assert (first.count, first.unchanged, first.rejected) == (3, 0, [])
         again = await load(client, names, brown())  # a reload changes nothing, whichever writer takes it
         assert (again.count, again.unchanged) == (0, 3)
-        await load(client, names, cameron())
-        assert await heads(client, names, 1, "2008-01-01") == ["Gordon Brown"]
+        later = await load(client, names, cameron())
+        assert len(later.seen) == 1  # where the log holds the batch: a read that must see it carries it
+        # The writer replied once its own copy applied the batch; replica 1 applies it on its own time.
+        assert await heads(client, names, 1, "2008-01-01", must_see=later.seen) == ["Gordon Brown"]
         # A replica started later, on another "host": it catches up from the log before it is ready.
         await stack.enter_async_context(serving(bus, two))
         assert two._from_log is not None and two._from_log.follower.read == 3  # every load, the reload too
@@ -101,7 +105,7 @@ async def test_writers_append_and_every_replica_makes_its_own_graph(open_bus, na
         retracted = await load(client, names, LoadTriples(retract_sources=["offices-2"]))
         assert retracted.retracted == 1
         for n in (1, 2):
-            assert await heads(client, names, n, "2012-01-01") == []
+            assert await heads(client, names, n, "2012-01-01", must_see=retracted.seen) == []
             assert await heads(client, names, n, "2012-01-01", as_of=known) == ["David Cameron"]
         # Nothing of the graph is in the writers' or replicas' data dirs but the replicas' own copies.
         assert not list(tmp_path.glob("*/*/graph/log"))
