@@ -21,6 +21,7 @@ from typing import NamedTuple
 import msgspec
 
 from config.settings import ClientSettings
+from processors.bus.positions import latest
 from processors.runtime.request_client import RequestClient
 from processors.runtime.sizing import body_budget
 from schema import DeleteDocument, Document, IngestResult, Section, encode, parts_generation
@@ -44,8 +45,9 @@ class IngestSummary:
     unchanged: int = 0  # held already with the same content hash: neither chunked nor embedded again
     # Being sent when the run was cancelled (Ctrl-C): not stored, parts of their new version may be staged.
     interrupted: list[DocumentSource] = field(default_factory=list)
-    # With stores from the log: the tokens of where it holds the documents stored; an ask that must see
-    # them carries them (``DocumentRagRequest.must_see``), and each replica answers once it applied them.
+    # With stores from the log: where it holds the documents stored, the latest token of each partition;
+    # an ask that must see them carries them (``DocumentRagRequest.must_see``), and each replica answers
+    # once it applied them.
     seen: list[str] = field(default_factory=list)
 
 
@@ -240,5 +242,6 @@ async def ingest(
                 on_progress(done, len(sources), label)
 
     await asyncio.gather(*(one(d) for d in sources))
+    summary.seen = latest(summary.seen)  # a replica applies each partition in order: its latest says all
     summary.seconds = time.perf_counter() - started
     return summary

@@ -122,3 +122,17 @@ async def test_only_log_topics_are_appended_to_or_read_as_logs(open_bus, topic):
         await bus.append(topic, b"x", key="k")
     with pytest.raises(BusConfigError, match="not a log topic"):
         await bus.read_log(topic)
+
+
+async def test_the_latest_token_of_each_partition_covers_every_write_before_it(open_bus, log_topic):
+    from processors.bus.positions import latest
+    from schema.changelog import parse_token, token
+
+    bus = await open_bus()
+    tokens = [token(log_topic, await bus.append(log_topic, f"{i}".encode(), key=f"d{i}")) for i in range(16)]
+    kept = latest(tokens)
+    assert 1 <= len(kept) < len(tokens) and set(kept) <= set(tokens)
+    async with await bus.read_log(log_topic) as reader:
+        while not all(reader.covers(parse_token(t)[1]) for t in kept):
+            await asyncio.wait_for(reader.next(), RECEIVE_TIMEOUT)
+        assert all(reader.covers(parse_token(t)[1]) for t in tokens)  # the latest of each partition says all

@@ -1,0 +1,179 @@
+"""Stores from the log: a query host's time to ready, its freshness and its memory, on Apache Kafka and Pulsar.
+
+    python -m scripts.bench_log_replica --chunks 10000              # kafka, then pulsar
+    python -m scripts.bench_log_replica --chunks 2000 --backends kafka
+
+A generated collection (documents of ``--per-doc`` chunks of about 60 words, random unit vectors
+of 384 dimensions) is written to the documents log through the writers' own path: the
+doc-embeddings-store, doc-embeddings-delete and document-record processors with ``changelog =
+true``, called in this process (no chunker or embedder: the ingest benchmarks measure those).
+Then a documents-replica, in this process, on a data dir of its own:
+
+- from empty: started on a new dir; the time until it has caught up (what ``ready`` waits for);
+- from its checkpoint: stopped and started again on the same dir;
+- freshness: ``--fresh`` more documents written one at a time while it follows; for each, from
+  the write of its last record returning to the replica having applied it (p50, p99);
+- memory: this process's peak resident set before and after the replica caught up.
+
+Printed with the CPU seconds of this process and of the broker during the catch-up from empty,
+and the records per second. The machine is shared: read the ratios and the growth with size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import resource
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from processors.bus import connect
+from processors.doc_embeddings import DocEmbeddingsDeleteProcessor, DocEmbeddingsSettings, DocEmbeddingsStoreProcessor
+from processors.library import DocumentRecordProcessor, LibrarySettings
+from processors.replica import DocumentsReplicaProcessor, ReplicaSettings
+from processors.runtime.envelope import Envelope, new_traceparent
+from processors.runtime.processor import RequestContext
+from schema import Chunk, DeleteDocument, DocumentInfo, EmbeddedChunks, RecordDocument, generation_of
+from schema.changelog import parse_token
+from schema.topics import CHANGELOG_PREFIX
+from scripts.bench.brokers import broker_for
+from scripts.bench.cpu import cpu_of
+from scripts.bench.stats import percentile
+
+WORDS = ["the", "statement", "block", "loop", "value", "name", "class", "method", "module", "scope", "function",
+         "object", "list", "tuple", "string", "number", "index", "key", "set", "dict", "frame", "call", "return"]
+
+
+def _context() -> RequestContext:
+    envelope = Envelope(request_id=uuid.uuid4().hex, reply_to=None, attempt=1, deadline_ms=None,
+                        traceparent=new_traceparent())
+    return RequestContext(envelope=envelope, topic="bench", delivery_attempt=1)
+
+
+class Writers:
+    """The log's writers, as an ingestion host runs them (log mode), called directly."""
+
+    def __init__(self, bus, log: str) -> None:
+        self.store = DocEmbeddingsStoreProcessor("bench-store", DocEmbeddingsSettings(changelog=True, log_topic=log))
+        self.switch = DocEmbeddingsDeleteProcessor("bench-switch", DocEmbeddingsSettings(changelog=True,
+                                                                                       log_topic=log))
+        self.record = DocumentRecordProcessor("bench-record", LibrarySettings(changelog=True, log_topic=log))
+        for p in (self.store, self.switch, self.record):
+            p.bus = bus
+
+    async def start(self) -> None:
+        for p in (self.store, self.switch, self.record):
+            await p.start()
+
+    async def close(self) -> None:
+        for p in (self.store, self.switch, self.record):
+            await p.close()
+
+    async def document(self, collection: str, i: int, per_doc: int, rng: random.Random) -> list[str]:
+        """One document written as the chunker writes it (staged run, switch, record); its last token."""
+        document_id = f"doc-{i:06d}"
+        version = generation_of(f"sha256:{i:064x}")
+        chunks = [Chunk(chunk_id=f"{document_id}#{p}", document_id=document_id, collection=collection,
+                        text=" ".join(rng.choice(WORDS) for _ in range(60)), title=f"document {i}", position=p,
+                        generation=version) for p in range(per_doc)]
+        vectors = rng_vectors(rng, per_doc)
+        await self.store.handle(EmbeddedChunks(chunks=chunks, vectors=vectors, staged=True), _context())
+        await self.switch.handle(DeleteDocument(document_id=document_id, collection=collection, activate=version,
+                                                chunks=per_doc), _context())
+        recorded = await self.record.handle(RecordDocument(document=DocumentInfo(
+            document_id=document_id, collection=collection, title=f"document {i}", chunks=per_doc,
+            generation=version)), _context())
+        return recorded.seen
+
+
+def _pid(broker) -> int | None:
+    return broker.process.pid if broker.process is not None else None
+
+
+def rng_vectors(rng: random.Random, n: int) -> list[list[float]]:
+    m = np.random.default_rng(rng.randrange(2**32)).standard_normal((n, 384)).astype(np.float32)
+    m /= np.linalg.norm(m, axis=1, keepdims=True)
+    return m.tolist()
+
+
+async def replica_ready(bus, log: str, data_dir: Path) -> tuple[DocumentsReplicaProcessor, float]:
+    replica = DocumentsReplicaProcessor("documents-replica", ReplicaSettings(data_dir=str(data_dir), log_topic=log))
+    replica.bus = bus
+    started = time.perf_counter()
+    await replica.start()
+    return replica, time.perf_counter() - started
+
+
+async def run(backend: str, chunks: int, per_doc: int, fresh: int, workdir: Path) -> dict[str, float]:
+    broker = broker_for(backend, workdir / f"{backend}-broker")
+    broker.start()
+    try:
+        async with await connect(broker.url) as bus:
+            log, collection = f"{CHANGELOG_PREFIX}bench-{uuid.uuid4().hex[:6]}", "bench"
+            writers = Writers(bus, log)
+            await writers.start()
+            rng = random.Random(7)
+            documents = chunks // per_doc
+            slots = asyncio.Semaphore(8)
+
+            async def one(i: int) -> None:
+                async with slots:
+                    await writers.document(collection, i, per_doc, rng)
+
+            t0 = time.perf_counter()
+            await asyncio.gather(*(one(i) for i in range(documents)))
+            write_s = time.perf_counter() - t0
+            rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            cpu0, broker0 = cpu_of(os.getpid()), cpu_of(_pid(broker))
+            replica, empty_s = await replica_ready(bus, log, workdir / f"{backend}-host")
+            cpu1, broker1 = cpu_of(os.getpid()), cpu_of(_pid(broker))
+            rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            records = replica.follower.read if replica.follower else 0
+            # Freshness: a document written while the replica follows, until the replica applied it.
+            waits = []
+            for i in range(documents, documents + fresh):
+                (last,) = await writers.document(collection, i, per_doc, rng)
+                written = time.perf_counter()
+                assert replica.follower is not None
+                assert await replica.follower.wait_for(parse_token(last)[1], 60)
+                waits.append(time.perf_counter() - written)
+            await replica.close()
+            again, checkpoint_s = await replica_ready(bus, log, workdir / f"{backend}-host")
+            await again.close()
+            await writers.close()
+    finally:
+        broker.stop()
+    return {
+        "chunks": documents * per_doc, "records": records, "write s": write_s,
+        "ready from empty s": empty_s, "records/s": records / empty_s if empty_s else 0.0,
+        "ready from checkpoint s": checkpoint_s,
+        "fresh p50 ms": percentile(waits, 50) * 1000, "fresh p99 ms": percentile(waits, 99) * 1000,
+        "catch-up CPU s (this process)": cpu1 - cpu0, "catch-up CPU s (broker)": broker1 - broker0,
+        "peak RSS MB before": rss_before, "peak RSS MB after": rss_after,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--chunks", type=int, default=10_000)
+    parser.add_argument("--per-doc", type=int, default=20)
+    parser.add_argument("--fresh", type=int, default=50, help="documents timed one at a time for freshness")
+    parser.add_argument("--backends", default="kafka,pulsar")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-log-replica-") as tmp:
+        results = {b: asyncio.run(run(b, args.chunks, args.per_doc, args.fresh, Path(tmp)))
+                   for b in args.backends.split(",")}
+    names = list(next(iter(results.values())))
+    print(f"{'':32}" + "".join(f"{b:>14}" for b in results))
+    for name in names:
+        print(f"{name:32}" + "".join(f"{results[b][name]:>14.1f}" for b in results))
+
+
+if __name__ == "__main__":
+    main()
