@@ -83,11 +83,12 @@ class PipelineStatus(msgspec.Struct, kw_only=True):
     topics: list[ProcessorStatus] = []
 
 
-class DocumentStored(msgspec.Struct, kw_only=True):
+class DocumentStored(msgspec.Struct, kw_only=True, omit_defaults=True):
     document_id: str
     collection: str
     chunks: int
-    seen: list[str] = []  # with stores from the log: where it holds the document (an ask's ``must_see``)
+    # With stores from the log: where it holds the document (an ask's ``must_see``); left out otherwise.
+    seen: list[str] = []
 
 
 class ErrorDetail(msgspec.Struct, kw_only=True):
