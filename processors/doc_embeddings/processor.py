@@ -116,7 +116,8 @@ class _StoreProcessor(Processor):
     async def _seen(self, must_see: list[str]) -> bool:
         """Wait until this host's replica applied the writes a request must see; whether there were any."""
         assert self.data_dir is not None
-        return await wait_seen(must_see, self.data_dir, self._log_topic, self.settings.fresh_wait_s)
+        s = self.settings
+        return await wait_seen(must_see, self.data_dir, self._log_topic, s.fresh_wait_s, from_log=s.changelog)
 
     def _staging(self, collection: str) -> Staging:
         assert self.data_dir is not None

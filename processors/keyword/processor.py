@@ -299,7 +299,8 @@ class KeywordQueryProcessor(Processor[KeywordQueryRequest, KeywordQueryResponse]
         limit = min(request.limit, self.settings.max_limit)
         check_collection(request.collection)
         s = self.settings
-        fresh = await wait_seen(request.must_see, self._worker.data_dir, s.log_topic or DOCUMENTS_LOG, s.fresh_wait_s)
+        fresh = await wait_seen(request.must_see, self._worker.data_dir, s.log_topic or DOCUMENTS_LOG, s.fresh_wait_s,
+                                from_log=s.changelog)
         if not request.query.strip():
             return KeywordQueryResponse(matches=[])
         matches = await self._worker.run(_search, self._worker, request.collection, request.query, limit, fresh)

@@ -170,7 +170,8 @@ class KgQueryProcessor(_GraphProcessor[KgQueryRequest, KgQueryResponse]):
         check_collection(request.collection)
         if request.must_see:
             s = self.settings
-            await wait_seen(request.must_see, data_dir(s.data_dir), s.log_topic or GRAPH_LOG, s.fresh_wait_s)
+            await wait_seen(request.must_see, data_dir(s.data_dir), s.log_topic or GRAPH_LOG, s.fresh_wait_s,
+                            from_log=s.changelog)
         at_time = parse_instant(request.at_time, what="at_time") if request.at_time is not None else None
         as_of = parse_instant(request.as_of, what="as_of") if request.as_of is not None else None
         limit = min(request.limit, self.settings.max_limit)

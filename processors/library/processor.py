@@ -102,7 +102,8 @@ class DocumentsQueryProcessor(_LibraryProcessor):
 
     async def handle(self, request: ListDocuments, context: RequestContext) -> DocumentList:
         s = self.settings
-        await wait_seen(request.must_see, self.data_dir, s.log_topic or DOCUMENTS_LOG, s.fresh_wait_s)
+        await wait_seen(request.must_see, self.data_dir, s.log_topic or DOCUMENTS_LOG, s.fresh_wait_s,
+                        from_log=s.changelog)
         if request.collections:
             return DocumentList(collections=collections(self.data_dir))
         library = self.library(check_collection(request.collection))

@@ -352,14 +352,20 @@ def unregister(follower: LogFollower, data_dir: Path) -> None:
         followers.remove(follower)
 
 
-async def wait_seen(tokens: list[str], data_dir: Path, topic: str, timeout_s: float) -> bool:
+class ReplicaMissing(RuntimeError):
+    """A read must see a write of a log, and this process, which says its stores come from it, follows none."""
+
+
+async def wait_seen(tokens: list[str], data_dir: Path, topic: str, timeout_s: float, *, from_log: bool) -> bool:
     """Wait until this process's followers for ``data_dir`` have applied the tokens they follow; whether
     there was one to wait for.
 
-    ``topic`` is the caller's own log: a token of it needs a follower here (else ``BadRequest``, saying
-    how replicas are laid out); a token of another log is waited for where this process follows that
-    log for ``data_dir`` too, and is another store's to see otherwise. ``BadRequest`` for a token that
-    is not one; ``NotYetApplied`` past ``timeout_s``.
+    ``topic`` is the caller's own log, and ``from_log`` whether its stores come from it (its
+    ``changelog`` setting): then a token of it needs a follower here (else ``ReplicaMissing``, saying
+    how replicas are laid out); a store of a shared data dir has no log to wait for, and sees a
+    write within its ``refresh_interval_s``. A token of another log is waited for where this process
+    follows that log for ``data_dir`` too. ``BadRequest`` for a token that is not one;
+    ``NotYetApplied`` past ``timeout_s``.
     """
     waits: list[tuple[LogFollower, str, str]] = []
     for value in tokens:
@@ -370,8 +376,8 @@ async def wait_seen(tokens: list[str], data_dir: Path, topic: str, timeout_s: fl
         followers = _FOLLOWING.get((log_topic, _dir(data_dir)))
         if followers:
             waits.append((followers[0], log_topic, position))
-        elif log_topic == topic:
-            raise BadRequest(
+        elif log_topic == topic and from_log:
+            raise ReplicaMissing(
                 f"must_see names {topic}, but no replica of it writes {data_dir} in this process: run "
                 f"documents-replica in the same worker as the query processors (pipelines.LOG_REPLICA)"
             )

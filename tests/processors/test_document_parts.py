@@ -59,7 +59,8 @@ async def test_a_20_mb_file_streams_in_parts_that_fit_within_bounded_memory(tmp_
     client = ChunkingClient(max_message_bytes=1_000_000)
     tracemalloc.start()
     try:
-        chunks, parts, _ = await send_document(client, source, timeout=60)
+        sent = await send_document(client, source, timeout=60)
+        chunks, parts = sent.chunks, sent.parts
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

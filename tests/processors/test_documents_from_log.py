@@ -52,7 +52,7 @@ def host_settings(data_dir, names, log: str, suffix: str, *, host: str, own_topi
             section["data_dir"] = str(data_dir)
         if name in (*STORES, *QUERY):
             section["log_topic"] = log
-        if name in (*STORES, "documents-replica"):
+        if name in (*STORES, *QUERY):
             section["changelog"] = True
         if name in ("keyword-query", "fetch-chunk", "doc-embeddings-query"):
             section["refresh_interval_s"] = 0
@@ -123,7 +123,8 @@ async def test_an_ingestion_host_appends_and_every_query_host_makes_its_own_stor
         await stack.enter_async_context(query_host("a"))
         a, b = Host(client, suffix, "a", collection), Host(client, suffix, "b", collection)
         summary = await ingest(client, docs, timeout=60)
-        assert summary.failed == [] and summary.documents == 3 and len(summary.seen) == 3
+        # The latest token of each partition the documents went to: 1 on memory, up to 3 on Kafka's 4.
+        assert summary.failed == [] and summary.documents == 3 and 1 <= len(summary.seen) <= 3
         # A read that must see the ingest (its tokens) waits for the host to apply it: no polling.
         assert sorted(await a.documents(must_see=summary.seen)) == ["loops", "slots", "with"]
         assert "loops#0" in await a.search("else clause", must_see=summary.seen)

@@ -35,7 +35,8 @@ from ..helpers.rag_pipeline import DOCS, ELSE_QUESTION, UK_QUESTION
 pytestmark = pytest.mark.brokers
 
 STORES = ("doc-embeddings-store", "doc-embeddings-delete", "keyword-store", "keyword-delete", "document-record",
-          "kg-store", "kg-query", "documents-replica")
+          "kg-store", "kg-query", "documents-replica", "keyword-query", "doc-embeddings-query", "fetch-chunk",
+          "documents-query")
 INGESTION = ("embed", "document-load", "document-delete", "doc-embeddings-store", "doc-embeddings-delete",
              "keyword-store", "keyword-delete", "document-record", "kg-store", "documents-replica", "documents-query")
 # The orchestrator's sub-requests, each to the processor on its own host.
@@ -55,7 +56,8 @@ def host_env(tmp_path, host: str, suffix: str) -> dict[str, str]:
     for name in STORES:
         env[var(name, "changelog")] = "true"
     for name in ("doc-embeddings-store", "doc-embeddings-delete", "keyword-store", "keyword-delete",
-                 "document-record", "documents-replica"):
+                 "document-record", "documents-replica", "keyword-query", "doc-embeddings-query", "fetch-chunk",
+                 "documents-query"):
         env[var(name, "log_topic")] = f"ragbus.changelog.documents-{suffix}"
     for name in ("kg-store", "kg-query"):
         env[var(name, "log_topic")] = f"ragbus.changelog.graph-{suffix}"

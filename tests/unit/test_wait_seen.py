@@ -10,7 +10,7 @@ import pytest
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
 from processors.runtime import changelog
-from processors.runtime.changelog import CheckpointFile, LogFollower, NotYetApplied, wait_seen
+from processors.runtime.changelog import CheckpointFile, LogFollower, NotYetApplied, ReplicaMissing, wait_seen
 from schema import BadRequest
 from schema.changelog import token
 from schema.topics import CHANGELOG_PREFIX
@@ -41,28 +41,31 @@ async def test_a_read_waits_until_the_replica_applied_the_write_and_no_longer(bu
     try:
         gate.clear()
         seen = token(log, await bus.append(log, b"doc", key="k"))
-        waiting = asyncio.ensure_future(wait_seen([seen], tmp_path, log, timeout_s=10))
+        waiting = asyncio.ensure_future(wait_seen([seen], tmp_path, log, timeout_s=10, from_log=True))
         await asyncio.sleep(0.1)
         assert not waiting.done()  # not applied yet: the read waits
         gate.set()
         assert await asyncio.wait_for(waiting, 10) is True and applied == [b"doc"]
         # Tokens of other logs are other stores' to see: nothing to wait for here.
-        assert await wait_seen([token("ragbus.changelog.other", "0")], tmp_path, log, timeout_s=1) is False
+        other = token("ragbus.changelog.other", "0")
+        assert await wait_seen([other], tmp_path, log, timeout_s=1, from_log=True) is False
         # Past the bound, the read fails saying the replica is behind.
         gate.clear()
         late = token(log, await bus.append(log, b"later", key="k"))
         with pytest.raises(NotYetApplied, match="behind the log"):
-            await wait_seen([late], tmp_path, log, timeout_s=0.2)
+            await wait_seen([late], tmp_path, log, timeout_s=0.2, from_log=True)
         gate.set()
     finally:
         changelog.unregister(follower, tmp_path)
         await follower.close()
 
 
-async def test_a_token_that_is_not_one_or_a_log_no_replica_here_follows_is_a_bad_request(tmp_path):
+async def test_a_token_that_is_not_one_is_a_bad_request_and_a_missing_replica_says_how_to_lay_them_out(tmp_path):
     log = f"{CHANGELOG_PREFIX}t-{uuid.uuid4().hex[:6]}"
     with pytest.raises(BadRequest, match="not a log token"):
-        await wait_seen(["no-at-sign"], tmp_path, log, timeout_s=1)
-    with pytest.raises(BadRequest, match="no replica of it writes"):
-        await wait_seen([token(log, "3")], tmp_path, log, timeout_s=1)
-    assert await wait_seen([], tmp_path, log, timeout_s=1) is False
+        await wait_seen(["no-at-sign"], tmp_path, log, timeout_s=1, from_log=True)
+    with pytest.raises(ReplicaMissing, match="run documents-replica in the same worker"):
+        await wait_seen([token(log, "3")], tmp_path, log, timeout_s=1, from_log=True)
+    # A store of a shared data dir has no log to wait for: its writes show within refresh_interval_s.
+    assert await wait_seen([token(log, "3")], tmp_path, log, timeout_s=1, from_log=False) is False
+    assert await wait_seen([], tmp_path, log, timeout_s=1, from_log=True) is False
