@@ -504,6 +504,12 @@ def strategy_for(info: mi.Type) -> st.SearchStrategy:
         highs = [2**63 - 1, info.le, None if info.lt is None else info.lt - 1]
         low, high = max(v for v in lows if v is not None), min(v for v in highs if v is not None)
         return st.integers(min_value=low, max_value=high)
+    if isinstance(info, mi.StrType) and info.pattern is not None:  # a token: what the pattern allows
+        alphabet = st.characters(codec="utf-8", exclude_characters="\n")
+        fit = st.from_regex(info.pattern, fullmatch=True, alphabet=alphabet)
+        return fit.filter(lambda s, most=info.max_length: most is None or len(s) <= most)
+    if isinstance(info, mi.StrType) and (info.min_length or info.max_length is not None):
+        return st.text(min_size=info.min_length or 0, max_size=min(20, info.max_length or 20))
     simple = {
         mi.StrType: st.text(max_size=20),
         mi.FloatType: FLOAT,

@@ -71,9 +71,12 @@ async def test_embed_returns_vectors_and_raises_remote_errors(client):
 
 async def test_query_clients_send_their_arguments(client):
     (m,) = await DocEmbeddingsClient(client).query([[0.5, 1.0]], limit=3, collection="c")
-    assert msgspec.json.decode(m.chunk_id) == {"vectors": [[0.5, 1.0]], "limit": 3, "collection": "c"}
-    (m,) = await KeywordClient(client).query(query="C++ 7.3.2 (", limit=4)
-    assert msgspec.json.decode(m.chunk_id) == {"query": "C++ 7.3.2 (", "limit": 4, "collection": "default"}
+    assert msgspec.json.decode(m.chunk_id) == {"vectors": [[0.5, 1.0]], "limit": 3, "collection": "c", "must_see": []}
+    token = "ragbus.changelog.documents.default@0:7"
+    (m,) = await KeywordClient(client).query(query="C++ 7.3.2 (", limit=4, must_see=[token])
+    assert msgspec.json.decode(m.chunk_id) == {
+        "query": "C++ 7.3.2 (", "limit": 4, "collection": "default", "must_see": [token]
+    }
 
 
 async def test_fetch_chunk_client_is_the_orchestrators_fetch_callable(client):
