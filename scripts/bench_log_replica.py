@@ -2,6 +2,7 @@
 
     python -m scripts.bench_log_replica --chunks 10000              # kafka, then pulsar
     python -m scripts.bench_log_replica --chunks 2000 --backends kafka
+    python -m scripts.bench_log_replica --chunks 2000 --backends memory   # no broker: the replica's own cost
 
 A generated collection (documents of ``--per-doc`` chunks of about 60 words, random unit vectors
 of 384 dimensions) is written to the documents log through the writers' own path: the
@@ -93,7 +94,7 @@ class Writers:
 
 
 def _pid(broker) -> int | None:
-    return broker.process.pid if broker.process is not None else None
+    return broker.process.pid if broker is not None and broker.process is not None else None
 
 
 def rng_vectors(rng: random.Random, n: int) -> list[list[float]]:
@@ -102,19 +103,23 @@ def rng_vectors(rng: random.Random, n: int) -> list[list[float]]:
     return m.tolist()
 
 
-async def replica_ready(bus, log: str, data_dir: Path) -> tuple[DocumentsReplicaProcessor, float]:
-    replica = DocumentsReplicaProcessor("documents-replica", ReplicaSettings(data_dir=str(data_dir), log_topic=log))
+async def replica_ready(bus, log: str, data_dir: Path, **settings) -> tuple[DocumentsReplicaProcessor, float]:
+    replica = DocumentsReplicaProcessor("documents-replica", ReplicaSettings(data_dir=str(data_dir), log_topic=log,
+                                                                            **settings))
     replica.bus = bus
     started = time.perf_counter()
     await replica.start()
     return replica, time.perf_counter() - started
 
 
-async def run(backend: str, chunks: int, per_doc: int, fresh: int, workdir: Path) -> dict[str, float]:
-    broker = broker_for(backend, workdir / f"{backend}-broker")
-    broker.start()
+async def run(backend: str, chunks: int, per_doc: int, fresh: int, workdir: Path,
+              unbatched: bool = False) -> dict[str, float]:
+    # memory: no broker (the log is this process's), what the replica's own work costs.
+    broker = None if backend == "memory" else broker_for(backend, workdir / f"{backend}-broker")
+    if broker is not None:
+        broker.start()
     try:
-        async with await connect(broker.url) as bus:
+        async with await connect(f"memory://bench-{uuid.uuid4().hex[:6]}" if broker is None else broker.url) as bus:
             log, collection = f"{CHANGELOG_PREFIX}bench-{uuid.uuid4().hex[:6]}", "bench"
             writers = Writers(bus, log)
             await writers.start()
@@ -135,6 +140,10 @@ async def run(backend: str, chunks: int, per_doc: int, fresh: int, workdir: Path
             cpu1, broker1 = cpu_of(os.getpid()), cpu_of(_pid(broker))
             rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             records = replica.follower.read if replica.follower else 0
+            alone_s = 0.0
+            if unbatched:  # side by side: the same catch-up publishing after every record
+                alone, alone_s = await replica_ready(bus, log, workdir / f"{backend}-unbatched", batch_s=0)
+                await alone.close()
             # Freshness: a document written while the replica follows, until the replica applied it.
             waits = []
             for i in range(documents, documents + fresh):
@@ -148,11 +157,14 @@ async def run(backend: str, chunks: int, per_doc: int, fresh: int, workdir: Path
             await again.close()
             await writers.close()
     finally:
-        broker.stop()
+        if broker is not None:
+            broker.stop()
     return {
         "chunks": documents * per_doc, "records": records, "write s": write_s,
         "ready from empty s": empty_s, "records/s": records / empty_s if empty_s else 0.0,
         "ready from checkpoint s": checkpoint_s,
+        **({"ready from empty s, no batches": alone_s,
+            "  ratio (no batches / batched)": alone_s / empty_s if empty_s else 0.0} if unbatched else {}),
         "fresh p50 ms": percentile(waits, 50) * 1000, "fresh p99 ms": percentile(waits, 99) * 1000,
         "catch-up CPU s (this process)": cpu1 - cpu0, "catch-up CPU s (broker)": broker1 - broker0,
         "peak RSS MB before": rss_before, "peak RSS MB after": rss_after,
@@ -165,9 +177,11 @@ def main() -> None:
     parser.add_argument("--per-doc", type=int, default=20)
     parser.add_argument("--fresh", type=int, default=50, help="documents timed one at a time for freshness")
     parser.add_argument("--backends", default="kafka,pulsar")
+    parser.add_argument("--unbatched", action="store_true",
+                        help="also catch up with batch_s = 0 (a publish per record, as before batches), side by side")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-log-replica-") as tmp:
-        results = {b: asyncio.run(run(b, args.chunks, args.per_doc, args.fresh, Path(tmp)))
+        results = {b: asyncio.run(run(b, args.chunks, args.per_doc, args.fresh, Path(tmp), args.unbatched))
                    for b in args.backends.split(",")}
     names = list(next(iter(results.values())))
     print(f"{'':32}" + "".join(f"{b:>14}" for b in results))

@@ -62,6 +62,7 @@ class _StoreProcessor(Processor):
         self.stores: dict[str, VectorStore] = {}  # touched only on the worker thread
         self.data_dir: Path | None = None
         self._thread: OneThread | None = None  # from start to close
+        self._deferring = False  # every store's publishing waits for publish_deferred (a replica's catch-up)
 
     async def start(self) -> None:
         self.data_dir = data_dir(self.settings.data_dir)
@@ -77,6 +78,21 @@ class _StoreProcessor(Processor):
         if self._thread is None:
             raise RuntimeError(f"{self.name} is not started")
         return await self._thread.run(fn, *args)
+
+    async def defer_publishing(self) -> None:
+        """Hold the stores' replacements and removals until ``publish_deferred``: one generation for many."""
+        await self._blocking(self._set_deferring, True)
+
+    async def publish_deferred(self) -> None:
+        await self._blocking(self._set_deferring, False)
+
+    def _set_deferring(self, on: bool) -> None:
+        self._deferring = on
+        for store in self.stores.values():
+            if on:
+                store.defer()
+            else:
+                store.flush()
 
     @overload
     def _store(self, collection: str, *, create: Literal[True]) -> VectorStore: ...
@@ -106,6 +122,8 @@ class _StoreProcessor(Processor):
                 hnsw_ef_search=s.hnsw_ef_search,
                 refresh_interval_s=s.refresh_interval_s,
             )
+            if self._deferring:
+                store.defer()
             self.stores[collection] = store
         return store
 

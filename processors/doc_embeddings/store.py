@@ -30,6 +30,11 @@ Each write rewrites the collection's files: O(size of the collection) per
 batch, which is simple and fine for collections of up to a few hundred
 thousand chunks, not for tens of millions.
 
+A writer that applies many changes in a row (a replica catching up with its log) can
+``defer()`` publishing: document replacements and removals then change only a pending overlay,
+and ``flush()`` publishes all of them as one generation, so a catch-up costs one rewrite per
+flush instead of one per document (readers see everything flushed, or nothing of it).
+
 One writer process is expected (the chunk-store and document-delete
 processors); any number of read-only replicas may open the same directory.
 Writers serialise on ``writer.lock`` anyway, so two writers, in one process
@@ -169,6 +174,10 @@ class VectorStore:
         self._row_of: dict[str, int] = {}
         self._index: faiss.Index | None = None
         self._checked_at = float("-inf")
+        # While deferring: each document replaced (its rows and vectors) or removed (None) since the last
+        # flush, in the order of their latest change; None when not deferring.
+        self._pending: dict[str, tuple[list[_Row], np.ndarray] | None] | None = None
+        self._counts: dict[str, int] | None = None  # chunks per document as loaded, built when a removal asks
         self.refresh(force=True)
 
     # What it holds
@@ -291,6 +300,11 @@ class VectorStore:
     def delete_document(self, document_id: str) -> int:
         """Remove every chunk of ``document_id``; returns how many were removed."""
         self._check_writable()
+        if self._pending is not None:
+            removed = self._pending_count(document_id)
+            self._pending.pop(document_id, None)
+            self._pending[document_id] = None
+            return removed
         with self._writer_lock():
             self._refresh_locked()
             keep = [i for i, row in enumerate(self._rows) if row.document_id != document_id]
@@ -310,6 +324,8 @@ class VectorStore:
         if len(chunks) != len(vectors) or not chunks:
             raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors: each chunk needs exactly one vector")
         matrix = as_matrix(vectors)
+        if self._pending is not None:
+            return self._defer_replace(document_id, chunks, matrix)
         new_ids = {c.chunk_id for c in chunks}
         with self._writer_lock():
             self._refresh_locked()
@@ -328,14 +344,73 @@ class VectorStore:
             self._publish(rows, vectors_out)
         return len(chunks)
 
+    def defer(self) -> None:
+        """From now on, replacements and removals wait for ``flush()`` to be published (one generation)."""
+        self._check_writable()
+        if self._pending is None:
+            self._pending = {}
+
+    def flush(self) -> int:
+        """Publish what was deferred, as one generation, and stop deferring; the chunks held."""
+        pending, self._pending = self._pending, None
+        if not pending:
+            return len(self._rows)
+        with self._writer_lock():
+            self._refresh_locked()
+            changed = [value for value in pending.values() if value is not None]
+            owner: dict[str, int] = {}  # a chunk id in two documents' new rows: the later one's stays
+            for n, (new_rows, _) in enumerate(changed):
+                owner.update((row.chunk_id, n) for row in new_rows)
+            keep = [i for i, row in enumerate(self._rows)
+                    if row.document_id not in pending and row.chunk_id not in owner]
+            rows = [self._rows[i] for i in keep]
+            parts = [self._vectors[keep]] if keep else []
+            for n, (new_rows, matrix) in enumerate(changed):
+                mine = [i for i, row in enumerate(new_rows) if owner[row.chunk_id] == n]
+                rows.extend(new_rows[i] for i in mine)
+                parts.append(matrix[mine])
+            vectors = np.concatenate(parts) if rows else _EMPTY
+            if rows != self._rows or not np.array_equal(vectors, self._vectors):  # else: switches sent again
+                self._publish(rows, vectors)
+        return len(self._rows)
+
     def versions(self, document_id: str) -> dict[str, int]:
         """How many chunks of each version of ``document_id`` the store holds (as loaded)."""
+        if self._pending:
+            self.flush()
+            self.defer()
         self.refresh()
         counts: dict[str, int] = {}
         for row in self._rows:
             if row.document_id == document_id:
                 counts[row.version] = counts.get(row.version, 0) + 1
         return counts
+
+    def _defer_replace(self, document_id: str, chunks: Sequence[Chunk], matrix: np.ndarray) -> int:
+        assert self._pending is not None
+        pending_dimension = next((v[1].shape[1] for v in self._pending.values() if v is not None), 0)
+        held = pending_dimension or (self.dimension if self._rows else 0)
+        if held and held != matrix.shape[1]:
+            raise ValueError(
+                f"vectors have {matrix.shape[1]} dimensions; collection {self.collection!r} "
+                f"holds {held}-dimensional vectors"
+            )
+        rows = [_Row(c.chunk_id, c.document_id, c.text, c.title, c.position, c.generation) for c in chunks]
+        self._pending.pop(document_id, None)
+        self._pending[document_id] = (rows, matrix)
+        return len(chunks)
+
+    def _pending_count(self, document_id: str) -> int:
+        """The chunks ``document_id`` has with what is deferred applied."""
+        assert self._pending is not None
+        if document_id in self._pending:
+            value = self._pending[document_id]
+            return 0 if value is None else len(value[0])
+        if self._counts is None:
+            self._counts = {}
+            for row in self._rows:
+                self._counts[row.document_id] = self._counts.get(row.document_id, 0) + 1
+        return self._counts.get(document_id, 0)
 
     def check_dimension(self, dimension: int) -> None:
         """ValueError unless vectors of ``dimension`` fit: the stored one's, or any while empty."""
@@ -397,6 +472,7 @@ class VectorStore:
             index.add(vectors[old_n:])
         self._index = index if appends_only else None  # else built again on the next search
         self._generation = generation
+        self._counts = None
         self._rows = rows
         self._vectors = vectors
         self._row_of = {row.chunk_id: i for i, row in enumerate(rows)}

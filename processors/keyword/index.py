@@ -166,6 +166,8 @@ class KeywordIndex:
                         "ingest its documents again to stem", path)
         # Manual: this object decides when to reload (maybe_reload), no watcher thread.
         index.config_reader(reload_policy="Manual")
+        # While deferring (a replica catching up): commit() only notes a change, flush() commits them all.
+        self._deferred = self._uncommitted = self._rolled_back = False
         self._loaded_at = time.monotonic()
         self._writer = None
         if writable:
@@ -230,6 +232,9 @@ class KeywordIndex:
         One commit then holds both the delete and the adds: a reader sees the old chunks or the new.
         """
         writer = self._require_writer()
+        for chunk in chunks:  # refused before anything changes
+            if not chunk.chunk_id:
+                raise ValueError(f"a chunk of document {chunk.document_id!r} has an empty chunk_id")
         writer.delete_documents_by_term("document_id", document_id)  # applies to what was added before only
         return self.upsert(chunks)
 
@@ -256,13 +261,37 @@ class KeywordIndex:
         return found
 
     def commit(self) -> None:
-        """Persist and publish every change since the last commit; this object sees them at once."""
+        """Persist and publish every change since the last commit; this object sees them at once.
+
+        While deferring, the changes wait for ``flush``.
+        """
+        if self._deferred:
+            self._uncommitted = True
+            return
         self._require_writer().commit()
+        self._uncommitted = False
         self.reload()
 
     def rollback(self) -> None:
-        """Drop every change since the last commit."""
+        """Drop every change since the last commit (while deferring, every change since the last flush)."""
         self._require_writer().rollback()
+        self._rolled_back = self._rolled_back or (self._deferred and self._uncommitted)
+        self._uncommitted = False
+
+    def defer(self) -> None:
+        """From now on, ``commit`` waits for ``flush``: one commit for many changes (``versions`` and
+        ``delete_document``'s count see what was committed)."""
+        self._require_writer()
+        self._deferred = True
+
+    def flush(self) -> None:
+        """Commit what was deferred and stop deferring. RuntimeError if a rollback dropped deferred changes."""
+        self._deferred = False
+        if self._rolled_back:
+            self._rolled_back = False
+            raise RuntimeError(f"{self.path}: a failed change rolled back every change deferred with it")
+        if self._uncommitted:
+            self.commit()
 
     # Reading
 

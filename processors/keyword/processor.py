@@ -73,6 +73,7 @@ class _Worker:
         self.settings = settings
         self.indexes: dict[str, KeywordIndex] = {}
         self.lock = lock  # the writer's: released once its indexes are closed
+        self.deferring = False  # the indexes' commits wait for a flush (a replica catching up)
         self._thread = OneThread(name, closed_message="the keyword index is closed")
 
     async def run(self, fn: Callable[..., T], *args) -> T:
@@ -132,8 +133,19 @@ def _writer_index(worker: _Worker, collection: str, create: bool) -> KeywordInde
         if not create and not exists(index_path(worker.data_dir, collection)):
             return None
         index = KeywordIndex.open_writer(worker.data_dir, collection, worker.settings)
+        if worker.deferring:
+            index.defer()
         worker.indexes[collection] = index
     return index
+
+
+def _set_deferring(worker: _Worker, on: bool) -> None:
+    worker.deferring = on
+    for index in worker.indexes.values():
+        if on:
+            index.defer()
+        else:
+            index.flush()
 
 
 class _KeywordWriter(Processor[Req, IngestResult]):
@@ -154,6 +166,15 @@ class _KeywordWriter(Processor[Req, IngestResult]):
         if self._worker is not None:
             worker, self._worker = self._worker, None
             await _release_writers(worker)
+
+    async def defer_publishing(self) -> None:
+        """Hold the indexes' commits until ``publish_deferred``: one commit for many changes."""
+        worker = self._require_worker()
+        await worker.run(_set_deferring, worker, True)
+
+    async def publish_deferred(self) -> None:
+        worker = self._require_worker()
+        await worker.run(_set_deferring, worker, False)
 
     def _require_worker(self) -> _Worker:
         if self._worker is None:

@@ -95,6 +95,8 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
             self.follower = LogFollower(
                 self.bus, self.log_topic, CheckpointFile(self.data_dir / ".replicas" / self.name / CHECKPOINT),
                 self._apply, name=self.name, sync_interval_s=self.settings.sync_interval_s,
+                batch=(self._begin_batch, self._end_batch) if self.settings.batch_s else None,
+                batch_s=self.settings.batch_s,
             )
             await self.follower.start()
             changelog.register(self.follower, self.data_dir)  # for the host's reads that must see a write
@@ -110,6 +112,18 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
             await follower.close()
         while self._started:
             await self._started.pop().close()
+
+    def _deferring(self) -> list[Any]:
+        """The writers whose every change rewrites or commits a collection: the switches and removals."""
+        return self._writers[SWITCH]
+
+    async def _begin_batch(self) -> None:
+        for writer in self._deferring():
+            await writer.defer_publishing()
+
+    async def _end_batch(self) -> None:
+        for writer in self._deferring():
+            await writer.publish_deferred()
 
     async def _apply(self, record) -> None:
         if record.body is None:

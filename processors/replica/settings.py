@@ -23,3 +23,9 @@ class ReplicaSettings(StoreSettings, kw_only=True, forbid_unknown_fields=True):
     # key. One replica of a deployment is enough (the ingestion host's); another appends the same ones
     # again, which is harmless. At start it reads the log's keys once from the start, to know every run.
     tombstones: bool = False
+    # While catching up (at start, before it says ready), the faiss stores publish the records applied
+    # once per batch: at least this far apart (and twice as long as the last publish took), so a
+    # catch-up rewrites a collection's files a few times, not once per document. A replica killed
+    # mid-batch reads that batch again. Once caught up, each record is published as it is applied.
+    # 0: no batches, every record published as it is applied.
+    batch_s: Annotated[float, msgspec.Meta(ge=0)] = 5.0

@@ -22,6 +22,12 @@ caught up or closing): what a crash of the machine loses is read again from the 
 only then; afterwards the follower applies each record as it arrives. ``wait_for`` lets a
 writer (or a read that must see a write) wait until a position is applied.
 
+A replica whose stores rewrite files per change can pass ``batch`` (two coroutine functions,
+begin and end): while catching up, records are applied between a begin and an end, the end
+publishing them all at once, at least ``batch_s`` apart (and at least twice as long as the last
+end took, so publishing stays a third of the time at most); a record counts as applied, and its
+checkpoint is written, only after its batch ended. Once caught up, each record is applied alone.
+
 ``apply`` is the replica's own logic, a coroutine function awaited once per record, in log
 order; it must be deterministic, since every replica applies the same records. A record it
 refuses (it raises) is logged with its position and skipped, on every replica alike; it stays
@@ -221,6 +227,8 @@ class LogFollower:
         name: str = "log",
         sync_interval_s: float = 1.0,
         on_progress: Callable[[int], None] | None = None,
+        batch: tuple[Callable[[], Awaitable[Any]], Callable[[], Awaitable[Any]]] | None = None,
+        batch_s: float = 5.0,
     ) -> None:
         self.bus = bus
         self.topic = topic
@@ -231,6 +239,8 @@ class LogFollower:
         self._on_progress = on_progress
         self._reader: LogReader | None = None
         self._applying: str | None = None  # the position of the record being applied
+        self._batch, self._batch_s = batch, batch_s
+        self._unflushed: set[str] = set()  # positions applied in a batch that has not ended
         self._follower: asyncio.Task | None = None
         self._applied = asyncio.Event()  # set after each record applied; waiters clear it
         self._synced_at = time.monotonic()
@@ -244,8 +254,11 @@ class LogFollower:
             await self._apply_logged(record)
         self.replayed = len(records)
         self._reader = reader = await self.bus.read_log(self.topic, after=checkpoint)
-        while not await reader.caught_up():
-            await self._step(reader)
+        if self._batch is None:
+            while not await reader.caught_up():
+                await self._step(reader)
+        else:
+            await self._catch_up_in_batches(reader, *self._batch)
         await self._io.run(self.snapshot.sync)
         self._synced_at = time.monotonic()
         self._follower = asyncio.ensure_future(self._follow(reader))
@@ -257,7 +270,29 @@ class LogFollower:
             log.error("log %s: record %s (key %r) refused and skipped: %r", record.topic, record.position,
                       record.key, exc)
 
-    async def _step(self, reader: LogReader) -> None:
+    async def _catch_up_in_batches(self, reader: LogReader, begin: Callable[[], Awaitable[Any]],
+                                   end: Callable[[], Awaitable[Any]]) -> None:
+        ended_in = 0.0
+        while not await reader.caught_up():
+            await begin()
+            held: list[tuple[LogRecord, str]] = []
+            until = time.monotonic() + max(self._batch_s, 2 * ended_in)
+            try:
+                while time.monotonic() < until and not await reader.caught_up():
+                    held.append(await self._step(reader, held=True))
+            finally:
+                started = time.monotonic()
+                await end()  # what was applied is published: a failed batch is read again after a restart
+                ended_in = time.monotonic() - started
+            for record, checkpoint in held:
+                await self._io.run(self.snapshot.append, record, checkpoint)
+            self._unflushed.clear()
+            await self._io.run(self.snapshot.sync)
+            self._synced_at = time.monotonic()
+            self._applied.set()
+            log.info("log %s: %d records applied in a batch (published in %.2f s)", self.topic, len(held), ended_in)
+
+    async def _step(self, reader: LogReader, *, held: bool = False) -> tuple[LogRecord, str]:
         record = await reader.next()
         checkpoint = reader.checkpoint()
         self._applying = record.position  # returned by the reader, not applied yet
@@ -265,6 +300,12 @@ class LogFollower:
             await self._apply_logged(record)
         finally:
             self._applying = None
+        if held:
+            self._unflushed.add(record.position)
+            self.read += 1
+            if self._on_progress is not None:
+                self._on_progress(self.read)
+            return record, checkpoint
         await self._io.run(self.snapshot.append, record, checkpoint)
         if time.monotonic() - self._synced_at >= self._sync_interval_s:
             await self._io.run(self.snapshot.sync)
@@ -273,6 +314,7 @@ class LogFollower:
         self._applied.set()
         if self._on_progress is not None:
             self._on_progress(self.read)
+        return record, checkpoint
 
     async def _follow(self, reader: LogReader) -> None:
         while True:
@@ -287,7 +329,8 @@ class LogFollower:
     def covers(self, position: str) -> bool:
         """Whether the record at ``position`` has been applied (records are applied one at a time, in
         the order the reader returns them: every one returned is applied but the one being applied)."""
-        return self._reader is not None and self._reader.covers(position) and position != self._applying
+        return (self._reader is not None and self._reader.covers(position) and position != self._applying
+                and position not in self._unflushed)
 
     async def wait_for(self, position: str, timeout: float) -> bool:
         """Wait until the record at ``position`` is applied; False if ``timeout`` seconds pass first."""

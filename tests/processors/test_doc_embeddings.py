@@ -495,3 +495,56 @@ async def test_a_staged_version_is_unseen_until_one_switch_replaces_the_document
         bad = EmbeddedChunks(chunks=[msgspec.structs.replace(new[0], generation="../x")],
                              vectors=vectors[:1].tolist(), staged=True)
         assert "invalid generation" in await error_of(request(bad, t.CHUNK_STORE))
+
+
+def _changes(rng: np.random.Generator):
+    """Replacements and removals, with a document replaced twice, one removed after its replacement,
+    and a chunk id that moves from one document to another."""
+    moved = Chunk(chunk_id="b#0", document_id="c", text="moved", position=0, title="c", collection="default")
+    return [
+        ("replace", "a", make_chunks("a", 3), unit_vectors(rng, 3)),
+        ("replace", "b", make_chunks("b", 2), unit_vectors(rng, 2)),
+        ("delete", "old", None, None),
+        ("replace", "a", make_chunks("a", 2), unit_vectors(rng, 2)),
+        ("replace", "c", [moved], unit_vectors(rng, 1)),
+        ("replace", "d", make_chunks("d", 2), unit_vectors(rng, 2)),
+        ("delete", "d", None, None),
+    ]
+
+
+def _apply(store: VectorStore, changes) -> list[int]:
+    return [store.replace_document(doc, chunks, vectors) if op == "replace" else store.delete_document(doc)
+            for op, doc, chunks, vectors in changes]
+
+
+def test_deferred_changes_publish_once_and_hold_what_one_at_a_time_would(tmp_path):
+    rng = np.random.default_rng(21)
+    changes, old = _changes(rng), unit_vectors(rng, 2)
+    one_by_one = VectorStore(tmp_path / "one", "default", readonly=False)
+    deferred = VectorStore(tmp_path / "batch", "default", readonly=False)
+    for store in (one_by_one, deferred):
+        store.upsert(make_chunks("old", 2), old)
+    counts = _apply(one_by_one, changes)
+    reader = VectorStore(tmp_path / "batch", "default", readonly=True)
+    deferred.defer()
+    assert _apply(deferred, changes) == counts
+    assert deferred.generation == 1 and reader.refresh(force=True) is False and reader.count() == 2  # unseen
+    deferred.flush()
+    assert deferred.generation == 2  # the seven changes, one generation
+    assert reader.refresh(force=True) and reader._rows == one_by_one._rows
+    assert np.array_equal(reader._vectors, one_by_one._vectors)
+    deferred.upsert(make_chunks("e", 1), unit_vectors(rng, 1))  # not deferring any more: published at once
+    assert deferred.generation == 3
+
+
+def test_deferred_changes_refused_for_another_dimension_and_versions_see_them(tmp_path):
+    rng = np.random.default_rng(22)
+    store = VectorStore(tmp_path, "default", readonly=False)
+    store.upsert(make_chunks("old", 1), unit_vectors(rng, 1))
+    store.defer()
+    with pytest.raises(ValueError, match="64-dimensional"):
+        store.replace_document("a", make_chunks("a", 1), unit_vectors(rng, 1, dim=8))
+    store.replace_document("a", make_chunks("a", 2), unit_vectors(rng, 2))
+    assert store.versions("a") == {"": 2}  # what is deferred counts: published to answer
+    store.flush()
+    assert VectorStore(tmp_path, "default", readonly=True).count() == 3

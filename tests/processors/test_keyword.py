@@ -518,3 +518,29 @@ def test_a_new_load_of_a_version_clears_what_a_failed_one_staged(tmp_path):
     shorter = [Chunk(chunk_id=f"d#{i}", document_id="d", text=f"new {i}", position=i, generation="v") for i in range(2)]
     staging.put(shorter)
     assert staging.read("d", "v") == (shorter, [])
+
+
+def test_deferred_commits_are_one_commit_at_flush_and_a_rollback_between_is_reported(tmp_path):
+    writer = KeywordIndex.open_writer(tmp_path, "default", KeywordSettings())
+    try:
+        writer.defer()
+        for i, text in enumerate(["first words", "second words", "third words"]):
+            writer.replace_document(f"d{i}", [Chunk(chunk_id=f"d{i}#0", document_id=f"d{i}", text=text, position=0)])
+            writer.commit()  # while deferring: noted, not committed
+        writer.delete_document("d2")
+        writer.commit()
+        reader = KeywordIndex.open_reader(tmp_path, "default", KeywordSettings(refresh_interval_s=0))
+        assert reader is not None and reader.count() == 0
+        writer.flush()
+        reader.reload()
+        assert sorted(m.chunk_id for m in reader.search("words", 5)) == ["d0#0", "d1#0"]
+        writer.defer()
+        writer.replace_document("d0", [Chunk(chunk_id="d0#0", document_id="d0", text="changed", position=0)])
+        writer.commit()
+        writer.rollback()  # a later change failed: the deferred one went with it
+        with pytest.raises(RuntimeError, match="rolled back every change deferred"):
+            writer.flush()
+        reader.reload()
+        assert [m.chunk_id for m in reader.search("first", 5)] == ["d0#0"]
+    finally:
+        writer.close()

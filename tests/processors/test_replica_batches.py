@@ -1,0 +1,158 @@
+"""A replica catching up applies its log in batches: published once per batch, counted applied only after.
+
+On the in-process bus (the batching is the follower's and the stores', not the broker's): a
+follower given ``batch`` applies records between a begin and an end, and neither ``covers`` a
+position nor writes a checkpoint past it before its batch ended; an end that fails leaves the
+checkpoint where it was. A documents-replica catching up with many documents rewrites its faiss
+files once per batch, not once per document, and holds what applying them one at a time would.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+import pytest
+
+from processors.bus import connect
+from processors.bus.memory import drop_memory_broker
+from processors.doc_embeddings import DocEmbeddingsDeleteProcessor, DocEmbeddingsSettings, DocEmbeddingsStoreProcessor
+from processors.doc_embeddings.store import GENERATION_FILE, VectorStore, collection_dir
+from processors.library import DocumentRecordProcessor, LibrarySettings
+from processors.replica import DocumentsReplicaProcessor, ReplicaSettings
+from processors.runtime.changelog import CheckpointFile, LogFollower
+from processors.runtime.envelope import Envelope, new_traceparent
+from processors.runtime.processor import RequestContext
+from schema import Chunk, DeleteDocument, DocumentInfo, EmbeddedChunks, RecordDocument, generation_of
+from schema.topics import CHANGELOG_PREFIX
+
+
+@pytest.fixture
+async def bus():
+    name = f"batches-{uuid.uuid4().hex[:8]}"
+    bus = await connect(f"memory://{name}")
+    yield bus
+    await bus.close()
+    drop_memory_broker(name)
+
+
+class Batches:
+    """The follower's begin and end, with what the replica could see at each step."""
+
+    def __init__(self) -> None:
+        self.begun = self.ended = 0
+        self.fail_end = False
+
+    async def begin(self) -> None:
+        self.begun += 1
+
+    async def end(self) -> None:
+        self.ended += 1
+        if self.fail_end:
+            raise OSError("disk full")
+
+
+async def test_a_batch_counts_as_applied_and_is_checkpointed_only_once_it_ended(bus, tmp_path):
+    log = f"{CHANGELOG_PREFIX}batches"
+    positions = [await bus.append(log, f"r{i}".encode(), key=f"k{i}") for i in range(30)]
+    batches, covered_while_applying = Batches(), []
+    follower: LogFollower
+
+    async def apply(record) -> None:
+        covered_while_applying.append(follower.covers(positions[0]))
+
+    path = tmp_path / "checkpoint"
+    follower = LogFollower(bus, log, CheckpointFile(path), apply, batch=(batches.begin, batches.end), batch_s=60)
+    await follower.start()
+    try:
+        assert (batches.begun, batches.ended) == (1, 1)
+        assert covered_while_applying == [False] * 30  # the first record too: its batch had not ended
+        assert all(follower.covers(p) for p in positions) and follower.read == 30
+        assert path.read_text().strip() == follower.checkpoint()
+        # Once caught up, a record is applied (and covered) alone, with no batch.
+        later = await bus.append(log, b"later", key="k")
+        assert await follower.wait_for(later, 10) and batches.begun == 1
+    finally:
+        await follower.close()
+
+
+async def test_short_batches_each_end_and_a_failed_end_keeps_the_checkpoint(bus, tmp_path):
+    log = f"{CHANGELOG_PREFIX}short"
+    for i in range(5):
+        await bus.append(log, b"x", key=f"k{i}")
+    batches = Batches()
+
+    async def apply(record) -> None:
+        pass
+
+    follower = LogFollower(bus, log, CheckpointFile(tmp_path / "a"), apply, batch=(batches.begin, batches.end),
+                           batch_s=1e-9)
+    await follower.start()
+    await follower.close()
+    assert batches.begun == batches.ended >= 2  # a batch at least every record's length apart
+
+    failing = Batches()
+    failing.fail_end = True
+    follower = LogFollower(bus, log, CheckpointFile(tmp_path / "b"), apply, batch=(failing.begin, failing.end))
+    with pytest.raises(OSError, match="disk full"):
+        await follower.start()
+    await follower.close()
+    assert not (tmp_path / "b").exists()  # nothing claims the batch applied: a restart reads it again
+
+
+def _context() -> RequestContext:
+    envelope = Envelope(request_id=uuid.uuid4().hex, reply_to=None, attempt=1, deadline_ms=None,
+                        traceparent=new_traceparent())
+    return RequestContext(envelope=envelope, topic="test", delivery_attempt=1)
+
+
+async def _write_documents(bus, log: str, count: int) -> None:
+    """Documents as an ingestion host writes them to the log: a staged run, its switch, its record;
+    every third one is written again (a new version), and the last one is removed."""
+    store = DocEmbeddingsStoreProcessor("store", DocEmbeddingsSettings(changelog=True, log_topic=log))
+    switch = DocEmbeddingsDeleteProcessor("switch", DocEmbeddingsSettings(changelog=True, log_topic=log))
+    record = DocumentRecordProcessor("record", LibrarySettings(changelog=True, log_topic=log))
+    rng = np.random.default_rng(5)
+    for p in (store, switch, record):
+        p.bus = bus
+        await p.start()
+    writes = [(i, 0) for i in range(count)] + [(i, 1) for i in range(0, count, 3)]
+    for i, edition in writes:
+        document_id, version = f"doc-{i}", generation_of(f"sha256:{i:032x}{edition:032x}")
+        chunks = [Chunk(chunk_id=f"doc-{i}#{p}", document_id=document_id, collection="c", position=p,
+                        text=f"text {p} of {i}, edition {edition}", title=f"doc {i}", generation=version)
+                  for p in range(3)]
+        vectors = rng.standard_normal((3, 8)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        await store.handle(EmbeddedChunks(chunks=chunks, vectors=vectors.tolist(), staged=True), _context())
+        await switch.handle(DeleteDocument(document_id=document_id, collection="c", activate=version, chunks=3),
+                            _context())
+        await record.handle(RecordDocument(document=DocumentInfo(document_id=document_id, collection="c",
+                                                                 chunks=3, generation=version)), _context())
+    await switch.handle(DeleteDocument(document_id=f"doc-{count - 1}", collection="c"), _context())
+    for p in (store, switch, record):
+        await p.close()
+
+
+async def _replica(bus, log: str, directory, batch_s: float) -> VectorStore:
+    replica = DocumentsReplicaProcessor("documents-replica",
+                                        ReplicaSettings(data_dir=str(directory), log_topic=log, batch_s=batch_s))
+    replica.bus = bus
+    await replica.start()
+    await replica.close()
+    return VectorStore(collection_dir(directory, "c"), "c", readonly=True)
+
+
+async def test_a_replica_catching_up_publishes_per_batch_what_one_record_at_a_time_would(bus, tmp_path):
+    log = f"{CHANGELOG_PREFIX}documents-batches"
+    await _write_documents(bus, log, 24)
+    batched = await _replica(bus, log, tmp_path / "batched", batch_s=60)
+    alone = await _replica(bus, log, tmp_path / "alone", batch_s=0)  # no batches: a publish per switch
+    generations = {d: int((collection_dir(tmp_path / d, "c") / GENERATION_FILE).read_text())
+                   for d in ("batched", "alone")}
+    assert generations["batched"] == 1 and generations["alone"] == 24 + 8 + 1, generations
+    assert batched.count() == 23 * 3
+    assert sorted(r.chunk_id for r in batched._rows) == sorted(r.chunk_id for r in alone._rows)
+    assert {r.text for r in batched._rows} == {r.text for r in alone._rows}
+    assert "text 0 of 3, edition 1" in {r.text for r in batched._rows}  # the new version, whole
+    assert not any(r.text.endswith("edition 0") and r.document_id == "doc-3" for r in batched._rows)
