@@ -49,6 +49,7 @@ from typing import Any, BinaryIO, Protocol, TypeVar
 import msgspec
 
 from processors.bus import Bus, LogReader, LogRecord
+from processors.runtime.processor import Unavailable
 from processors.runtime.threads import OneThread
 from schema import BadRequest, encode
 from schema.changelog import KIND, parse_token
@@ -372,7 +373,7 @@ async def append_change(bus: Bus, topic: str, kind: str, message: msgspec.Struct
     return await bus.append(topic, encode(message), key=key, order_key=order_key, headers={KIND: kind})
 
 
-class NotYetApplied(RuntimeError):
+class NotYetApplied(Unavailable):
     """A write a request must see is not applied on this replica within its bound (its error type names it)."""
 
 
@@ -395,7 +396,7 @@ def unregister(follower: LogFollower, data_dir: Path) -> None:
         followers.remove(follower)
 
 
-class ReplicaMissing(RuntimeError):
+class ReplicaMissing(Unavailable):
     """A read must see a write of a log, and this process, which says its stores come from it, follows none."""
 
 

@@ -55,6 +55,11 @@ from .envelope import REQUEST_ID, Envelope, EnvelopeError, handling_trace, parse
 
 log = logging.getLogger(__name__)
 
+
+class Unavailable(RuntimeError):
+    """A failure the handler foresaw and says all of in its message (what it waits for is not there yet):
+    answered as an error of the subclass's name, logged as a warning without a stack trace."""
+
 # Logged (INFO) with the processor's name and the request id for each request dropped past its deadline.
 DROPPED_EXPIRED = "%s: dropped request %s, deadline passed"
 
@@ -299,7 +304,10 @@ class Processor(Generic[Req, Resp]):
         except Exception as exc:
             if self.response_type is None:
                 raise  # no one to tell: retry, then dead-letter
-            log.exception("%s: handler failed on request %s", self.name, context.request_id)
+            if isinstance(exc, Unavailable):
+                log.warning("%s: request %s: %s: %s", self.name, context.request_id, type(exc).__name__, exc)
+            else:
+                log.exception("%s: handler failed on request %s", self.name, context.request_id)
             return self._error(type(exc).__name__, str(exc) or type(exc).__name__)
 
     async def _run_stream(self, bus: Bus, request: Req, context: RequestContext) -> None:

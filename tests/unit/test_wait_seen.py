@@ -69,3 +69,29 @@ async def test_a_token_that_is_not_one_is_a_bad_request_and_a_missing_replica_sa
     # A store of a shared data dir has no log to wait for: its writes show within refresh_interval_s.
     assert await wait_seen([token(log, "3")], tmp_path, log, timeout_s=1, from_log=False) is False
     assert await wait_seen([], tmp_path, log, timeout_s=1, from_log=True) is False
+
+
+async def test_a_read_the_replica_cannot_serve_yet_is_answered_and_logged_without_a_stack_trace(bus, tmp_path,
+                                                                                                 caplog):
+    from config.settings import ProcessorSettings
+    from processors.runtime.processor import Processor
+    from schema import IngestResult, ListDocuments
+
+    from ..helpers.serving import client_on, serving
+
+    class Behind(Processor):
+        request_type, response_type = ListDocuments, IngestResult
+
+        async def handle(self, request, context):
+            if request.collection == "bug":
+                raise KeyError("a bug")
+            raise NotYetApplied("documents-replica is behind the log: 1 token not applied within 0.2 s")
+
+    topic = f"behind-{uuid.uuid4().hex[:6]}"
+    async with serving(bus, Behind(topic, ProcessorSettings(topic=topic, group=topic))), client_on(bus) as client:
+        behind = await client.request(topic, ListDocuments(collection="c"), IngestResult, timeout=10)
+        bug = await client.request(topic, ListDocuments(collection="bug"), IngestResult, timeout=10)
+    assert behind.error is not None and behind.error.type == "NotYetApplied" and bug.error.type == "KeyError"
+    logged = [r for r in caplog.records if r.name == "processors.runtime.processor"]
+    assert [(r.levelname, r.exc_info is None) for r in logged] == [("WARNING", True), ("ERROR", False)]
+    assert "NotYetApplied: documents-replica is behind the log" in logged[0].getMessage()  # a bug keeps its trace
