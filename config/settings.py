@@ -80,6 +80,9 @@ class StoreSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=True)
     # A read whose request must see a write (``must_see``) waits this long at most for the replica to apply
     # it, then fails, saying the replica is behind.
     fresh_wait_s: PositiveSeconds = 10.0
+    # With changelog, a replica of the log (documents-replica, kg-query) says how far it has applied it
+    # this often, on the bus (processors/runtime/replica_reports.py): what ``ragbus status`` shows.
+    report_interval_s: PositiveSeconds = 5.0
 
 
 # The keys of a [processors.NAME] section that wire it rather than set it: which class runs and on

@@ -77,3 +77,15 @@ class ReplicaStatus(msgspec.Struct, kw_only=True):
     caught_up: bool = False  # every record appended before the request was applied
     checkpoint: str = ""
     error: Error | None = None
+
+
+class ReplicaReport(msgspec.Struct, kw_only=True):
+    """How far one replica has applied its log, as it said last (``REPLICAS_LOG``, ``ragbus status``)."""
+
+    replica: str  # <processor>@<host>:<data dir>
+    log_topic: str
+    applied: int = 0  # records applied since it started (from its snapshot, then from the log)
+    behind: int | None = None  # records of the log it had not applied yet; None: the backend cannot count
+    caught_up: bool = False
+    checkpoint: str = ""
+    reported_at: float = 0.0  # Unix time of the report

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from .changelog import ReplicaReport
 from .common import Limit, MustSee
 from .rag import DocumentRagPiece, DocumentRagResponse, History
 from .retrieval import DEFAULT_COLLECTION
@@ -81,6 +82,8 @@ class PipelineStatus(msgspec.Struct, kw_only=True):
 
     bus: str
     topics: list[ProcessorStatus] = []
+    # With stores from the log: each running replica's latest report (how far it has applied its log).
+    replicas: list[ReplicaReport] = []
 
 
 class DocumentStored(msgspec.Struct, kw_only=True, omit_defaults=True):

@@ -64,6 +64,9 @@ GRAPH_LOG = f"{CHANGELOG_PREFIX}graph"
 # The document stores' and the library's changes: staged chunks with their vectors, switches, removals,
 # the library's records (schema/changelog.py says how they are keyed).
 DOCUMENTS_LOG = f"{CHANGELOG_PREFIX}documents"
+# Where each replica of a log says how far it has applied it, every few seconds (a record per replica,
+# keyed by it; a tombstone when it stops): ``ragbus status`` reads it (processors/runtime/replica_reports.py).
+REPLICAS_LOG = f"{CHANGELOG_PREFIX}replicas"
 
 
 class TopicSchema(NamedTuple):

@@ -281,6 +281,11 @@ class LogReader(abc.ABC):
     def checkpoint(self) -> str:
         """Where this reader stands: resume with ``read_log(topic, after=checkpoint())``."""
 
+    async def behind(self) -> int | None:
+        """How many records the topic holds now beyond those returned (at most: a compacted topic has
+        gaps); None where the backend cannot count them and more are waiting."""
+        return 0 if await self.caught_up() else None
+
     @abc.abstractmethod
     async def close(self) -> None: ...
 

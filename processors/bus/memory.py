@@ -302,6 +302,9 @@ class MemoryLogReader(LogReader):
     async def caught_up(self) -> bool:
         return self._last + 1 >= self._state.published
 
+    async def behind(self) -> int | None:
+        return max(0, self._state.published - (self._last + 1))
+
     def covers(self, position: str) -> bool:
         return _seq(position) <= self._last
 

@@ -1,13 +1,16 @@
 """``ragbus status``: per processor topic, who serves it, what waits, and what was dead-lettered.
 
 What is shown is ``processors.runtime.status`` (the gateway's ``GET /v1/status`` shows the same);
-this module prints it as a table or as JSON. "-" is what the backend cannot tell.
+this module prints it as a table or as JSON, then, with stores from the log, each replica's lag
+behind its log (records it has not applied, as it last said, and how old that report is). "-"
+is what the backend cannot tell.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import time
 
 import msgspec
 
@@ -49,6 +52,16 @@ def print_table(found: list[dict]) -> None:
     )
 
 
+def print_replicas(replicas: list[dict], now: float) -> None:
+    """Each replica's latest report: how far it has applied its log and how old the report is."""
+    table(
+        [[r["replica"], r["log_topic"], str(r.get("applied", 0)), shown(r.get("behind")),
+          "yes" if r.get("caught_up") else "no", age(max(0.0, now - r.get("reported_at", 0.0))) + " ago"]
+         for r in replicas],
+        ["replica", "log", "applied", "behind", "caught up", "reported"],
+    )
+
+
 async def _status(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     async with await connect(args.bus, settings.bus) as bus:
@@ -57,6 +70,9 @@ async def _status(args: argparse.Namespace) -> int:
         print(json.dumps(found, indent=2))
     else:
         print_table(found["topics"])
+        if found["replicas"]:
+            print()
+            print_replicas(found["replicas"], time.time())
     return 0
 
 
@@ -64,7 +80,9 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("status", help="who serves each processor topic, what waits, what was dead-lettered",
                        description="Per processor topic: the consumer group's live members, messages waiting "
                                    "(Kafka lag per partition, Pulsar backlog), the oldest waiting message's age, "
-                                   "and dead letters not yet redriven. '-': the backend cannot tell.")
+                                   "and dead letters not yet redriven; with stores from the log, each replica's "
+                                   "records applied and behind its log, as it last reported. '-': the "
+                                   "backend cannot tell.")
     add_bus_options(p)
     p.add_argument("--processors", type=_processors, metavar="A,B",
                    help="only these processors (default: every processor in the wiring)")

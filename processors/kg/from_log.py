@@ -36,6 +36,7 @@ import msgspec
 from processors.bus import Bus, LogRecord
 from processors.runtime import changelog
 from processors.runtime.changelog import LocalCopy, LogFollower
+from processors.runtime.replica_reports import ReportLoop, replica_id
 from processors.runtime.threads import OneThread
 from schema import IngestResult, LoadTriples, check_collection
 from schema.changelog import token
@@ -60,7 +61,8 @@ def copy_path(data_dir: Path, processor: str) -> Path:
 class GraphsFromLog:
     """Every collection's graph as the log has it, on one thread of the processor's own."""
 
-    def __init__(self, name: str, data_dir: Path, bus: Bus, *, topic: str, apply_timeout_s: float) -> None:
+    def __init__(self, name: str, data_dir: Path, bus: Bus, *, topic: str, apply_timeout_s: float,
+                 report_interval_s: float = 5.0) -> None:
         self.name = name
         self.data_dir = data_dir
         self.graphs: dict[str, GraphStore] = {}
@@ -69,11 +71,13 @@ class GraphsFromLog:
         self._waiting: dict[str, IngestResult | None] = {}  # change id -> its result, once applied here
         self.topic = topic
         self.follower = LogFollower(bus, topic, LocalCopy(copy_path(data_dir, name)), self._applied, name=name)
+        self.reports = ReportLoop(bus, self.follower, replica_id(name, data_dir), interval_s=report_interval_s)
 
     async def run(self, fn: Callable[..., T], *args) -> T:
         return await self._thread.run(fn, *args)
 
     async def start(self) -> None:
+        self.reports.start()
         await self.follower.start()
         changelog.register(self.follower, self.data_dir)  # for reads that must see a load
         log.info("%s: graphs from %s: %d records from the local copy, %d from the log; %s", self.name, self.topic,
@@ -83,6 +87,7 @@ class GraphsFromLog:
     async def close(self) -> None:
         changelog.unregister(self.follower, self.data_dir)
         try:
+            await self.reports.close()
             await self.follower.close()
         finally:
             await self._thread.close()
@@ -142,8 +147,10 @@ class GraphsFromLog:
             self._waiting.pop(change, None)
 
 
-async def started(name: str, data_dir: Path, bus: Bus, *, topic: str, apply_timeout_s: float) -> GraphsFromLog:
-    graphs = GraphsFromLog(name, data_dir, bus, topic=topic, apply_timeout_s=apply_timeout_s)
+async def started(name: str, data_dir: Path, bus: Bus, *, topic: str, apply_timeout_s: float,
+                  report_interval_s: float = 5.0) -> GraphsFromLog:
+    graphs = GraphsFromLog(name, data_dir, bus, topic=topic, apply_timeout_s=apply_timeout_s,
+                           report_interval_s=report_interval_s)
     try:
         await graphs.start()
     except BaseException:

@@ -110,7 +110,8 @@ class _GraphProcessor(Processor[Req, Resp]):
             s = self.settings
             self._from_log = await from_log.started(self.name, data_dir(s.data_dir), self.bus,
                                                     topic=s.log_topic or GRAPH_LOG,
-                                                    apply_timeout_s=s.apply_timeout_s)
+                                                    apply_timeout_s=s.apply_timeout_s,
+                                                    report_interval_s=s.report_interval_s)
         else:
             self._graphs = _Graphs(self.name, self.settings, writer=self.writer)
 

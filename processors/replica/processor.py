@@ -36,6 +36,7 @@ from processors.keyword import KeywordDeleteProcessor, KeywordSettings, KeywordS
 from processors.library import DocumentRecordProcessor, LibrarySettings
 from processors.runtime import changelog
 from processors.runtime.changelog import CheckpointFile, LogFollower
+from processors.runtime.replica_reports import ReportLoop, replica_id
 from processors.runtime.envelope import Envelope, new_traceparent
 from processors.runtime.processor import Processor, RequestContext
 from schema import DeleteDocument, EmbeddedChunks, RecordDocument, decode
@@ -82,6 +83,7 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
         self.follower: LogFollower | None = None
         # With ``tombstones``: every live run of chunks seen, by document (order key): run key -> version.
         self._runs: dict[str, dict[str, str]] = {}
+        self.reports: ReportLoop | None = None
 
     async def start(self) -> None:
         try:
@@ -98,6 +100,9 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
                 batch=(self._begin_batch, self._end_batch) if self.settings.batch_s else None,
                 batch_s=self.settings.batch_s,
             )
+            self.reports = ReportLoop(self.bus, self.follower, replica_id(self.name, self.data_dir),
+                                      interval_s=self.settings.report_interval_s)
+            self.reports.start()  # from the start: a catch-up shows its progress
             await self.follower.start()
             changelog.register(self.follower, self.data_dir)  # for the host's reads that must see a write
         except BaseException:
@@ -106,6 +111,9 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
         log.info("%s: %s applied to %s: %d records", self.name, self.log_topic, self.data_dir, self.follower.read)
 
     async def close(self) -> None:
+        if self.reports is not None:
+            reports, self.reports = self.reports, None
+            await reports.close()
         if self.follower is not None:
             follower, self.follower = self.follower, None
             changelog.unregister(follower, self.data_dir)

@@ -347,7 +347,19 @@ class LogFollower:
         return True
 
     async def caught_up(self) -> bool:
-        return self._reader is not None and await self._reader.caught_up()
+        return self._reader is not None and await self._reader.caught_up() and not self._unflushed
+
+    async def behind(self) -> int | None:
+        """Records of the log not applied here yet (read but in a batch not yet ended included); None
+        where the backend cannot count them, or before the reader opened."""
+        if self._reader is None:
+            return None
+        beyond = await self._reader.behind()
+        return None if beyond is None else beyond + len(self._unflushed) + (self._applying is not None)
+
+    @property
+    def applied(self) -> int:
+        return self.replayed + self.read - len(self._unflushed)
 
     def checkpoint(self) -> str | None:
         return None if self._reader is None else self._reader.checkpoint()

@@ -5,6 +5,8 @@ messages waiting for it (Kafka: committed-offset lag per partition, over the req
 and the group's retry topic; Pulsar: the subscription's backlog, from the broker's metrics,
 ``[bus.pulsar] metrics_url``; memory: exact, but only for the bus of this process), the age of
 the oldest waiting message where the backend tells it, and the dead letters not yet redriven.
+With stores from the log, also each running replica's latest report of how far it has applied
+its log (``processors/runtime/replica_reports.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import asyncio
 from config.settings import Settings, lanes
 from processors.bus import Bus, GroupStatus
 from processors.bus.dead_letters import pending
+from processors.runtime.replica_reports import read_reports
 from schema.http import PipelineStatus, ProcessorStatus
+from schema.topics import REPLICAS_LOG
 
 # Topics asked about at once: each Kafka query starts a consumer of its own.
 _AT_ONCE = 4
@@ -43,4 +47,7 @@ async def statuses(bus: Bus, rows: list[tuple[str, str, str]]) -> PipelineStatus
             dead_letters=dead,
         )
 
-    return PipelineStatus(bus=bus.url, topics=list(await asyncio.gather(*(one(*row) for row in rows))))
+    topics = list(await asyncio.gather(*(one(*row) for row in rows)))
+    known = await bus.list_topics()  # a broker without the replicas' log has no replica: it is not created
+    replicas = await read_reports(bus) if known is None or REPLICAS_LOG in known else []
+    return PipelineStatus(bus=bus.url, topics=topics, replicas=replicas)

@@ -133,6 +133,10 @@ class KafkaLogReader(LogReader):
             self._next[tp.partition] = max(self._next[tp.partition], position)
         return self._reached(self._ends)
 
+    async def behind(self) -> int | None:
+        self._ends = await kafka_topics.end_offsets(await self._bus._admin_client(), self.topic)
+        return sum(max(0, end - self._next.get(p, 0)) for p, end in self._ends.items())
+
     def _reached(self, ends: dict[int, int]) -> bool:
         return all(self._next.get(p, 0) >= end for p, end in ends.items())
 

@@ -1,0 +1,90 @@
+"""Each replica of a log says how far it has applied it, on the bus; ``ragbus status`` reads what they said.
+
+A replica (documents-replica, kg-query with its graphs from the log) appends a ``ReplicaReport``
+to ``REPLICAS_LOG`` every ``interval_s`` while it runs (from its start, so a catch-up shows its
+progress), keyed by ``<processor>@<host>:<data dir>``: compaction keeps each replica's latest
+report, and a replica that stops appends a tombstone. A report says the records applied, how
+many the log holds beyond them (where the backend can count: Kafka and memory; Pulsar says only
+whether it has caught up), and when it was made, so a replica killed without a word shows as a
+report that grows old.
+
+Written here, not by a library: it is a record on ragbus's own log topics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+from pathlib import Path
+
+from processors.bus import Bus
+from processors.runtime.changelog import LogFollower
+from schema import DecodeError, decode, encode
+from schema.changelog import ReplicaReport
+from schema.topics import REPLICAS_LOG
+
+log = logging.getLogger(__name__)
+
+
+def replica_id(processor: str, data_dir: Path) -> str:
+    return f"{processor}@{socket.gethostname()}:{data_dir}"
+
+
+class ReportLoop:
+    """Appends the follower's report every ``interval_s`` from ``start`` until ``close`` (then a tombstone)."""
+
+    def __init__(self, bus: Bus, follower: LogFollower, replica: str, *, interval_s: float = 5.0) -> None:
+        self.bus, self.follower, self.replica, self.interval_s = bus, follower, replica, interval_s
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._loop())
+
+    async def report(self) -> ReplicaReport:
+        f = self.follower
+        report = ReplicaReport(replica=self.replica, log_topic=f.topic, applied=f.applied, behind=await f.behind(),
+                               caught_up=await f.caught_up(), checkpoint=f.checkpoint() or "",
+                               reported_at=time.time())
+        await self.bus.append(REPLICAS_LOG, encode(report), key=self.replica)
+        return report
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await self.report()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the broker is away for a while: the next report says it again
+                log.warning("%s: report to %s failed: %r", self.replica, REPLICAS_LOG, exc)
+            await asyncio.sleep(self.interval_s)
+
+    async def close(self) -> None:
+        if self._task is None:
+            return
+        task, self._task = self._task, None
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        with contextlib.suppress(Exception):  # a replica that stops is no longer one: its report goes
+            await self.bus.append(REPLICAS_LOG, None, key=self.replica)
+
+
+async def read_reports(bus: Bus, timeout_s: float = 10.0) -> list[ReplicaReport]:
+    """Every running replica's latest report, by replica id."""
+    latest: dict[str, bytes | None] = {}
+    async with asyncio.timeout(timeout_s), await bus.read_log(REPLICAS_LOG) as reader:
+        while not await reader.caught_up():
+            record = await reader.next()
+            latest[record.key] = record.body
+    reports = []
+    for key, body in sorted(latest.items()):
+        if body is None:
+            continue
+        try:
+            reports.append(decode(body, ReplicaReport))
+        except DecodeError as exc:
+            log.warning("%s: the report of %r is not one: %s", REPLICAS_LOG, key, exc)
+    return reports
