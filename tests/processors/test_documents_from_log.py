@@ -14,11 +14,13 @@ import contextlib
 import uuid
 
 import msgspec
+import pytest
 
 from config.settings import load_settings
 from processors.ingestion import ingest
 from processors.runtime.worker import processors_running
 from processors.bus import LogRecord
+from processors.bus.memory import drop_memory_broker
 from schema import (
     DeleteDocument,
     EmbeddedChunks,
@@ -34,8 +36,28 @@ from schema import (
 from schema.changelog import CHUNKS, KIND, RECORD, SWITCH, ReplicaStatus, ReplicaStatusRequest
 from schema.topics import CHANGELOG_PREFIX
 
+from ..helpers.brokers import own_broker
 from ..helpers.rag_pipeline import DOCS
 from ..helpers.serving import client_on
+
+@pytest.fixture
+def bus_url(backend, tmp_path):
+    """A bus of this test's own. The ingestion host's consumer groups are new ones, and a new group
+    reads its topics from their start (as a new worker must, to take what waits for it): on the
+    session's broker that is every earlier test's requests, which its writers would append to this
+    log (CI saw another test's collection in it, and the replica still applying them 30 s on)."""
+    if backend == "memory":
+        name = f"t{uuid.uuid4().hex[:12]}"
+        yield f"memory://{name}"
+        drop_memory_broker(name)
+        return
+    (tmp_path / "broker").mkdir()
+    broker = own_broker(backend, tmp_path / "broker")
+    try:
+        yield broker.url
+    finally:
+        broker.stop()
+
 
 STORES = ("doc-embeddings-store", "doc-embeddings-delete", "keyword-store", "keyword-delete", "document-record")
 INGESTION = ("embed", "document-load", "document-delete", *STORES, "documents-replica", "documents-query")
