@@ -247,7 +247,10 @@ class DocEmbeddingsStoreProcessor(_StoreProcessor):
             by_collection.setdefault(check_collection(chunk.collection), []).append(i)
         stores = {c: self._store(c, create=True) for c in by_collection}
         for store in stores.values():
-            store.refresh(force=True)
+            # A staged write is checked against the dimension as loaded; the collection's files are read
+            # again (at every document, they were) only when that refuses it. The switch checks them anyway.
+            if not (request.staged and store.dimension == matrix.shape[1]):
+                store.refresh(force=True)
             store.check_dimension(matrix.shape[1])
         if request.staged:
             return sum(self._stage(c, [chunks[i] for i in rows], matrix[rows]) for c, rows in by_collection.items())

@@ -548,3 +548,17 @@ def test_deferred_changes_refused_for_another_dimension_and_versions_see_them(tm
     assert store.versions("a") == {"": 2}  # what is deferred counts: published to answer
     store.flush()
     assert VectorStore(tmp_path, "default", readonly=True).count() == 3
+
+
+def test_the_same_replacement_again_writes_nothing_and_another_one_does(tmp_path):
+    rng = np.random.default_rng(23)
+    store = VectorStore(tmp_path, "default", readonly=False)
+    store.upsert(make_chunks("other", 2), unit_vectors(rng, 2))
+    chunks, vectors = make_chunks("doc", 3), unit_vectors(rng, 3)
+    store.replace_document("doc", chunks, vectors)
+    assert store.generation == 2
+    store.replace_document("doc", chunks, vectors)  # a switch sent again
+    assert store.generation == 2
+    store.replace_document("doc", chunks, unit_vectors(rng, 3))  # same rows, new vectors
+    store.replace_document("doc", chunks[:2], store._vectors[2:4])  # fewer chunks
+    assert store.generation == 4 and store.count() == 4
