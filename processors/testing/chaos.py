@@ -44,6 +44,9 @@ class WorkerProcess:
         assert self._ready is not None
         try:
             await asyncio.wait_for(asyncio.shield(self._ready), timeout)
+        except asyncio.CancelledError:
+            self.kill()  # a start given up leaves no worker behind
+            raise
         except (TimeoutError, RuntimeError) as exc:
             self.kill()
             raise RuntimeError(f"worker {self.names} not ready: {exc}\n" + "\n".join(self.log)) from None

@@ -25,8 +25,8 @@ from processors.ingestion import ingest
 from processors.kg.files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology
 from processors.runtime.request_client import RequestClient
 from processors.runtime.typed_clients import DocumentRagClient
-from processors.testing import brokers, netns
-from processors.testing.chaos import WorkerProcess, worker_env
+from processors.testing import brokers, log_hosts, netns
+from processors.testing.chaos import WorkerProcess
 from schema import DeleteDocument, Document, Entity, Fact, IngestResult, LoadTriples
 
 from ..helpers.brokers import own_broker, settings_for_tests
@@ -34,42 +34,11 @@ from ..helpers.rag_pipeline import DOCS, ELSE_QUESTION, UK_QUESTION
 
 pytestmark = pytest.mark.brokers
 
-STORES = ("doc-embeddings-store", "doc-embeddings-delete", "keyword-store", "keyword-delete", "document-record",
-          "kg-store", "kg-query", "documents-replica", "keyword-query", "doc-embeddings-query", "fetch-chunk",
-          "documents-query")
-INGESTION = ("embed", "document-load", "document-delete", "doc-embeddings-store", "doc-embeddings-delete",
-             "keyword-store", "keyword-delete", "document-record", "kg-store", "documents-replica", "documents-query")
-# The orchestrator's sub-requests, each to the processor on its own host.
-SUB_TOPICS = {"prompt_topic": "prompt", "embed_topic": "embed", "doc_embeddings_topic": "doc-embeddings-query",
-              "fetch_chunk_topic": "fetch-chunk", "keyword_topic": "keyword-query", "kg_topic": "kg-query"}
 FILLER = 150  # documents beside DOCS: enough records that catching up takes a moment
 
 
-def var(name: str, key: str) -> str:
-    return f"RAGBUS_PROCESSORS__{name.upper().replace('-', '_')}__{key.upper()}"
-
-
 def host_env(tmp_path, host: str, suffix: str) -> dict[str, str]:
-    """A host's environment: its own data dir and groups; the stores from this run's logs; on a query
-    host, every query processor (and its orchestrator's calls) on topics of the host's own."""
-    env = worker_env(str(tmp_path / host), f"{host}-{suffix}")
-    for name in STORES:
-        env[var(name, "changelog")] = "true"
-    for name in ("doc-embeddings-store", "doc-embeddings-delete", "keyword-store", "keyword-delete",
-                 "document-record", "documents-replica", "keyword-query", "doc-embeddings-query", "fetch-chunk",
-                 "documents-query"):
-        env[var(name, "log_topic")] = f"ragbus.changelog.documents-{suffix}"
-    for name in ("kg-store", "kg-query"):
-        env[var(name, "log_topic")] = f"ragbus.changelog.graph-{suffix}"
-    for name in ("keyword-query", "doc-embeddings-query", "fetch-chunk"):
-        env[var(name, "refresh_interval_s")] = "0"
-    if host != "ingest":
-        for name in pipelines.LOG_REPLICA:
-            env[var(name, "topic")] = f"{name}-{host}"
-        env[var("embed", "bulk_topic")] = ""  # ingestion's embedding is the ingestion host's
-        for key, name in SUB_TOPICS.items():
-            env[var("document-rag", key)] = f"{name}-{host}"
-    return env
+    return log_hosts.host_env(tmp_path, host, suffix, query=host != "ingest")
 
 
 @pytest.fixture
@@ -107,7 +76,7 @@ async def test_query_hosts_of_their_own_make_their_stores_from_the_log(which, ne
         return workers[host]
 
     try:
-        await start("ingest", INGESTION)
+        await start("ingest", log_hosts.INGESTION)
         await asyncio.gather(start("q1", pipelines.LOG_REPLICA), start("q2", pipelines.LOG_REPLICA))
         async with await connect(broker.url, settings_for_tests()) as bus, RequestClient(bus, name="caller") as client:
             def rag(host: str) -> DocumentRagClient:

@@ -1,0 +1,63 @@
+"""Hosts whose stores come from the log: the environment of an ingestion host and of a query host.
+
+Each host has a data dir of its own and runs its processors with ``changelog = true`` on this
+run's log topics; a query host also serves every query processor (and its orchestrator's calls)
+on topics of its own, so a caller can ask one host. Used by ``tests/reliability`` (hosts in
+network namespaces, chaos under load) and ``scripts/chaos_log.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from config import pipelines
+from processors.testing.chaos import worker_env
+
+# Every processor that reads or writes the stores: each from this run's logs.
+STORES = ("doc-embeddings-store", "doc-embeddings-delete", "keyword-store", "keyword-delete", "document-record",
+          "kg-store", "kg-query", "documents-replica", "keyword-query", "doc-embeddings-query", "fetch-chunk",
+          "documents-query")
+# An ingestion host: the writers, and a replica with the library document-load asks.
+INGESTION = ("embed", "document-load", "document-delete", "doc-embeddings-store", "doc-embeddings-delete",
+             "keyword-store", "keyword-delete", "document-record", "kg-store", "documents-replica", "documents-query")
+# A query host.
+QUERY_HOST = pipelines.LOG_REPLICA
+# The orchestrator's sub-requests, each to the processor on its own host.
+SUB_TOPICS = {"prompt_topic": "prompt", "embed_topic": "embed", "doc_embeddings_topic": "doc-embeddings-query",
+              "fetch_chunk_topic": "fetch-chunk", "keyword_topic": "keyword-query", "kg_topic": "kg-query"}
+_DOCUMENTS_LOG = ("doc-embeddings-store", "doc-embeddings-delete", "keyword-store", "keyword-delete",
+                  "document-record", "documents-replica", "keyword-query", "doc-embeddings-query", "fetch-chunk",
+                  "documents-query")
+
+
+def var(name: str, key: str) -> str:
+    return f"RAGBUS_PROCESSORS__{name.upper().replace('-', '_')}__{key.upper()}"
+
+
+def host_topic(name: str, host: str) -> str:
+    """The topic ``name`` is served on by a query host."""
+    return f"{name}-{host}"
+
+
+def host_env(workdir: Path, host: str, suffix: str, *, query: bool, group: str | None = None,
+             extra: dict[str, str] | None = None) -> dict[str, str]:
+    """A host's environment: its own data dir (``workdir/host``); the stores from this run's logs (named by
+    ``suffix``); its query processors' groups named by ``group`` (the host's own unless given: ingestion
+    hosts that share their work share one); on a query host, every query processor on topics of its own."""
+    env = worker_env(str(workdir / host), group or f"{host}-{suffix}")
+    for name in STORES:
+        env[var(name, "changelog")] = "true"
+    for name in _DOCUMENTS_LOG:
+        env[var(name, "log_topic")] = f"ragbus.changelog.documents-{suffix}"
+    for name in ("kg-store", "kg-query"):
+        env[var(name, "log_topic")] = f"ragbus.changelog.graph-{suffix}"
+    for name in ("keyword-query", "doc-embeddings-query", "fetch-chunk"):
+        env[var(name, "refresh_interval_s")] = "0"
+    if query:
+        for name in QUERY_HOST:
+            env[var(name, "topic")] = host_topic(name, host)
+        env[var("embed", "bulk_topic")] = ""  # ingestion's embedding is the ingestion host's
+        for key, name in SUB_TOPICS.items():
+            env[var("document-rag", key)] = host_topic(name, host)
+    env.update(extra or {})
+    return env

@@ -1,0 +1,45 @@
+"""Chaos with the stores from the log: writers and replicas killed with kill -9 under ingest and query load.
+
+Two ingestion hosts and two query hosts, each a process with a data dir of its own, nothing shared
+but a broker of the test's own (``processors/testing/log_chaos.py`` runs the load and keeps the
+score). While new versions of the documents are ingested and every replica is read, a random host
+is killed every few seconds and started again. No read may hold part of a version or two versions
+mixed, and at the end every replica holds and answers each document's last acknowledged version.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from processors.bus import connect
+from processors.runtime.request_client import RequestClient
+from processors.testing.log_chaos import LogChaos
+
+from ..helpers.brokers import own_broker, settings_for_tests
+
+pytestmark = pytest.mark.brokers
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("which", ["kafka", "pulsar"])
+async def test_kill_9_of_writers_and_replicas_loses_no_acknowledged_version_and_serves_no_half_one(which, tmp_path):
+    broker = own_broker(which, tmp_path)
+    chaos = LogChaos(broker.url, tmp_path, uuid.uuid4().hex[:8], writers=2, replicas=2, documents=6)
+    try:
+        await chaos.start()
+        async with await connect(broker.url, settings_for_tests()) as bus, \
+                RequestClient(bus, name="chaos", timeout_s=60, resend_after_s=10) as client:
+            report = await chaos.run(client, seconds=45, kill_every=9, restart_after=2, progress=print)
+    finally:
+        await chaos.stop()
+        broker.stop()
+    print(f"\n{which}: {report.line()}")
+    assert report.half == [], report.half[:10]
+    assert report.missing == [], report.missing
+    # The run must have exercised what it claims to: versions written while hosts died, reads on every store.
+    kinds = {host[0] for host in report.kills}  # w: a writer, q: a replica
+    assert len(report.kills) >= 3 and kinds == {"w", "q"}, report.line()
+    assert report.acknowledged >= 2 * chaos.documents, report.line()
+    assert report.reads["keyword"] > 20 and report.reads["fetch"] > 20, report.line()
