@@ -19,8 +19,11 @@ Count = Annotated[int, msgspec.Meta(ge=0, le=WIRE_MAX)]
 # Writes a request must see, for stores made from the bus's logs: the ``seen`` tokens (``topic@position``,
 # schema/changelog.py) their ingest or load answered with. A replica answers only once it has applied
 # each one of its own logs, waiting up to its ``fresh_wait_s``.
-LogToken = Annotated[str, msgspec.Meta(max_length=300, pattern=r"^ragbus\.changelog\.[^@]*@[0-9:-]+$")]
-MustSee = Annotated[list[LogToken], msgspec.Meta(max_length=100)]
+LOG_TOKEN_PATTERN = r"^ragbus\.changelog\.[^@]*@[0-9:-]+$"
+LOG_TOKEN_MAX = 300
+MUST_SEE_MAX = 100
+LogToken = Annotated[str, msgspec.Meta(max_length=LOG_TOKEN_MAX, pattern=LOG_TOKEN_PATTERN)]
+MustSee = Annotated[list[LogToken], msgspec.Meta(max_length=MUST_SEE_MAX)]
 
 
 class BadRequest(ValueError):

@@ -46,14 +46,15 @@ from schema import (
     Turn,
     check_collection,
 )
+from schema.common import LOG_TOKEN_MAX, LOG_TOKEN_PATTERN, MUST_SEE_MAX
 
 from .errors import from_pipeline
 from .keys import Role, allows, key_of
 from .pipeline import BusPipeline
 
 MCP_PATH = "/mcp"
-ASK_FIELDS = ["question", "mode", "at", "as_of", "collection", "doc_limit", "history"]
-GRAPH_FIELDS = ["question", "at", "as_of", "limit", "collection"]
+ASK_FIELDS = ["question", "mode", "at", "as_of", "collection", "doc_limit", "history", "must_see"]
+GRAPH_FIELDS = ["question", "at", "as_of", "limit", "collection", "must_see"]
 
 Mode = Literal["vector", "keyword", "hybrid"]
 Question = Annotated[str, Field(description="the question, in words", min_length=1)]
@@ -62,6 +63,10 @@ AsOf = Annotated[str | None, Field(description="ISO 8601 instant: the graph as i
                                                "before later revisions")]
 Collection = Annotated[str, Field(description="the collection to read")]
 Limit = Annotated[int | None, Field(description="chunks to draw from (default: the pipeline's)", ge=1)]
+Token = Annotated[str, Field(pattern=LOG_TOKEN_PATTERN, max_length=LOG_TOKEN_MAX)]
+MustSee = Annotated[list[Token] | None, Field(
+    description="writes the answer must see, with stores from the bus's logs: the seen tokens an ingest answered "
+                "with (topic@position); each replica answers once it has applied them", max_length=MUST_SEE_MAX)]
 
 
 class TurnArgument(TypedDict):
@@ -159,10 +164,10 @@ class McpFace:
 
     async def ask(self, question: Question, ctx: Context, mode: Mode | None = None, at: At = None,
                   as_of: AsOf = None, collection: Collection = DEFAULT_COLLECTION,
-                  doc_limit: Limit = None, history: History = None) -> dict[str, Any]:
+                  doc_limit: Limit = None, history: History = None, must_see: MustSee = None) -> dict[str, Any]:
         turns = [Turn(role=t["role"], content=t["content"]) for t in history or []]
         request = DocumentRagRequest(query=question, mode=mode, at_time=at, as_of=as_of, doc_limit=doc_limit,
-                                     collection=_collection(collection), history=turns)
+                                     collection=_collection(collection), history=turns, must_see=must_see or [])
         _allow(ctx, "read", request.collection)
         pipeline = await self._need()
         if _progress_token(ctx) is None:
@@ -236,9 +241,9 @@ class McpFace:
 
     async def graph(self, question: Question, ctx: Context, at: At = None, as_of: AsOf = None,
                     limit: Annotated[int, Field(description="facts at most; 0 = the entities only", ge=0)] = 8,
-                    collection: Collection = DEFAULT_COLLECTION) -> dict[str, Any]:
+                    collection: Collection = DEFAULT_COLLECTION, must_see: MustSee = None) -> dict[str, Any]:
         request = KgQueryRequest(question=question, at_time=at, as_of=as_of, limit=limit,
-                                 collection=_collection(collection))
+                                 collection=_collection(collection), must_see=must_see or [])
         _allow(ctx, "read", request.collection)
         pipeline = await self._need()
         try:

@@ -102,6 +102,7 @@ async def check_tools(client) -> None:
     ({"question": QUESTION, "at": "next tuesday"}, "at"),
     ({"question": QUESTION, "collection": "../other"}, "collection"),
     ({"question": QUESTION, "doc_limit": 0}, "doc_limit"),
+    ({"question": QUESTION, "must_see": ["ragbus.documents@12"]}, "must_see"),
 ])
 def test_bad_arguments_are_tool_errors_that_name_what_to_fix(data_dir, arguments, says):
     async def main():
@@ -110,6 +111,28 @@ def test_bad_arguments_are_tool_errors_that_name_what_to_fix(data_dir, arguments
         assert r.is_error
         text = r.content[0].text
         assert says in text and "at_time" not in text, text
+
+    asyncio.run(main())
+
+
+def test_ask_and_graph_pass_must_see_to_every_read(data_dir):
+    """The tokens reach the query processors: a keyword-query whose stores come from the log, with no replica
+    of it in the process, cannot serve a read that must see a write of it (the keyword path degrades,
+    saying why), while the same ask without them is answered whole; graph takes them too."""
+    token = "ragbus.changelog.documents@7"
+    from_log = {"RAGBUS_DATA_DIR": str(data_dir), "RAGBUS_PROCESSORS__KEYWORD_QUERY__CHANGELOG": "true"}
+
+    async def main():
+        async with connected(ragbus_mcp(from_log)) as client:
+            plain = (await client.call_tool("ask", {"question": QUESTION, "mode": "hybrid"})).structured_content
+            fresh = await client.call_tool("ask", {"question": QUESTION, "mode": "hybrid", "must_see": [token]})
+            graph = await client.call_tool("graph", {"question": UK, "at": "2012-01-01", "must_see": [token]})
+        assert plain["degraded"] == [] and plain["citations"], plain
+        assert not fresh.is_error, fresh.content
+        answer = fresh.structured_content
+        assert answer["degraded"] == ["keyword"] and "ReplicaMissing" in str(answer["problems"]), answer
+        assert answer["citations"], "the vector path still answers"
+        assert not graph.is_error and "David Cameron" in heads(graph.structured_content["facts"]), graph.content
 
     asyncio.run(main())
 
