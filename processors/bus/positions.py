@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from schema.changelog import parse_token, token
 
 
-def _order(position: str) -> tuple[str, tuple[int, ...]]:
-    """(the partition, the place in it) of a position."""
+def place(position: str) -> tuple[str, tuple[int, ...]]:
+    """(the partition, the place in it) of a position: two positions of one partition compare by their places."""
     parts = [int(p) for p in position.split(":")]
     if len(parts) == 1:
         return "", (parts[0],)
@@ -32,8 +32,8 @@ def latest(tokens: Iterable[str]) -> list[str]:
     best: dict[tuple[str, str], tuple[tuple[int, ...], str]] = {}
     for value in tokens:
         topic, position = parse_token(value)
-        partition, place = _order(position)
+        partition, where = place(position)
         held = best.get((topic, partition))
-        if held is None or place > held[0]:
-            best[(topic, partition)] = (place, position)
+        if held is None or where > held[0]:
+            best[(topic, partition)] = (where, position)
     return [token(topic, position) for (topic, _), (_, position) in best.items()]

@@ -33,6 +33,7 @@ from typing import Any
 from config.settings import data_dir
 from processors.doc_embeddings import DocEmbeddingsDeleteProcessor, DocEmbeddingsSettings, DocEmbeddingsStoreProcessor
 from processors.keyword import KeywordDeleteProcessor, KeywordSettings, KeywordStoreProcessor
+from processors.bus.positions import place
 from processors.library import DocumentRecordProcessor, LibrarySettings
 from processors.runtime import changelog
 from processors.runtime.changelog import CheckpointFile, LogFollower
@@ -83,6 +84,10 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
         self.follower: LogFollower | None = None
         # With ``tombstones``: every live run of chunks seen, by document (order key): run key -> version.
         self._runs: dict[str, dict[str, str]] = {}
+        # With ``tombstones``: where each key's latest record is, in the whole log as learned at start and
+        # as applied since. A replica replaying the log behind its end must not tombstone a key a later
+        # record of which it has not applied yet: an old switch would remove the live version's run.
+        self._latest: dict[str, tuple[str, tuple[int, ...]]] = {}
         self.reports: ReportLoop | None = None
 
     async def start(self) -> None:
@@ -134,6 +139,8 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
             await writer.publish_deferred()
 
     async def _apply(self, record) -> None:
+        if self.settings.tombstones:
+            self._saw(record)
         if record.body is None:
             self._forget(record.key)
             return  # a tombstone: what it removed was removed by the record before it
@@ -156,13 +163,26 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
         async with await self.bus.read_log(self.log_topic) as reader:
             while not await reader.caught_up():
                 record = await reader.next()
+                self._saw(record)
                 kind = record.headers.get(KIND)
                 if record.body is None:
                     self._forget(record.key)
                 elif kind == CHUNKS:
                     self._remember(record.key, decode(record.body, EmbeddedChunks))
                 elif kind == SWITCH:
-                    self._superseded(decode(record.body, DeleteDocument))
+                    self._superseded(decode(record.body, DeleteDocument), record.position)
+
+    def _saw(self, record) -> None:
+        where = place(record.position)
+        held = self._latest.get(record.key)
+        if held is None or held[0] != where[0] or held[1] < where[1]:
+            self._latest[record.key] = where
+
+    def _nothing_later(self, key: str, position: str) -> bool:
+        """Whether no record of ``key`` after ``position`` is known (one in another partition counts as later:
+        a document's records share a partition, so that would be a key reused elsewhere, left alone)."""
+        held, at = self._latest.get(key), place(position)
+        return held is None or (held[0] == at[0] and held[1] <= at[1])
 
     def _remember(self, key: str, run: EmbeddedChunks) -> None:
         if run.chunks:
@@ -173,8 +193,9 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
         for runs in self._runs.values():
             runs.pop(key, None)
 
-    def _superseded(self, change: DeleteDocument) -> list[str]:
-        """The keys a switch, discard or removal leaves with nothing to say, forgotten here."""
+    def _superseded(self, change: DeleteDocument, position: str) -> list[str]:
+        """The keys a switch, discard or removal at ``position`` leaves with nothing to say, forgotten here;
+        not a key with a later record (replayed behind the log's end, an old switch supersedes nothing newer)."""
         order = document_order(change.collection, change.document_id)
         runs = self._runs.get(order, {})
         if change.activate:
@@ -184,6 +205,7 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
             gone.append(discard_key(change.collection, change.document_id, change.discard))
         else:  # a removal: the document had better never have been, once it is applied everywhere
             gone = [*runs, state_key(change.collection, change.document_id)]
+        gone = [key for key in gone if self._nothing_later(key, position)]
         for key in gone:
             runs.pop(key, None)
         if not runs:
@@ -195,10 +217,12 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
             self._remember(record.key, request)
             return
         if kind == SWITCH:
-            order, gone = document_order(request.collection, request.document_id), self._superseded(request)
+            order = document_order(request.collection, request.document_id)
+            gone = self._superseded(request, record.position)
         elif request.removed:  # the library's record of a removed document
             doc = request.document
-            order, gone = document_order(doc.collection, doc.document_id), [record.key]
+            order = document_order(doc.collection, doc.document_id)
+            gone = [record.key] if self._nothing_later(record.key, record.position) else []
         else:
             return
         for key in gone:

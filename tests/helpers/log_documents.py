@@ -31,7 +31,8 @@ async def write_documents(bus, log: str, count: int) -> None:
         await p.start()
     writes = [(i, 0) for i in range(count)] + [(i, 1) for i in range(0, count, 3)]
     for i, edition in writes:
-        document_id, version = f"doc-{i}", generation_of(f"sha256:{i:032x}{edition:032x}")
+        # a version is the content hash's first 16 digits: each edition a version of its own
+        document_id, version = f"doc-{i}", generation_of(f"sha256:{i:08x}{edition:08x}{0:048x}")
         chunks = [Chunk(chunk_id=f"doc-{i}#{p}", document_id=document_id, collection="c", position=p,
                         text=f"text {p} of {i}, edition {edition}", title=f"doc {i}", generation=version)
                   for p in range(3)]
