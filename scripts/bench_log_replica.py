@@ -76,10 +76,11 @@ class Writers:
         for p in (self.store, self.switch, self.record):
             await p.close()
 
-    async def document(self, collection: str, i: int, per_doc: int, rng: random.Random) -> list[str]:
-        """One document written as the chunker writes it (staged run, switch, record); its last token."""
+    async def document(self, collection: str, i: int, per_doc: int, rng: random.Random, edition: int = 0) -> list[str]:
+        """One document written as the chunker writes it (staged run, switch, record); its last token.
+        Each ``edition`` is a version of its own (a version is the content hash's first 16 digits)."""
         document_id = f"doc-{i:06d}"
-        version = generation_of(f"sha256:{i:064x}")
+        version = generation_of(f"sha256:{i:08x}{edition:08x}{0:048x}")
         chunks = [Chunk(chunk_id=f"{document_id}#{p}", document_id=document_id, collection=collection,
                         text=" ".join(rng.choice(WORDS) for _ in range(60)), title=f"document {i}", position=p,
                         generation=version) for p in range(per_doc)]
