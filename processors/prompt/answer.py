@@ -7,7 +7,8 @@ facts already say; choosing and citing is the whole job:
   sentence when a chunk boundary cut it (it starts mid-sentence) and its last when one cut it
   short are not used when the document has others (``whole.py``), a heading line (a signature,
   a label) is joined to the sentence it heads (and left out when none follows), and the
-  reference's inline markup is shown as plain text;
+  reference's inline markup is shown as plain text; a line still under ``HEADING_WORDS`` words
+  (``import __future__``, ``"except" statement.``) is never shown alone;
 - passages are scored by BM25 against the question's terms (``lexical.py``),
   the passages of this one request being the collection; a document
   sentence's score is raised by its document's retrieval rank
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from .lexical import bm25, sentences, shorten, terms
 from .settings import ExtractiveSettings
 from .variables import PromptInput, one_line
-from .whole import cut_at_end, cut_at_start, is_heading, joined, plain
+from .whole import HEADING_WORDS, cut_at_end, cut_at_start, is_heading, joined, plain
 
 NOTHING_FOUND = "No relevant information was found for: "
 MAX_ECHO_CHARS = 300  # of the question, in the nothing-found answer
@@ -72,6 +73,8 @@ def passages(inp: PromptInput) -> list[Passage]:
                 continue
             if heading:
                 sentence, heading = joined(heading, sentence), ""
+            if len(sentence.split()) < HEADING_WORDS:  # alone, a line this short says nothing whole
+                continue
             key = sentence.casefold()
             if key not in where:
                 where[key] = len(out)

@@ -228,6 +228,12 @@ def test_a_signature_or_label_line_is_said_with_the_sentence_it_heads_and_never_
     assert not any(line.startswith(("str.center", "str.casefold() [s]", "See also: [s]")) for line in lines)
 
 
+def test_a_line_of_under_four_words_is_never_said_alone():
+    docs = ['"except" statement.', "import __future__", "The except clause of a try statement handles an error."]
+    lines = answer({"query": "except statement import future", "documents": docs}).splitlines()
+    assert lines == ["The except clause of a try statement handles an error. [3]"]
+
+
 def test_the_snapshot_header_precedes_the_facts_only_with_at_time():
     base = {"query": "Merkel government", "documents": [], "facts": FACTS}
     assert "Graph context" not in answer(base)
