@@ -4,6 +4,7 @@
         broker = selection.factory("kafka")(workdir, net["broker"].address, net["broker"].wrap)
         ...
         net.cut(net["w1"])      # its cable pulled: packets to and from it vanish, no reset
+        net.throttle(net["q3"], kbit=800)   # a slow cable to it (iproute2's ``tc``)
 
 Each host is a namespace ``ip netns exec`` runs a command in, joined by a veth
 pair to a bridge in the caller's namespace; the bridge has an address too, so
@@ -23,8 +24,9 @@ from dataclasses import dataclass
 
 def unavailable() -> str | None:
     """Why network namespaces cannot be made here; None when they can."""
-    if shutil.which("ip") is None:
-        return "no `ip` command (Debian package iproute2)"
+    for command in ("ip", "tc"):
+        if shutil.which(command) is None:
+            return f"no `{command}` command (Debian package iproute2)"
     if os.geteuid() != 0:
         return "making network namespaces needs root"
     return None
@@ -34,6 +36,12 @@ def _ip(*args: str) -> None:
     run = subprocess.run(["ip", *args], capture_output=True, text=True)
     if run.returncode != 0:
         raise OSError(f"ip {' '.join(args)}: {run.stderr.strip()}")
+
+
+def _tc(*args: str) -> None:
+    run = subprocess.run(["tc", *args], capture_output=True, text=True)
+    if run.returncode != 0:
+        raise OSError(f"tc {' '.join(args)}: {run.stderr.strip()}")
 
 
 @dataclass(frozen=True)
@@ -98,6 +106,15 @@ class Network:
 
     def mend(self, host: Host) -> None:
         _ip("link", "set", host.link, "up")
+
+    def throttle(self, host: Host, kbit: int) -> None:
+        """A slow cable: what reaches the host comes at ``kbit`` kilobits a second at most (a token bucket
+        on its end of the bridge); ``unthrottle`` lifts it."""
+        _tc("qdisc", "replace", "dev", host.link, "root", "tbf", "rate", f"{kbit}kbit", "burst", "16kb",
+            "latency", "1s")
+
+    def unthrottle(self, host: Host) -> None:
+        _tc("qdisc", "del", "dev", host.link, "root")
 
     def __exit__(self, *exc: object) -> None:
         while self._made:

@@ -26,6 +26,7 @@ from processors.kg.files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_
 from processors.runtime.request_client import RequestClient
 from processors.runtime.typed_clients import DocumentRagClient
 from processors.testing import brokers, log_hosts, netns
+from processors.replica.processor import CHECKPOINT
 from processors.testing.chaos import WorkerProcess
 from schema import DeleteDocument, Document, Entity, Fact, IngestResult, LoadTriples
 
@@ -35,6 +36,7 @@ from ..helpers.rag_pipeline import DOCS, ELSE_QUESTION, UK_QUESTION
 pytestmark = pytest.mark.brokers
 
 FILLER = 150  # documents beside DOCS: enough records that catching up takes a moment
+SLOW_KBIT = 800  # q3's cable while it is killed catching up: reading the log takes seconds
 
 
 def host_env(tmp_path, host: str, suffix: str) -> dict[str, str]:
@@ -109,14 +111,20 @@ async def test_query_hosts_of_their_own_make_their_stores_from_the_log(which, ne
                 assert answer is not None and "else clause" in answer.answer.lower(), answer
                 assert await _facts_from(rag(host), collection, "loops", must_see=written)
             # A query host killed with kill -9 while it catches up, then started again: it catches up.
-            killed = WorkerProcess(list(pipelines.LOG_REPLICA), broker.url, host_env(tmp_path, "q3", suffix),
-                                   wrap=network["q3"].wrap)
+            # Its cable is slow while it catches up and it publishes what it applied every half second, so
+            # it has written some of its stores seconds before it has read the whole log (on a fast cable
+            # the log is read before the first batch is published, and no moment is "mid-catch-up").
+            network.throttle(network["q3"], kbit=SLOW_KBIT)
+            slow = host_env(tmp_path, "q3", suffix)
+            slow[log_hosts.var("documents-replica", "batch_s")] = "0.5"
+            killed = WorkerProcess(list(pipelines.LOG_REPLICA), broker.url, slow, wrap=network["q3"].wrap)
             await killed.spawn()
-            # Killed once it has begun writing its stores from the log, before it says ready.
-            await until(lambda: _started(tmp_path / "q3" / collection), "q3 begins to catch up", timeout=120)
+            # Killed once a batch it applied is in its stores and its checkpoint, before it says ready.
+            await until(lambda: _started(tmp_path / "q3"), "q3 begins to catch up", timeout=120)
             was_ready = killed.ready
             killed.kill()
             await killed.stop(timeout=15)
+            network.unthrottle(network["q3"])
             assert not was_ready, "q3 caught up before it could be killed: the log is too short for this test"
             await start("q3", pipelines.LOG_REPLICA)
             answer = await cites("q3", ELSE_QUESTION, "loops#0")  # ready means caught up: no waiting
@@ -158,5 +166,6 @@ async def _facts_from(rag: DocumentRagClient, collection: str, source: str, as_o
     return found or None
 
 
-async def _started(collection_dir) -> bool | None:
-    return True if (collection_dir / "faiss").is_dir() else None
+async def _started(host_dir) -> bool | None:
+    """Whether the host's documents replica has recorded a batch applied (its checkpoint file is there)."""
+    return True if (host_dir / ".replicas" / "documents-replica" / CHECKPOINT).is_file() else None
