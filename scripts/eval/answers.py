@@ -40,6 +40,9 @@ _CUT_NAME = re.compile(r"^[^\W_]\w*__(?!\w)")  # the tail of a cut dunder name: 
 _OPERATOR = re.compile(r"^(?:[-+*/%&|^@<>!:]?=|::=|\*\*=|//=|>>=|<<=)$")  # ``iter = ...``, ``integer ::= ...``
 _SIGNATURE = re.compile(r"^(?:[^\W\d]\w*(?:\.\w+)*\(|\[[^\W\d])")  # ``fromkeys(iterable``, ``[name``
 _HEADER = re.compile(r"^\S+(?: \S+){0,3}:(?:\s|$)")  # ``except E as N:``: a clause's words, then its colon
+# the kinds a reference's signature line starts with (``classmethod fromkeys(iterable)``)
+_KINDS = frozenset({"classmethod", "staticmethod", "static", "abstractmethod", "alias", "coroutine", "awaitable",
+                    "class", "exception", "function", "method", "attribute"})
 _COMPOUND = frozenset({"if", "elif", "else", "for", "while", "try", "except", "finally", "with", "def", "class",
                        "async", "match", "case"})
 _CLOSING = set(",;:.)]}”’»")  # noqa: RUF001  (typographic quotes)
@@ -88,7 +91,7 @@ def starts_with_code(line: str) -> bool:
         return True
     if first in _COMPOUND and _HEADER.match(line):
         return True
-    return bool(_OPERATOR.match(second) or _SIGNATURE.match(second))
+    return bool(_OPERATOR.match(second) or (first in _KINDS and _SIGNATURE.match(second)))
 
 
 def duplicates(answer_lines: list[str]) -> list[tuple[str, str]]:

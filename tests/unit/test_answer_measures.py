@@ -80,3 +80,9 @@ def test_the_listing_shows_a_fragment_whole():
     q = Question(id="q1", kind="k", question="?", evidence=["nothing of it"], how_made="", split="dev")
     out = report([q], {"q1": []}, {"q1": DocumentRagResponse(answer=f"{line} [d#1]")}, ["dev"], show=True)
     assert out[-1] == f"q1 [dev] fragment (starts mid-sentence): {line!r}"
+
+
+def test_a_lower_case_start_before_a_call_is_still_mid_sentence():
+    # only a signature's kind before a call makes the line code; a cut sentence that names a call is not
+    assert answers.fragment("returns len(x) items of the sequence it was given") == "starts mid-sentence"
+    assert answers.fragment("classmethod fromkeys(iterable, value=None) makes a new dictionary") is None
