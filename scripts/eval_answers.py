@@ -16,7 +16,8 @@ one document-rag processor (graph off, ``--mode``, its default chunk count) and 
   of answers with at least one;
 - duplicates: pairs of lines in one answer with token Jaccard >= 0.8.
 
-``--show`` prints every fragment and duplicate pair, and the questions the answer step missed.
+``--show`` prints every fragment (whole) and duplicate pair (each shortened at a word, marked "…"), and the
+questions the answer step missed.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from pathlib import Path
 from config import pipelines
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
+from processors.prompt.lexical import shorten
 from processors.runtime.request_client import RequestClient
 from processors.runtime.typed_clients import DocumentRagClient
 from processors.runtime.worker import processors_running
@@ -89,8 +91,9 @@ def report(questions: list[evalset.Question], relevant: dict[str, list[str]],
             pairs = answers.duplicates(answer_lines)
             dupes += len(pairs)
             if show:
-                shown += [f"{q.id} [{split}] fragment ({w}): {line[:120]!r}" for line, w in bad]
-                shown += [f"{q.id} [{split}] duplicate: {a[:60]!r} ~ {b[:60]!r}" for a, b in pairs]
+                # whole lines: a line cut here for the listing would read as a cut answer ("formatt")
+                shown += [f"{q.id} [{split}] fragment ({w}): {line!r}" for line, w in bad]
+                shown += [f"{q.id} [{split}] duplicate: {shorten(a, 80)!r} ~ {shorten(b, 80)!r}" for a, b in pairs]
         n = len(qs) or 1
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(reasons.items()))
         out.append(f"| {split} | {len(qs)} | {hit / n:.3f} | {step_hit / (step_n or 1):.3f} ({step_n}) | "

@@ -5,7 +5,8 @@ facts already say; choosing and citing is the whole job:
 
 - every document is split into sentences, every fact is one passage; a document's first
   sentence when a chunk boundary cut it (it starts mid-sentence) and its last when one cut it
-  short are not used when the document has others (``whole.py``), a heading line (a signature,
+  short are not used when the document has others, a sentence a code display interrupted is
+  made whole again (``whole.py``), a heading line (a signature,
   a label) is joined to the sentence it heads (and left out when none follows), and the
   reference's inline markup is shown as plain text; a line still under ``HEADING_WORDS`` words
   (``import __future__``, ``"except" statement.``) is never shown alone;
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from .lexical import bm25, sentences, shorten, terms
 from .settings import ExtractiveSettings
 from .variables import PromptInput, one_line
-from .whole import HEADING_WORDS, cut_at_end, cut_at_start, is_heading, joined, plain
+from .whole import HEADING_WORDS, cut_at_end, cut_at_start, is_heading, joined, mended, plain
 
 NOTHING_FOUND = "No relevant information was found for: "
 MAX_ECHO_CHARS = 300  # of the question, in the nothing-found answer
@@ -61,7 +62,7 @@ def passages(inp: PromptInput) -> list[Passage]:
     seen: set[str] = set()
     where: dict[str, int] = {}  # a sentence's key -> its passage
     for rank, (document, citation) in enumerate(zip(inp.documents, inp.citations, strict=True)):
-        found = list(sentences(document))
+        found = mended(list(sentences(document)))
         heading = ""  # headings not yet joined to the sentence they head
         for n, sentence in enumerate(found):
             cut = (n == 0 and cut_at_start(sentence)) or (n == len(found) - 1 and cut_at_end(sentence))

@@ -6,15 +6,24 @@ one. Such a piece says half of something, so the extractive answer does not use 
 sentence is in the neighbouring chunk (the chunker's overlap), where it is a candidate like any other.
 
 - ``cut_at_start``: a first sentence that starts with a lower-case word that is not code
-  (``lambda_expr ::= ...`` and ``if x:`` lines start in lower case and are whole), with the tail
-  of a name (``enter__()``), or with a mark that closes something (``, ) ; :``);
+  (``lambda_expr ::= ...``, ``if x:``, ``except E as N:``, ``iter = ...``, ``classmethod f(x)``
+  lines start in lower case and are whole), with the tail of a name (``enter__()``), or with a mark
+  that closes something (``, ) ; :``);
+- ``mended``: a sentence a display interrupted (the reference sets code apart in a paragraph of its
+  own: ``is to insert:`` / ``import pdb; pdb.set_trace()`` / ``at the location you want ...``) is
+  made one again: an open sentence (one that ends no sentence) of prose takes the code after it, and
+  a paragraph that starts mid-sentence continues the open pieces before it; one with none open
+  before it is not used;
 - ``cut_at_end``: a last sentence of prose that ends without any closing mark (code and
   signatures end without one and are kept: they hold code characters);
-- ``is_heading``: a line of under four words that ends no sentence: a signature (``str.casefold()``),
-  a grammar rule, a label (``See also:``). Alone it says nothing; the answer joins it to the sentence
+- ``is_heading``: a line of under four words that ends no sentence, or a signature of any length:
+  a signature (``str.casefold()``, ``static str.maketrans(x[, y[, z]])``), a grammar rule, a label
+  (``See also:``). Alone it says nothing; the answer joins it to the sentence
   after it (``str.casefold() — Return a casefolded copy of the string.``);
 - ``plain``: emphasis and strong marks (``*key*``, ``**PEP 3115**``) are dropped, a literal in
-  double back-quotes or an interpreted role (:ref:`x`) is kept as its text in quotes.
+  double back-quotes or an interpreted role (:ref:`x`) is kept as its text in quotes, and so is an
+  emphasised name that starts the sentence (``*width* is ...``: without its marks the sentence would
+  read as starting mid-way).
 """
 
 from __future__ import annotations
@@ -26,6 +35,12 @@ _CODE = re.compile(r"[_().=\[\]<>:{}/\\@#%&|~^]")
 _KEYWORDS = frozenset(keyword.kwlist) | {"match", "case", "type"}
 _CUT_NAME = re.compile(r"^[^\W_]\w*__(?!\w)")  # the tail of a dunder name: enter__() of __enter__()
 _CLOSING = frozenset(",;:.)]}”’»")  # noqa: RUF001  (typographic quotes)
+_OPERATOR = re.compile(r"^(?:[-+*/%&|^@<>!:]?=|::=|\*\*=|//=|>>=|<<=)$")  # iter = ..., integer ::= ...
+_SIGNATURE_ARGS = re.compile(r"^(?:[^\W\d]\w*(?:\.\w+)*\(|\[[^\W\d])")  # fromkeys(iterable, [name
+_CLAUSE = re.compile(r"^\S+(?: \S+){0,3}:(?:\s|$)")  # except E as N: a clause's few words, then its colon
+_COMPOUND = frozenset({"if", "elif", "else", "for", "while", "try", "except", "finally", "with", "def", "class",
+                       "async", "match", "case"})
+_SIGNATURE = re.compile(r"^(?:[^\W\d]\w* )?[^\W\d][\w.]*(?:\(.*\)|\s\[.*\])$")  # [kind] name(args) or name [args]
 _ENDED = re.compile(r"[.!?:;…\"'”’)\]]$")  # noqa: RUF001
 _STRONG = re.compile(r"(?<![\w*])\*\*([^\s*](?:[^*]*?[^\s*])?)\*\*(?![\w*])")
 _EMPHASIS = re.compile(r"(?<![\w*])\*([^\s*](?:[^*]*?[^\s*])?)\*(?![\w*])")
@@ -43,17 +58,24 @@ def cut_at_start(sentence: str) -> bool:
 
 
 def is_code(line: str) -> bool:
-    """A line of code rather than prose: its first word is code (``lambda_expr``, ``f(x)``), or a keyword
-    followed by code or another keyword (``if __debug__:``, ``class C:``, ``async def``); the reference
-    quotes the code inside its prose (``with "@staticmethod" and``), so a quoted word is prose."""
+    """A line of code rather than prose: its first word is code (``lambda_expr``, ``f(x)``), a keyword
+    followed by code or another keyword (``if __debug__:``, ``class C:``, ``async def``), a compound
+    statement's header (``except E as N:``), an assignment or a grammar rule (``iter = ...``,
+    ``integer ::= ...``), or a signature after its kind (``classmethod fromkeys(iterable)``,
+    ``alias [name]``); the reference quotes the code inside its prose (``with "@staticmethod" and``),
+    so a quoted word is prose."""
     words = line.split()[:2]
     if not words:
         return False
     if _CODE.search(words[0]):
         return words[0][0] not in "\"'“"
-    if words[0] not in _KEYWORDS or len(words) < 2 or words[1][0] in "\"'“":
+    if len(words) < 2 or words[1][0] in "\"'“":
         return False
-    return bool(_CODE.search(words[1])) or words[1] in _KEYWORDS
+    if words[0] in _COMPOUND and _CLAUSE.match(line):
+        return True
+    if _OPERATOR.match(words[1]) or _SIGNATURE_ARGS.match(words[1]):
+        return True
+    return words[0] in _KEYWORDS and (bool(_CODE.search(words[1])) or words[1] in _KEYWORDS)
 
 
 def cut_at_end(sentence: str) -> bool:
@@ -66,7 +88,40 @@ HEADING_WORDS = 4  # a line of fewer words that ends no sentence heads what foll
 
 
 def is_heading(sentence: str) -> bool:
-    return len(sentence.split()) < HEADING_WORDS and not _SENTENCE_ENDED.search(sentence.rstrip())
+    text = sentence.rstrip()
+    if _SENTENCE_ENDED.search(text):
+        return False
+    return len(text.split()) < HEADING_WORDS or bool(_SIGNATURE.match(text))
+
+
+def is_open(sentence: str) -> bool:
+    """Whether ``sentence`` ends no sentence: a display, a label, or prose a display interrupts."""
+    return not _SENTENCE_ENDED.search(sentence.rstrip())
+
+
+def mended(found: list[str]) -> list[str]:
+    """The sentences of one document, those a display interrupted made whole again (each still
+    starting as it did: a first one cut by the chunk boundary stays cut)."""
+    out: list[str] = []
+    prose_open = False  # out[-1] is prose that ends no sentence, with nothing but code after it
+    for sentence in found:
+        if out and cut_at_start(sentence):
+            start = len(out)
+            while start > 0 and is_open(out[start - 1]):
+                start -= 1
+            if start < len(out):
+                out[start:] = [" ".join([*out[start:], sentence])]
+                prose_open = is_open(sentence)
+                continue
+            prose_open = False  # a continuation of nothing given: not used
+            continue
+        if out and prose_open and is_code(sentence):
+            out[-1] = f"{out[-1]} {sentence}"
+            continue
+        out.append(sentence)
+        prose_open = is_open(sentence) and not is_code(sentence)
+    return out
+
 
 
 def joined(heading: str, sentence: str) -> str:
@@ -74,8 +129,12 @@ def joined(heading: str, sentence: str) -> str:
     return f"{heading} {sentence}" if heading.endswith(":") else f"{heading} — {sentence}"
 
 
+_LEADING_EMPHASIS = re.compile(r"^\*([^\s*](?:[^*]*?[^\s*])?)\*(?![\w*])")
+
+
 def plain(sentence: str) -> str:
-    text = _ROLE.sub(r'"\1"', sentence)
+    text = _LEADING_EMPHASIS.sub(r'"\1"', sentence)
+    text = _ROLE.sub(r'"\1"', text)
     text = _LITERAL.sub(r'"\1"', text)
     text = _STRONG.sub(r"\1", text)
     return _EMPHASIS.sub(r"\1", text)

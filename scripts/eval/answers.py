@@ -8,8 +8,11 @@ citations (``[doc#3]``, ``[fact: ...]``) are not part of what is judged.
   spacing aside), or its gist is: at least ``GIST`` of its content words in one line.
 - ``fragment``: a line that starts mid-sentence (a lower-case word that is not code, or a closing
   mark), carries the reference's inline markup (``*word*``, ``**``, double back-quotes, ``:role:``),
-  or holds under ``MIN_WORDS`` words. A line that starts with code (``lambda_expr ::=``, ``if x:``) is not
-  judged to start mid-sentence.
+  or holds under ``MIN_WORDS`` words. A line that starts with code is not judged to start mid-sentence:
+  a first word with code characters (``lambda_expr ::=``, ``f(x)``), a keyword before code or another
+  keyword (``if x:``, ``async def``), a compound statement's header (``except E as N:``), an assignment
+  or grammar rule (``iter = ...``, ``integer ::= ...``), or a signature after its kind
+  (``classmethod fromkeys(iterable)``, ``alias [name]``).
 - ``duplicates``: pairs of lines whose term sets have a Jaccard similarity of at least ``NEAR``.
 """
 
@@ -26,12 +29,22 @@ GIST = 0.8
 MIN_WORDS = 4
 NEAR = 0.8
 
-_CITATIONS = re.compile(r"(?:\s*\[[^\[\]]*\])+\s*$")
+# a chunk id (``[pydoc:with#3]``), a position (``[2]``) or a fact; not the brackets of code
+# (``import __future__ [as name]``, ``"return" [expression_list]``)
+_CITATIONS = re.compile(r"(?:\s*\[(?:[^\[\]\s]*#\d+|\d+|fact: [^\[\]]*)\])+\s*$")
 # emphasis (*word*), strong (**word**), a literal's double back-quotes, an interpreted role (:ref:`...`);
 # not the stars of code (**kwargs, a * b)
 _MARKUP = re.compile(r"``|(?<![\w*])\*\*?[^\s*](?:[^*]*?[^\s*])?\*\*?(?![\w*])|(?<!\w):[a-z]+:`")
 _CODE = re.compile(r"[_().=\[\]<>:]")  # a first word with these is code (``lambda_expr ::=``), not prose
 _CUT_NAME = re.compile(r"^[^\W_]\w*__(?!\w)")  # the tail of a cut dunder name: enter__() of __enter__()
+_OPERATOR = re.compile(r"^(?:[-+*/%&|^@<>!:]?=|::=|\*\*=|//=|>>=|<<=)$")  # ``iter = ...``, ``integer ::= ...``
+_SIGNATURE = re.compile(r"^(?:[^\W\d]\w*(?:\.\w+)*\(|\[[^\W\d])")  # ``fromkeys(iterable``, ``[name``
+_HEADER = re.compile(r"^\S+(?: \S+){0,3}:(?:\s|$)")  # ``except E as N:``: a clause's words, then its colon
+# the kinds a reference's signature line starts with (``classmethod fromkeys(iterable)``)
+_KINDS = frozenset({"classmethod", "staticmethod", "static", "abstractmethod", "alias", "coroutine", "awaitable",
+                    "class", "exception", "function", "method", "attribute"})
+_COMPOUND = frozenset({"if", "elif", "else", "for", "while", "try", "except", "finally", "with", "def", "class",
+                       "async", "match", "case"})
 _CLOSING = set(",;:.)]}”’»")  # noqa: RUF001  (typographic quotes)
 
 
@@ -64,10 +77,21 @@ def fragment(line: str) -> str | None:
     first = words[0]
     if first[0] in _CLOSING or _CUT_NAME.match(first):
         return "starts mid-sentence"
-    code = _CODE.search(first) or (first in keyword.kwlist and len(words) > 1 and _CODE.search(words[1]))
-    if first[0].islower() and not code:
+    if first[0].islower() and not starts_with_code(line):
         return "starts mid-sentence"
     return None
+
+
+def starts_with_code(line: str) -> bool:
+    words = line.split()
+    first, second = words[0], words[1] if len(words) > 1 else ""
+    if _CODE.search(first):
+        return True
+    if first in keyword.kwlist and (_CODE.search(second) or second in keyword.kwlist):
+        return True
+    if first in _COMPOUND and _HEADER.match(line):
+        return True
+    return bool(_OPERATOR.match(second) or (first in _KINDS and _SIGNATURE.match(second)))
 
 
 def duplicates(answer_lines: list[str]) -> list[tuple[str, str]]:

@@ -272,6 +272,36 @@ def test_code_that_starts_in_lower_case_is_whole():
     assert answer({"query": "__debug__ assertion", "documents": docs}).splitlines()[0].startswith("if __debug__:")
 
 
+def test_a_sentence_a_code_display_interrupted_is_whole_again():
+    doc = ("The debugger has many uses. The typical usage to break into the debugger is to insert:\n\n"
+           "   import pdb; pdb.set_trace()\n\nOr:\n\n   breakpoint()\n\nat the location you want to break "
+           "into the debugger, and then run the program.\n\nwhich nothing before it opens.")
+    lines = answer({"query": "break into the debugger location", "documents": [doc]}).splitlines()
+    assert lines[0] == ("The typical usage to break into the debugger is to insert: import pdb; pdb.set_trace() "
+                        "Or: breakpoint() at the location you want to break into the debugger, and then run the "
+                        "program. [1]")
+    assert not any(line.startswith("which") for line in lines)
+
+
+def test_code_in_lower_case_is_whole_however_it_starts():
+    for first in ("except E as N: foo", "iter = type(iter).__aiter__(iter)", "integer ::= decinteger",
+                  "classmethod fromkeys(iterable[, value])"):
+        docs = [f"{first} holds the iterable keys. The other sentence is here."]
+        assert answer({"query": "iterable keys", "documents": docs}).splitlines()[0].startswith(first)
+
+
+def test_a_signature_of_four_words_heads_the_sentence_after_it():
+    doc = "static str.maketrans(x[, y[, z]])\n\nThis static method returns a translation table."
+    assert answer({"query": "maketrans translation table", "documents": [doc]}).splitlines() == [
+        "static str.maketrans(x[, y[, z]]) — This static method returns a translation table. [1]"]
+
+
+def test_an_emphasised_name_that_starts_a_sentence_is_quoted():
+    docs = ["*width* is a decimal integer defining the minimum field width. The *fill* is any character."]
+    assert answer({"query": "width decimal integer", "documents": docs}).splitlines()[0] == (
+        '"width" is a decimal integer defining the minimum field width. [1]')
+
+
 def test_the_reference_markup_is_shown_as_plain_text():
     docs = ['The value *n* is an integer. See ``__index__`` and **PEP 357** for the conversion of *n*.']
     assert answer({"query": "value n integer __index__ conversion", "documents": docs}).splitlines() == [

@@ -20,6 +20,14 @@ def test_lines_drop_citations_and_lines_that_are_only_citations():
     assert len(got) == 5 and not any("[" in line and "]" in line and "pydoc" in line for line in got)
 
 
+def test_the_brackets_of_code_are_not_citations():
+    answer = 'import __future__ [as name] [pydoc:import#10]\nreturn_stmt ::= "return" [expression_list] [2]\n' \
+             "A fact follows it here. [fact: with statement part_of Python]"
+    assert answers.lines(answer) == ["import __future__ [as name]", 'return_stmt ::= "return" [expression_list]',
+                                     "A fact follows it here."]
+    assert [answers.fragment(line) for line in answers.lines(answer)] == [None, None, None]
+
+
 def test_evidence_is_answered_in_order_or_by_its_gist_in_one_line():
     assert answers.answered("wraps a block of   code in the methods", ANSWER)
     assert answers.answered("a context manager's methods wrap the code block of the with statement", ANSWER)
@@ -40,6 +48,17 @@ def test_evidence_is_answered_in_order_or_by_its_gist_in_one_line():
     ("lambda_expr ::= \"lambda\" [parameter_list] \":\" expression", None),
     ("Call f(*args, **kw) to spread them out.", None),
     ("Use a * b for the product of the two.", None),
+    # whole code: a keyword before a keyword, a clause header, an assignment, a grammar rule, a signature
+    ("async def func(param1, param2): do_stuff() await some_coroutine()", None),
+    ("except E as N: try: foo finally: del N", None),
+    ("iter = (ITER) iter = type(iter).__aiter__(iter) running = True", None),
+    ('integer ::= decinteger | bininteger | octinteger | hexinteger', None),
+    ("classmethod fromkeys(iterable[, value]) — Create a new dictionary with keys from iterable.", None),
+    ("alias [name [command]] — Create an alias called name that executes command.", None),
+    # prose is still judged: a word before a footnote, a keyword before prose, the words before a colon
+    ("returns [1] the value it was given by the caller.", "starts mid-sentence"),
+    ("in the loop it was given: the next item of it.", "starts mid-sentence"),
+    ("was translated to a statement of the form below.", "starts mid-sentence"),
 ])
 def test_fragments(line, why):
     assert answers.fragment(line) == why
@@ -49,3 +68,21 @@ def test_near_duplicates_are_paired_and_different_lines_are_not():
     got = answers.duplicates(answers.lines(ANSWER))
     assert got == [("The with statement wraps a block of code in the methods of a context manager.",
                     "The with statement wraps a block of code in methods of a context manager.")]
+
+
+def test_the_listing_shows_a_fragment_whole():
+    from schema import DocumentRagResponse
+    from scripts.eval.evalset import Question
+    from scripts.eval_answers import report
+
+    line = "width is a decimal integer defining the minimum total field width, including any prefixes, " \
+           "separators, and other formatting characters."
+    q = Question(id="q1", kind="k", question="?", evidence=["nothing of it"], how_made="", split="dev")
+    out = report([q], {"q1": []}, {"q1": DocumentRagResponse(answer=f"{line} [d#1]")}, ["dev"], show=True)
+    assert out[-1] == f"q1 [dev] fragment (starts mid-sentence): {line!r}"
+
+
+def test_a_lower_case_start_before_a_call_is_still_mid_sentence():
+    # only a signature's kind before a call makes the line code; a cut sentence that names a call is not
+    assert answers.fragment("returns len(x) items of the sequence it was given") == "starts mid-sentence"
+    assert answers.fragment("classmethod fromkeys(iterable, value=None) makes a new dictionary") is None
