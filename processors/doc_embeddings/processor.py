@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Literal, TypeVar, overload
 from config.settings import data_dir
 from processors.runtime.changelog import append_change, wait_seen
 from processors.runtime.processor import Processor, RequestContext
-from processors.runtime.staging import FAISS_STAGING, Staging, staging_dir
+from processors.runtime.staging import FAISS_STAGING, HeldDrops, Staging, staging_dir
 from processors.runtime.threads import OneThread
 from schema import (
     BadRequest,
@@ -63,6 +63,7 @@ class _StoreProcessor(Processor):
         self.data_dir: Path | None = None
         self._thread: OneThread | None = None  # from start to close
         self._deferring = False  # every store's publishing waits for publish_deferred (a replica's catch-up)
+        self._drops = HeldDrops()  # staged versions a deferred switch or removal superseded
 
     async def start(self) -> None:
         self.data_dir = data_dir(self.settings.data_dir)
@@ -88,11 +89,17 @@ class _StoreProcessor(Processor):
 
     def _set_deferring(self, on: bool) -> None:
         self._deferring = on
-        for store in self.stores.values():
-            if on:
-                store.defer()
-            else:
-                store.flush()
+        try:
+            for store in self.stores.values():
+                if on:
+                    store.defer()
+                else:
+                    store.flush()
+        except BaseException:
+            self._drops.forget()
+            raise
+        if not on:
+            self._drops.run()  # published: what the switches superseded can go
 
     @overload
     def _store(self, collection: str, *, create: Literal[True]) -> VectorStore: ...
@@ -307,7 +314,7 @@ class DocEmbeddingsDeleteProcessor(_StoreProcessor):
         if request.activate:
             return self._activate(request, staging)
         store = self._store(request.collection, create=False)
-        staging.drop(request.document_id)
+        self._drops.drop(staging, request.document_id, hold=self._deferring)
         return 0 if store is None else store.delete_document(request.document_id)
 
     def _activate(self, request: DeleteDocument, staging: Staging) -> int:
@@ -324,5 +331,5 @@ class DocEmbeddingsDeleteProcessor(_StoreProcessor):
                 f"not {request.chunks}: the version is incomplete and was not switched to"
             )
         count = store.replace_document(document_id, chunks, vectors)
-        staging.drop(document_id)
+        self._drops.drop(staging, document_id, hold=self._deferring)
         return count

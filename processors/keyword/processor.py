@@ -43,7 +43,7 @@ import msgspec
 from config.settings import data_dir
 from processors.runtime.changelog import wait_seen
 from processors.runtime.processor import Processor, RequestContext
-from processors.runtime.staging import KEYWORD_STAGING, Staging, staging_dir
+from processors.runtime.staging import KEYWORD_STAGING, HeldDrops, Staging, staging_dir
 from processors.runtime.store_lock import WriterLock, take_writer_lock
 from processors.runtime.threads import OneThread
 from schema import (
@@ -74,6 +74,7 @@ class _Worker:
         self.indexes: dict[str, KeywordIndex] = {}
         self.lock = lock  # the writer's: released once its indexes are closed
         self.deferring = False  # the indexes' commits wait for a flush (a replica catching up)
+        self.drops = HeldDrops()  # staged versions a deferred switch or removal superseded
         self._thread = OneThread(name, closed_message="the keyword index is closed")
 
     async def run(self, fn: Callable[..., T], *args) -> T:
@@ -141,11 +142,17 @@ def _writer_index(worker: _Worker, collection: str, create: bool) -> KeywordInde
 
 def _set_deferring(worker: _Worker, on: bool) -> None:
     worker.deferring = on
-    for index in worker.indexes.values():
-        if on:
-            index.defer()
-        else:
-            index.flush()
+    try:
+        for index in worker.indexes.values():
+            if on:
+                index.defer()
+            else:
+                index.flush()
+    except BaseException:
+        worker.drops.forget()
+        raise
+    if not on:
+        worker.drops.run()  # committed: what the switches superseded can go
 
 
 class _KeywordWriter(Processor[Req, IngestResult]):
@@ -270,12 +277,13 @@ def _activate(worker: _Worker, request: DeleteDocument) -> int:
     except BaseException:
         index.rollback()  # or the next commit would carry this half-done switch
         raise
-    staging.drop(document_id)
+    worker.drops.drop(staging, document_id, hold=worker.deferring)
     return count
 
 
 def _delete(worker: _Worker, collection: str, document_id: str) -> int:
-    Staging(staging_dir(worker.data_dir, collection, KEYWORD_STAGING)).drop(document_id)
+    staging = Staging(staging_dir(worker.data_dir, collection, KEYWORD_STAGING))
+    worker.drops.drop(staging, document_id, hold=worker.deferring)
     index = _writer_index(worker, collection, create=False)
     if index is None:
         return 0

@@ -9,17 +9,20 @@ their vectors) and the keyword index (chunks alone, no vectors).
 Layout, in ``<data_dir>/<collection>/staged/<store>/``::
 
     <document key>/<generation>/<first position>.msgpack   one store write: an EmbeddedChunks
+    <document key>/<generation>/.superseded                 a switch not yet published superseded it
 
 The document key is the sha256 of its id (an id is any text, a path say); the generation is
 checked to be a plain name. The write holding position 0 begins a load of the version and
 first clears what an earlier, failed load of it left (the chunker sends a version's writes in
 order, one after the other). Each write goes to a temporary file, is fsynced and renamed, so a
 write delivered twice replaces itself, and a crash leaves whole files or none. Only the
-store's writers touch it; query replicas never look.
+store's writers touch it; query replicas never look. A switch drops the document's staged
+versions once it is published (``HeldDrops``: a replica's batch publishes at its end).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -31,6 +34,7 @@ from schema import Chunk, EmbeddedChunks, check_collection, check_generation
 
 _encode = msgspec.msgpack.Encoder().encode
 _decode = msgspec.msgpack.Decoder(EmbeddedChunks).decode
+_SUPERSEDED = ".superseded"  # in a version's directory: a switch or removal not yet published superseded it
 
 
 # The writers that stage a document's versions, each under the name of its staging directory: the stores
@@ -91,3 +95,55 @@ class Staging:
         if generation is not None:
             directory = directory / check_generation(generation)
         shutil.rmtree(directory, ignore_errors=True)
+
+    def supersede(self, document_id: str) -> list[str]:
+        """Mark every version of the document staged now as superseded; the versions marked.
+
+        A mark is a file in the version's directory: a new load of the version (its write at
+        position 0 clears the directory) takes it away, so ``drop_superseded`` keeps that load.
+        """
+        directory = self._document(document_id)
+        versions = sorted(p.name for p in directory.iterdir() if p.is_dir()) if directory.is_dir() else []
+        for version in versions:
+            (directory / version / _SUPERSEDED).touch()
+        return versions
+
+    def drop_superseded(self, document_id: str, versions: list[str]) -> None:
+        """Forget each of ``versions`` still marked superseded (one staged again since is kept)."""
+        directory = self._document(document_id)
+        for version in versions:
+            if (directory / version / _SUPERSEDED).exists():
+                shutil.rmtree(directory / version, ignore_errors=True)
+        with contextlib.suppress(OSError):  # the document's directory goes once nothing is staged in it
+            directory.rmdir()
+
+
+class HeldDrops:
+    """A switch's or a removal's drop of the document's staged versions, held while its store defers publishing.
+
+    A replica catching up in batches publishes a switch only when its batch ends, and counts the
+    batch applied only then: one killed before reads the batch again from its checkpoint and
+    switches again from what it staged, so a staged version must outlive its switch until the
+    switch is published. While deferring, a drop marks what is staged (``Staging.supersede``)
+    and waits for the publish (``run``): a version staged again after the mark (the document's
+    next load in the same batch, or a replay of one after a restart) is kept for its own switch.
+    """
+
+    def __init__(self) -> None:
+        self._held: list[tuple[Staging, str, list[str]]] = []
+
+    def drop(self, staging: Staging, document_id: str, *, hold: bool) -> None:
+        if not hold:
+            staging.drop(document_id)
+            return
+        self._held.append((staging, document_id, staging.supersede(document_id)))
+
+    def run(self) -> None:
+        """What was switched to is published: drop what the held drops marked."""
+        held, self._held = self._held, []
+        for staging, document_id, versions in held:
+            staging.drop_superseded(document_id, versions)
+
+    def forget(self) -> None:
+        """The publish failed: what was staged stays, for the batch read again."""
+        self._held = []

@@ -4,7 +4,8 @@ On the in-process bus (the batching is the follower's and the stores', not the b
 follower given ``batch`` applies records between a begin and an end, and neither ``covers`` a
 position nor writes a checkpoint past it before its batch ended; an end that fails leaves the
 checkpoint where it was. A documents-replica catching up with many documents rewrites its faiss
-files once per batch, not once per document, and holds what applying them one at a time would.
+files once per batch, not once per document, and holds what applying them one at a time would; one
+killed before a batch that switched a document was published switches it again after its restart.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ import pytest
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
 from processors.doc_embeddings.store import GENERATION_FILE, VectorStore, collection_dir
+from processors.keyword import KeywordIndex, KeywordSettings
 from processors.replica import DocumentsReplicaProcessor, ReplicaSettings
 from processors.runtime.changelog import CheckpointFile, LogFollower
 from schema.topics import CHANGELOG_PREFIX
 
-from ..helpers.log_documents import write_documents
+from ..helpers.log_documents import LogWriters, write_documents
 
 
 @pytest.fixture
@@ -118,3 +120,38 @@ async def test_a_replica_catching_up_publishes_per_batch_what_one_record_at_a_ti
     assert {r.text for r in batched._rows} == {r.text for r in alone._rows}
     assert "text 0 of 3, edition 1" in {r.text for r in batched._rows}  # the new version, whole
     assert not any(r.text.endswith("edition 0") and r.document_id == "doc-3" for r in batched._rows)
+
+
+async def test_a_replica_killed_before_its_batch_was_published_switches_again_after_the_restart(
+        bus, tmp_path, monkeypatch):
+    """A switch applied in a batch that never ended (the replica killed) is read again from the checkpoint
+    at the restart, and what was staged for it is still there to switch to, in faiss and in tantivy; while
+    a version staged after a switch in the same batch is kept for its own switch."""
+    log = f"{CHANGELOG_PREFIX}documents-killed"
+    async with LogWriters(bus, log) as writers:
+        await writers.stage(0)
+        await writers.stage(1)
+        await _replica(bus, log, tmp_path, batch_s=60)  # the versions staged, the checkpoint past them
+        await writers.activate(0)
+        await writers.activate(1)
+        await writers.stage(1, edition=1)  # document 1's next load, after its switch, in the same batch
+
+        async def killed(self) -> None:  # the batch's end never comes: what it switched is not published
+            raise OSError("killed")
+
+        with monkeypatch.context() as patched:
+            patched.setattr(DocumentsReplicaProcessor, "_end_batch", killed)
+            with pytest.raises(OSError, match="killed"):
+                await _replica(bus, log, tmp_path, batch_s=60)
+        assert VectorStore(collection_dir(tmp_path, "c"), "c", readonly=True).count() == 0
+        store = await _replica(bus, log, tmp_path, batch_s=60)  # restarted: the batch read and published again
+        assert sorted(r.text for r in store._rows) == sorted(f"text {p} of {d}, edition 0" for d in (0, 1)
+                                                             for p in range(3))
+        await writers.activate(1, edition=1)  # switched to in a later batch: its staged chunks were kept
+    store = await _replica(bus, log, tmp_path, batch_s=60)
+    assert sorted(r.text for r in store._rows) == sorted(
+        [f"text {p} of 0, edition 0" for p in range(3)] + [f"text {p} of 1, edition 1" for p in range(3)])
+    index = KeywordIndex.open_reader(tmp_path, "c", KeywordSettings())
+    assert index is not None and index.count() == 6
+    assert {m.chunk_id for m in index.search("edition", 10)} == {f"doc-{d}#{p}" for d in (0, 1) for p in range(3)}
+    assert not [f for f in (tmp_path / "c" / "staged").rglob("*") if f.is_file()]  # published: the staging went
