@@ -19,8 +19,11 @@ version not wholly staged) is logged and skipped, as it is on every replica.
 With ``tombstones`` (one replica of a deployment, the ingestion host's), it also appends the
 tombstones that let the broker's compaction forget what a switch or a removal superseded: the
 runs of a document's other versions, a discarded version's runs and its discard, a removed
-document's runs, state and record. A replica starting from the compacted log then reads each
-document's live version and nothing else.
+document's runs. A replica starting from the compacted log then reads each document's live
+version and nothing else. A removal and the library's record of it are not tombstoned: they stay
+the latest records of their keys (two small records per document removed), so a replica that
+lagged behind the log while compaction ran still reads the removal, however far behind it was
+(a tombstone is itself dropped after the broker's ``delete.retention.ms``).
 
 It answers ``ReplicaStatusRequest`` on its topic with where it stands.
 """
@@ -50,7 +53,6 @@ from schema.changelog import (
     ReplicaStatusRequest,
     discard_key,
     document_order,
-    state_key,
 )
 from schema.topics import DOCUMENTS_LOG
 
@@ -203,8 +205,8 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
         elif change.discard:
             gone = [k for k, version in runs.items() if version == change.discard]
             gone.append(discard_key(change.collection, change.document_id, change.discard))
-        else:  # a removal: the document had better never have been, once it is applied everywhere
-            gone = [*runs, state_key(change.collection, change.document_id)]
+        else:  # a removal: its runs go; the removal itself stays its state's latest record (see the module)
+            gone = [*runs]
         gone = [key for key in gone if self._nothing_later(key, position)]
         for key in gone:
             runs.pop(key, None)
@@ -216,16 +218,10 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
         if kind == CHUNKS:
             self._remember(record.key, request)
             return
-        if kind == SWITCH:
-            order = document_order(request.collection, request.document_id)
-            gone = self._superseded(request, record.position)
-        elif request.removed:  # the library's record of a removed document
-            doc = request.document
-            order = document_order(doc.collection, doc.document_id)
-            gone = [record.key] if self._nothing_later(record.key, record.position) else []
-        else:
+        if kind != SWITCH:  # the library's record, of a document stored or removed: the latest of its key stays
             return
-        for key in gone:
+        order = document_order(request.collection, request.document_id)
+        for key in self._superseded(request, record.position):
             await self.bus.append(self.log_topic, None, key=key, order_key=order)
 
     async def handle(self, request: ReplicaStatusRequest, context: RequestContext) -> ReplicaStatus:

@@ -61,7 +61,10 @@ class LogWriters:
                                                                       chunks=3, generation=version)), _context())
 
     async def remove(self, i: int) -> None:
+        """The removal from the stores, then from the library, as a delete writes them."""
         await self.switch.handle(DeleteDocument(document_id=f"doc-{i}", collection="c"), _context())
+        await self.record.handle(RecordDocument(document=DocumentInfo(document_id=f"doc-{i}", collection="c"),
+                                                removed=True), _context())
 
 
 async def write_documents(bus, log: str, count: int) -> None:

@@ -4,7 +4,8 @@ On the in-process bus, whose log is never compacted: the test compacts it in its
 latest record; none for a key whose latest is a tombstone). A replica with ``tombstones`` started
 on a log that already holds documents written twice replays the log from its start: an old switch
 it replays must not tombstone the run of a version written after it (the live one), or compaction
-would leave a document whose state names a version no run holds.
+would leave a document whose state names a version no run holds. A removal is not tombstoned: a
+replica that lagged behind the log while it was compacted reads it and removes the document.
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ import pytest
 
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
+from processors.doc_embeddings.store import VectorStore, collection_dir
+from processors.keyword import KeywordIndex, KeywordSettings
+from processors.library.store import Library, library_path
 from processors.replica import DocumentsReplicaProcessor, ReplicaSettings
-from schema import DeleteDocument, EmbeddedChunks
+from schema import DeleteDocument, EmbeddedChunks, RecordDocument
 from schema.changelog import KIND
 from schema.topics import CHANGELOG_PREFIX
 
-from ..helpers.log_documents import write_documents
+from ..helpers.log_documents import LogWriters, write_documents
 
 COUNT = 9  # doc-0 .. doc-8; every third written twice; doc-8 removed
 
@@ -55,7 +59,9 @@ def live_versions(kept) -> dict[str, set[str]]:
             found.setdefault(document, set()).add(f"run {run.chunks[0].generation}")
         elif record.headers[KIND] == "switch":
             switch = msgspec.msgpack.decode(record.body, type=DeleteDocument)
-            found.setdefault(document, set()).add(f"state {switch.activate}")
+            found.setdefault(document, set()).add(f"state {switch.activate}" if switch.activate else "removed")
+        elif msgspec.msgpack.decode(record.body, type=RecordDocument).removed:
+            found.setdefault(document, set()).add("record of its removal")
     return found
 
 
@@ -76,7 +82,8 @@ async def test_compaction_keeps_each_documents_live_version_whole(bus, tmp_path,
         await asyncio.wait_for(_caught_up(replica.follower), 30)
     await replica.close()
     versions = live_versions(await compacted(bus, log))
-    assert "doc-8" not in versions  # removed: nothing of it is kept
+    # Removed: no run of it is kept, its removal is (a replica that lagged past the compaction reads it).
+    assert versions.pop("doc-8") == {"removed", "record of its removal"}
     assert sorted(versions) == [f"doc-{i}" for i in range(COUNT - 1)]
     for document, kept in versions.items():
         (state,) = [v.removeprefix("state ") for v in kept if v.startswith("state ")]
@@ -89,3 +96,65 @@ async def _caught_up(follower) -> None:
             return
         await asyncio.sleep(0.02)
     raise AssertionError("the replica did not catch up")
+
+
+async def test_a_replica_that_lagged_past_the_compaction_of_a_removal_still_removes_the_document(bus, tmp_path):
+    """A replica that holds a document and reads the log only once it was compacted past the document's
+    removal: what compaction keeps of the removal removes the document from its stores and library."""
+    log = f"{CHANGELOG_PREFIX}documents-{uuid.uuid4().hex[:8]}"
+    tombstoner = DocumentsReplicaProcessor("documents-replica", ReplicaSettings(
+        data_dir=str(tmp_path / "ingest"), log_topic=log, tombstones=True, batch_s=0))
+    tombstoner.bus = bus
+    await tombstoner.start()
+    lagging = tmp_path / "lagging"
+    try:
+        async with LogWriters(bus, log) as writers:
+            for i in range(2):
+                await writers.stage(i)
+                await writers.activate(i)
+            await _replica(bus, log, lagging)  # holds both documents, then is gone for a while
+            assert _held(lagging) == ({"doc-0", "doc-1"}, {"doc-0", "doc-1"}, {"doc-0", "doc-1"})
+            await writers.remove(1)
+        assert tombstoner.follower is not None
+        for _ in range(2):  # the removal and the record applied, then the tombstones appended
+            await asyncio.sleep(0.2)
+            await asyncio.wait_for(_caught_up(tombstoner.follower), 30)
+    finally:
+        await tombstoner.close()
+    # The broker's compaction, in the test's head, once its tombstones are past delete.retention.ms too: the lagging
+    # replica comes back to a log holding each key's latest record only, at the positions it had (a copy whose
+    # gaps are records of a key nothing else uses; its checkpoint is a position of the log it had read).
+    compacted_log = await _compact_past_retention(bus, log)
+    await _replica(bus, compacted_log, lagging)
+    assert _held(lagging) == ({"doc-0"}, {"doc-0"}, {"doc-0"})
+
+
+async def _compact_past_retention(bus, log: str) -> str:
+    kept = {record.position for record in (await compacted(bus, log)).values()}
+    copy = f"{log}-compacted"
+    async with await bus.read_log(log) as reader:
+        while not await reader.caught_up():
+            record = await reader.next()
+            if record.position in kept:
+                await bus.append(copy, record.body, key=record.key, headers=record.headers)
+            else:
+                await bus.append(copy, None, key=f"gap\x1f{record.position}")
+    return copy
+
+
+async def _replica(bus, log: str, directory) -> None:
+    replica = DocumentsReplicaProcessor("documents-replica", ReplicaSettings(data_dir=str(directory), log_topic=log))
+    replica.bus = bus
+    await replica.start()
+    await replica.close()
+
+
+def _held(directory) -> tuple[set[str], set[str], set[str]]:
+    """The documents a data dir's faiss store, keyword index and library hold."""
+    vectors = VectorStore(collection_dir(directory, "c"), "c", readonly=True)
+    index = KeywordIndex.open_reader(directory, "c", KeywordSettings())
+    assert index is not None
+    library = Library(library_path(directory, "c"))
+    library.catch_up()
+    return ({r.document_id for r in vectors._rows}, {m.document_id for m in index.search("text", 10)},
+            set(library.documents))
