@@ -37,6 +37,10 @@ _CUT_NAME = re.compile(r"^[^\W_]\w*__(?!\w)")  # the tail of a dunder name: ente
 _CLOSING = frozenset(",;:.)]}”’»")  # noqa: RUF001  (typographic quotes)
 _OPERATOR = re.compile(r"^(?:[-+*/%&|^@<>!:]?=|::=|\*\*=|//=|>>=|<<=)$")  # iter = ..., integer ::= ...
 _SIGNATURE_ARGS = re.compile(r"^(?:[^\W\d]\w*(?:\.\w+)*\(|\[[^\W\d])")  # fromkeys(iterable, [name
+# the kinds a reference's signature line starts with (classmethod fromkeys(iterable)); after another lower-case
+# word a call is prose cut mid-sentence (``calls f(x) when ...``)
+_KINDS = frozenset({"classmethod", "staticmethod", "static", "abstractmethod", "alias", "coroutine", "awaitable",
+                    "class", "exception", "function", "method", "attribute"})
 _CLAUSE = re.compile(r"^\S+(?: \S+){0,3}:(?:\s|$)")  # except E as N: a clause's few words, then its colon
 _COMPOUND = frozenset({"if", "elif", "else", "for", "while", "try", "except", "finally", "with", "def", "class",
                        "async", "match", "case"})
@@ -73,7 +77,7 @@ def is_code(line: str) -> bool:
         return False
     if words[0] in _COMPOUND and _CLAUSE.match(line):
         return True
-    if _OPERATOR.match(words[1]) or _SIGNATURE_ARGS.match(words[1]):
+    if _OPERATOR.match(words[1]) or (words[0] in _KINDS and _SIGNATURE_ARGS.match(words[1])):
         return True
     return words[0] in _KEYWORDS and (bool(_CODE.search(words[1])) or words[1] in _KEYWORDS)
 

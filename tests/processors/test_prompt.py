@@ -290,6 +290,11 @@ def test_code_in_lower_case_is_whole_however_it_starts():
         assert answer({"query": "iterable keys", "documents": docs}).splitlines()[0].startswith(first)
 
 
+def test_a_sentence_cut_before_a_call_it_names_is_not_used():
+    docs = ["calls f(x) on the iterable keys when the loop ends. The iterable keys are hashed."]
+    assert answer({"query": "iterable keys", "documents": docs}).splitlines() == ["The iterable keys are hashed. [1]"]
+
+
 def test_a_signature_of_four_words_heads_the_sentence_after_it():
     doc = "static str.maketrans(x[, y[, z]])\n\nThis static method returns a translation table."
     assert answer({"query": "maketrans translation table", "documents": [doc]}).splitlines() == [
