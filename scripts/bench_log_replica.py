@@ -13,8 +13,15 @@ Then a documents-replica, in this process, on a data dir of its own:
 - from empty: started on a new dir; the time until it has caught up (what ``ready`` waits for);
 - from its checkpoint: stopped and started again on the same dir;
 - freshness: ``--fresh`` more documents written one at a time while it follows; for each, from
-  the write of its last record returning to the replica having applied it (p50, p99);
-- memory: this process's peak resident set before and after the replica caught up.
+  the write of its last record returning to the replica having applied it (p50, p99), and to the
+  document being answerable: a doc-embeddings-query of the host (``changelog = true``, in the
+  replica's process, as ``pipelines.LOG_REPLICA`` runs it) asked with the write's token in
+  ``must_see`` and the document's first vector finds its first chunk (the query reloads the
+  collection the replica published; its index is built once before the timing starts);
+- the first vector search after it: the query loads the collection and builds its faiss index
+  (HNSW at or above ``hnsw_threshold``), which no file holds;
+- memory: this process's peak resident set before and after the replica caught up, and its
+  resident set then (the peak of a second backend's run starts at the first's).
 
 Printed with the CPU seconds of this process and of the broker during the catch-up from empty,
 and the records per second. The machine is shared: read the ratios and the growth with size.
@@ -35,12 +42,25 @@ from pathlib import Path
 import numpy as np
 
 from processors.bus import connect
-from processors.doc_embeddings import DocEmbeddingsDeleteProcessor, DocEmbeddingsSettings, DocEmbeddingsStoreProcessor
+from processors.doc_embeddings import (
+    DocEmbeddingsDeleteProcessor,
+    DocEmbeddingsQueryProcessor,
+    DocEmbeddingsSettings,
+    DocEmbeddingsStoreProcessor,
+)
 from processors.library import DocumentRecordProcessor, LibrarySettings
 from processors.replica import DocumentsReplicaProcessor, ReplicaSettings
 from processors.runtime.envelope import Envelope, new_traceparent
 from processors.runtime.processor import RequestContext
-from schema import Chunk, DeleteDocument, DocumentInfo, EmbeddedChunks, RecordDocument, generation_of
+from schema import (
+    Chunk,
+    DeleteDocument,
+    DocEmbeddingsRequest,
+    DocumentInfo,
+    EmbeddedChunks,
+    RecordDocument,
+    generation_of,
+)
 from schema.changelog import parse_token
 from schema.topics import CHANGELOG_PREFIX
 from scripts.bench.brokers import broker_for
@@ -76,8 +96,10 @@ class Writers:
         for p in (self.store, self.switch, self.record):
             await p.close()
 
-    async def document(self, collection: str, i: int, per_doc: int, rng: random.Random, edition: int = 0) -> list[str]:
+    async def document(self, collection: str, i: int, per_doc: int, rng: random.Random, edition: int = 0,
+                       written: list | None = None) -> list[str]:
         """One document written as the chunker writes it (staged run, switch, record); its last token.
+        ``written`` gets its first chunk's vector.
         Each ``edition`` is a version of its own (a version is the content hash's first 16 digits)."""
         document_id = f"doc-{i:06d}"
         version = generation_of(f"sha256:{i:08x}{edition:08x}{0:048x}")
@@ -85,6 +107,8 @@ class Writers:
                         text=" ".join(rng.choice(WORDS) for _ in range(60)), title=f"document {i}", position=p,
                         generation=version) for p in range(per_doc)]
         vectors = rng_vectors(rng, per_doc)
+        if written is not None:
+            written.append(vectors[0])
         await self.store.handle(EmbeddedChunks(chunks=chunks, vectors=vectors, staged=True), _context())
         await self.switch.handle(DeleteDocument(document_id=document_id, collection=collection, activate=version,
                                                 chunks=per_doc), _context())
@@ -96,6 +120,12 @@ class Writers:
 
 def _pid(broker) -> int | None:
     return broker.process.pid if broker is not None and broker.process is not None else None
+
+
+def _rss_mb() -> float:
+    """This process's resident set now (the peak is the process's: a second backend's run starts at the first's)."""
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def rng_vectors(rng: random.Random, n: int) -> list[list[float]]:
@@ -140,19 +170,34 @@ async def run(backend: str, chunks: int, per_doc: int, fresh: int, workdir: Path
             replica, empty_s = await replica_ready(bus, log, workdir / f"{backend}-host")
             cpu1, broker1 = cpu_of(os.getpid()), cpu_of(_pid(broker))
             rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            rss_now = _rss_mb()
             records = replica.follower.read if replica.follower else 0
             alone_s = 0.0
             if unbatched:  # side by side: the same catch-up publishing after every record
                 alone, alone_s = await replica_ready(bus, log, workdir / f"{backend}-unbatched", batch_s=0)
                 await alone.close()
-            # Freshness: a document written while the replica follows, until the replica applied it.
-            waits = []
+            # Freshness: a document written while the replica follows, until the replica applied it,
+            # and until the host's query processor finds it.
+            query = DocEmbeddingsQueryProcessor("bench-query", DocEmbeddingsSettings(
+                data_dir=str(workdir / f"{backend}-host"), changelog=True, log_topic=log, fresh_wait_s=60))
+            query.bus = bus
+            await query.start()
+            searched = time.perf_counter()  # the first search loads the collection and builds its index
+            await query.handle(DocEmbeddingsRequest(vectors=rng_vectors(rng, 1), collection=collection), _context())
+            first_search_s = time.perf_counter() - searched
+            waits, answerable = [], []
             for i in range(documents, documents + fresh):
-                (last,) = await writers.document(collection, i, per_doc, rng)
+                first: list = []
+                (last,) = await writers.document(collection, i, per_doc, rng, written=first)
                 written = time.perf_counter()
                 assert replica.follower is not None
                 assert await replica.follower.wait_for(parse_token(last)[1], 60)
                 waits.append(time.perf_counter() - written)
+                found = await query.handle(DocEmbeddingsRequest(vectors=first, collection=collection, limit=1,
+                                                                must_see=[last]), _context())
+                answerable.append(time.perf_counter() - written)
+                assert [m.chunk_id for m in found.matches] == [f"doc-{i:06d}#0"], found
+            await query.close()
             await replica.close()
             again, checkpoint_s = await replica_ready(bus, log, workdir / f"{backend}-host")
             await again.close()
@@ -164,11 +209,14 @@ async def run(backend: str, chunks: int, per_doc: int, fresh: int, workdir: Path
         "chunks": documents * per_doc, "records": records, "write s": write_s,
         "ready from empty s": empty_s, "records/s": records / empty_s if empty_s else 0.0,
         "ready from checkpoint s": checkpoint_s,
+        "first vector search s": first_search_s,
         **({"ready from empty s, no batches": alone_s,
             "  ratio (no batches / batched)": alone_s / empty_s if empty_s else 0.0} if unbatched else {}),
         "fresh p50 ms": percentile(waits, 50) * 1000, "fresh p99 ms": percentile(waits, 99) * 1000,
+        "answerable p50 ms": percentile(answerable, 50) * 1000,
+        "answerable p99 ms": percentile(answerable, 99) * 1000,
         "catch-up CPU s (this process)": cpu1 - cpu0, "catch-up CPU s (broker)": broker1 - broker0,
-        "peak RSS MB before": rss_before, "peak RSS MB after": rss_after,
+        "peak RSS MB before": rss_before, "peak RSS MB after": rss_after, "RSS MB after catch-up": rss_now,
     }
 
 
