@@ -18,8 +18,11 @@ Then a documents-replica, in this process, on a data dir of its own:
   replica's process, as ``pipelines.LOG_REPLICA`` runs it) asked with the write's token in
   ``must_see`` and the document's first vector finds its first chunk (the query reloads the
   collection the replica published; its index is built once before the timing starts);
+  then as many re-ingests (a new version of a document of the collection), until answerable;
 - the first vector search after it: the query loads the collection and builds its faiss index
-  (HNSW at or above ``hnsw_threshold``), which no file holds;
+  (HNSW at or above ``hnsw_threshold``), and saves it; after the freshness runs, the first
+  search of a restarted query, side by side: reading the index it saved, and building it
+  (``index_cache = false``);
 - memory: this process's peak resident set before and after the replica caught up, and its
   resident set then (the peak of a second backend's run starts at the first's).
 
@@ -178,26 +181,42 @@ async def run(backend: str, chunks: int, per_doc: int, fresh: int, workdir: Path
                 await alone.close()
             # Freshness: a document written while the replica follows, until the replica applied it,
             # and until the host's query processor finds it.
-            query = DocEmbeddingsQueryProcessor("bench-query", DocEmbeddingsSettings(
-                data_dir=str(workdir / f"{backend}-host"), changelog=True, log_topic=log, fresh_wait_s=60))
-            query.bus = bus
-            await query.start()
-            searched = time.perf_counter()  # the first search loads the collection and builds its index
-            await query.handle(DocEmbeddingsRequest(vectors=rng_vectors(rng, 1), collection=collection), _context())
-            first_search_s = time.perf_counter() - searched
-            waits, answerable = [], []
-            for i in range(documents, documents + fresh):
+            host = str(workdir / f"{backend}-host")
+
+            async def first_search(index_cache: bool) -> tuple[DocEmbeddingsQueryProcessor, float]:
+                query = DocEmbeddingsQueryProcessor("bench-query", DocEmbeddingsSettings(
+                    data_dir=host, changelog=True, log_topic=log, fresh_wait_s=60, index_cache=index_cache))
+                query.bus = bus
+                await query.start()
+                searched = time.perf_counter()  # the first search loads the collection and makes its index
+                await query.handle(DocEmbeddingsRequest(vectors=rng_vectors(rng, 1), collection=collection),
+                                   _context())
+                return query, time.perf_counter() - searched
+
+            query, first_search_s = await first_search(index_cache=True)  # nothing saved yet: built (and saved)
+            waits: list[float] = []
+            answerable: list[float] = []
+            reingested: list[float] = []
+            for n, i in enumerate(range(documents, documents + 2 * fresh)):
+                # New documents, then as many re-ingests of documents of the collection (a new version).
+                document, edition = (i, 0) if n < fresh else (rng.randrange(documents), 1 + n)
                 first: list = []
-                (last,) = await writers.document(collection, i, per_doc, rng, written=first)
+                (last,) = await writers.document(collection, document, per_doc, rng, edition=edition, written=first)
                 written = time.perf_counter()
                 assert replica.follower is not None
                 assert await replica.follower.wait_for(parse_token(last)[1], 60)
-                waits.append(time.perf_counter() - written)
+                if n < fresh:
+                    waits.append(time.perf_counter() - written)
                 found = await query.handle(DocEmbeddingsRequest(vectors=first, collection=collection, limit=1,
                                                                 must_see=[last]), _context())
-                answerable.append(time.perf_counter() - written)
-                assert [m.chunk_id for m in found.matches] == [f"doc-{i:06d}#0"], found
-            await query.close()
+                (answerable if n < fresh else reingested).append(time.perf_counter() - written)
+                assert [m.chunk_id for m in found.matches] == [f"doc-{document:06d}#0"], found
+            await query.close()  # saves what it added to the index
+            # A restarted query host's first search, side by side: reading the saved index, building it.
+            restarts = {}
+            for index_cache in (True, False):
+                again_query, restarts[index_cache] = await first_search(index_cache)
+                await again_query.close()
             await replica.close()
             again, checkpoint_s = await replica_ready(bus, log, workdir / f"{backend}-host")
             await again.close()
@@ -210,11 +229,15 @@ async def run(backend: str, chunks: int, per_doc: int, fresh: int, workdir: Path
         "ready from empty s": empty_s, "records/s": records / empty_s if empty_s else 0.0,
         "ready from checkpoint s": checkpoint_s,
         "first vector search s": first_search_s,
+        "restarted: first search s, saved index": restarts[True],
+        "restarted: first search s, built": restarts[False],
         **({"ready from empty s, no batches": alone_s,
             "  ratio (no batches / batched)": alone_s / empty_s if empty_s else 0.0} if unbatched else {}),
         "fresh p50 ms": percentile(waits, 50) * 1000, "fresh p99 ms": percentile(waits, 99) * 1000,
         "answerable p50 ms": percentile(answerable, 50) * 1000,
         "answerable p99 ms": percentile(answerable, 99) * 1000,
+        "re-ingest answerable p50 ms": percentile(reingested, 50) * 1000,
+        "re-ingest answerable p99 ms": percentile(reingested, 99) * 1000,
         "catch-up CPU s (this process)": cpu1 - cpu0, "catch-up CPU s (broker)": broker1 - broker0,
         "peak RSS MB before": rss_before, "peak RSS MB after": rss_after, "RSS MB after catch-up": rss_now,
     }
@@ -233,9 +256,9 @@ def main() -> None:
         results = {b: asyncio.run(run(b, args.chunks, args.per_doc, args.fresh, Path(tmp), args.unbatched))
                    for b in args.backends.split(",")}
     names = list(next(iter(results.values())))
-    print(f"{'':32}" + "".join(f"{b:>14}" for b in results))
+    print(f"{'':40}" + "".join(f"{b:>14}" for b in results))
     for name in names:
-        print(f"{name:32}" + "".join(f"{results[b][name]:>14.1f}" for b in results))
+        print(f"{name:40}" + "".join(f"{results[b][name]:>14.1f}" for b in results))
 
 
 if __name__ == "__main__":

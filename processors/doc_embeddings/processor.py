@@ -71,9 +71,16 @@ class _StoreProcessor(Processor):
 
     async def close(self) -> None:
         if self._thread is not None:
+            if self.readonly:
+                # What this replica added to an index since it was saved: the next start reads it.
+                await self._blocking(self._save_indexes)
             thread, self._thread = self._thread, None
             await thread.close(cancel_pending=True)  # work not yet started is cancelled, not run
         self.stores.clear()
+
+    def _save_indexes(self) -> None:
+        for store in self.stores.values():
+            store.save_index()
 
     async def _blocking(self, fn: Callable[..., T], *args: Any) -> T:
         if self._thread is None:
@@ -128,6 +135,7 @@ class _StoreProcessor(Processor):
                 hnsw_ef_construction=s.hnsw_ef_construction,
                 hnsw_ef_search=s.hnsw_ef_search,
                 refresh_interval_s=s.refresh_interval_s,
+                index_cache=s.index_cache,
             )
             if self._deferring:
                 store.defer()

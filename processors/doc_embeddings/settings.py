@@ -46,3 +46,8 @@ class DocEmbeddingsSettings(StoreSettings, kw_only=True, forbid_unknown_fields=T
     refresh_interval_s: Annotated[float, msgspec.Meta(ge=0)] = 1.0
     # A query asking for more matches than this gets this many: the limit is clamped, not refused.
     max_limit: Positive = 100
+    # A query replica saves an HNSW collection's index beside the collection's files once it has
+    # built it, and again when it closes (``<collection>/faiss/index/hnsw.msgpack``), so that a
+    # restart reads the index (a fraction of a second at 100,000 chunks) instead of building it
+    # again (about 1 s per 10k 384-d vectors on 2 cores). false: never saved, always built.
+    index_cache: bool = True

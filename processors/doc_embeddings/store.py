@@ -10,10 +10,14 @@ Layout, in ``<data_dir>/<collection>/faiss/``::
                           before versions existed have five fields and read as "")
     writer.lock           flock'ed by a writer while it changes the collection
 
-The matrix and the metadata are the source of truth; the faiss index is
-never stored, it is built from them when a store loads (or extended, when
-the new generation only appends rows to the one already loaded). Row ``i``
-of the matrix is chunk ``i`` of the metadata and label ``i`` in the index.
+The matrix and the metadata are the source of truth. Row ``i`` of the matrix is chunk ``i`` of
+the metadata. The faiss index is a reader's: built from them on the first search, then carried
+from generation to generation (``index.py``: rows kept keep their label in the index, new rows
+are added, the labels of rows gone are skipped), and saved beside them, with ``index_cache``, as::
+
+    index/hnsw.msgpack    an HNSW collection's index and the row each label holds, as a reader
+                          last built or closed it: a restarted reader reads it and carries it
+                          onto the generation it finds, instead of building the index again
 
 Writing a change (``upsert``, ``delete_document``, ``replace_document``): under the writer lock,
 reload if another writer published meanwhile, apply the change in memory,
@@ -47,10 +51,9 @@ A write acknowledged (``GENERATION`` replaced) at time t is thus visible to
 every request that starts after t + refresh_interval_s: the replica's last
 look at the file either came after t (and saw the new number) or is more
 than refresh_interval_s old (and is repeated). The reload itself adds the
-time to read the files and build the index: milliseconds for a flat index
-of tens of thousands of vectors; for an HNSW collection, a pure append is
-added to the loaded graph, but a replacement or deletion rebuilds it
-(about 1 s per 10k 384-d vectors on 2 cores at ef_construction 40).
+time to read the files and update the index: the chunks new to it are added (for HNSW, about
+1 s per 10k 384-d vectors on 2 cores at ef_construction 40), the ones gone are skipped; once
+more are skipped than held, the next search builds the index again.
 
 Search: exact inner product (``IndexFlatIP``) while the collection holds
 fewer than ``hnsw_threshold`` vectors, ``IndexHNSWFlat`` with inner product
@@ -72,13 +75,14 @@ import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Literal, cast
+from typing import IO, TYPE_CHECKING, Literal
 
 import msgspec
 import numpy as np
 
 from schema import Chunk, ChunkMatch, check_collection
 
+from .index import LabelledIndex
 from .settings import DocEmbeddingsSettings
 
 if TYPE_CHECKING:
@@ -89,6 +93,7 @@ log = logging.getLogger(__name__)
 FORMAT = 1
 GENERATION_FILE = "GENERATION"
 LOCK_FILE = "writer.lock"
+INDEX_CACHE = "index/hnsw.msgpack"
 _DATA_FILE = re.compile(r"(?:vectors\.(\d+)\.npy|chunks\.(\d+)\.msgpack)")
 _LOAD_ATTEMPTS = 5
 
@@ -157,6 +162,7 @@ class VectorStore:
         hnsw_ef_construction: int = _DEFAULT.hnsw_ef_construction,
         hnsw_ef_search: int = _DEFAULT.hnsw_ef_search,
         refresh_interval_s: float = _DEFAULT.refresh_interval_s,
+        index_cache: bool = _DEFAULT.index_cache,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.directory = Path(directory)
@@ -167,12 +173,15 @@ class VectorStore:
         self.hnsw_ef_construction = hnsw_ef_construction
         self.hnsw_ef_search = hnsw_ef_search
         self.refresh_interval_s = refresh_interval_s
+        self.index_cache = index_cache
         self._clock = clock
         self._generation = 0
         self._rows: list[_Row] = []
         self._vectors = _EMPTY
         self._row_of: dict[str, int] = {}
-        self._index: faiss.Index | None = None
+        self._index: LabelledIndex[_Row] | None = None
+        self._saved: tuple[int, int, int] | None = None  # which index was saved last, and its size then
+        self.index_added = 0  # vectors added to faiss indexes by this store: what its searches paid
         self._checked_at = float("-inf")
         # While deferring: each document replaced (its rows and vectors) or removed (None) since the last
         # flush, in the order of their latest change; None when not deferring.
@@ -199,8 +208,8 @@ class VectorStore:
 
     @property
     def index(self) -> faiss.Index | None:
-        """The faiss index, once a search has built it."""
-        return self._index
+        """The faiss index, once a search has built it (it may hold labels of rows gone: ``index.py``)."""
+        return None if self._index is None else self._index.index
 
     def count(self) -> int:
         self.refresh()
@@ -225,15 +234,18 @@ class VectorStore:
             )
         index = self._ensure_index()
         k = min(limit, len(self._rows))
-        if self.index_kind == "hnsw":
-            # Fewer candidates than k cannot give k.
-            cast("faiss.IndexHNSW", index).hnsw.efSearch = max(self.hnsw_ef_search, k)
-        scores, labels = index.search(matrix, k)
+        params = None
+        if index.kind == "hnsw":
+            import faiss
+
+            params = faiss.SearchParametersHNSW()  # type: ignore[attr-defined]  # in faiss, not in its stubs
+            params.efSearch = max(self.hnsw_ef_search, k)  # fewer candidates than k cannot give k
+        scores, found = index.search(matrix, k, params)
         best: dict[int, float] = {}
-        for row_scores, row_labels in zip(scores.tolist(), labels.tolist(), strict=True):
-            for score, label in zip(row_scores, row_labels, strict=True):
-                if label >= 0 and score > best.get(label, float("-inf")):
-                    best[label] = score
+        for row_scores, row_found in zip(scores.tolist(), found.tolist(), strict=True):
+            for score, row in zip(row_scores, row_found, strict=True):
+                if row >= 0 and score > best.get(row, float("-inf")):
+                    best[row] = score
         rows = self._rows
         ranked = sorted(best.items(), key=lambda item: (-item[1], rows[item[0]].chunk_id))
         return [self._match(label, score) for label, score in ranked[:limit]]
@@ -444,11 +456,37 @@ class VectorStore:
             generation=row.version,
         )
 
-    def _ensure_index(self) -> faiss.Index:
+    def _ensure_index(self) -> LabelledIndex[_Row]:
         if self._index is None:
-            self._index = self._new_index(self._vectors.shape[1], len(self._rows))
-            self._index.add(self._vectors)
+            kind, dimension = self.index_kind, self._vectors.shape[1]
+            cached = self._cached_index(kind, dimension)
+            # Worth it while it holds most rows: adding the rest costs what building that many would.
+            if cached is not None and cached.carry(self._rows, self._vectors, most_new=len(self._rows) // 2):
+                log.info("%s: vector index read from its cache, %d chunk(s) added", self.directory, cached.added)
+                self._index = cached
+            else:
+                self._index = LabelledIndex.build(self._new_index(dimension, len(self._rows)), kind, self._rows,
+                                                  self._vectors)
+            self.index_added += self._index.added
+            if kind == "hnsw":
+                self.save_index()  # built once: a restart, even after a kill, reads it instead
         return self._index
+
+    def _cached_index(self, kind: str, dimension: int) -> LabelledIndex[_Row] | None:
+        if kind != "hnsw" or not self.index_cache:
+            return None
+        return LabelledIndex.load(self.directory / INDEX_CACHE, _Row, kind, dimension, self.hnsw_m)
+
+    def save_index(self) -> None:
+        """Save an HNSW index to the cache, unless it is the one saved last and unchanged since."""
+        index = self._index
+        if index is None or index.kind != "hnsw" or not self.index_cache:
+            return
+        state = (id(index), index.added, len(index.keys))
+        if state == self._saved:
+            return
+        index.save(self.directory / INDEX_CACHE)
+        self._saved = state
 
     def _new_index(self, dimension: int, n: int) -> faiss.Index:
         # Imported when the first search needs an index, not with the module: faiss takes ~14 MB and
@@ -463,20 +501,15 @@ class VectorStore:
         return index
 
     def _install(self, generation: int, rows: list[_Row], vectors: np.ndarray) -> None:
-        """Make ``rows``/``vectors`` the loaded state; keeps and extends the index if they only append."""
-        index, old_rows, old_vectors = self._index, self._rows, self._vectors
-        n, old_n = len(rows), len(old_rows)
-        appends_only = (
-            index is not None
-            and n >= old_n > 0
-            and self._kind(n) == self._kind(old_n)
-            and vectors.shape[1] == old_vectors.shape[1]
-            and rows[:old_n] == old_rows
-            and np.array_equal(vectors[:old_n], old_vectors)
-        )
-        if appends_only and index is not None and n > old_n:
-            index.add(vectors[old_n:])
-        self._index = index if appends_only else None  # else built again on the next search
+        """Make ``rows``/``vectors`` the loaded state; the index is carried onto them, or built on the next search."""
+        index = self._index
+        if index is not None:
+            before = index.added
+            if rows and index.kind == self._kind(len(rows)) and index.carry(rows, vectors):
+                self.index_added += index.added - before
+            else:
+                index = None
+        self._index = index
         self._generation = generation
         self._counts = None
         self._rows = rows

@@ -301,10 +301,14 @@ async def test_above_the_threshold_the_index_is_hnsw_and_still_finds_the_neighbo
         await p.store(chunks[500:], vectors[500:])
         assert (await p.query.query([vectors[505].tolist()], limit=1))[0].chunk_id == "doc#505"
         assert store.index is graph and graph.ntotal == 510
-        # a replacement rebuilds it
-        await p.store([chunks[0]], unit_vectors(rng, 1))
+        # a replacement is added too, and the vector it replaced is never found again
+        replacement = unit_vectors(rng, 1)
+        await p.store([chunks[0]], replacement)
         assert (await p.query.query([vectors[505].tolist()], limit=1))[0].chunk_id == "doc#505"
-        assert store.index is not graph and store.index.ntotal == 510
+        assert store.index is graph and graph.ntotal == 511
+        assert (await p.query.query([replacement[0].tolist()], limit=1))[0].chunk_id == "doc#0"
+        found = await p.query.query([vectors[0].tolist()], limit=100)
+        assert len({m.chunk_id for m in found}) == 100 and max(m.score for m in found) < 0.9
 
 
 async def test_bad_queries_get_clear_errors_and_a_huge_limit_is_clamped(tmp_path):
