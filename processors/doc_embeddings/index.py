@@ -97,19 +97,15 @@ class LabelledIndex(Generic[K]):
         total = len(self.keys) + new.size
         if total - len(keys) > len(keys) or (most_new is not None and new.size > most_new):
             return False
-        kept = np.zeros(len(self.keys), dtype=bool)
-        kept[labels[labels >= 0]] = True
-        for label in np.flatnonzero(~kept).tolist():
-            key = self.keys[label]
-            if key is not None:
-                del self._label_of[key]
-                self.keys[label] = None
         first = len(self.keys)
         labels[new] = np.arange(first, first + new.size, dtype=np.int64)
-        for row in new.tolist():
-            self.keys.append(keys[row])
-            self._label_of[keys[row]] = first
-            first += 1
+        # The keys are the new rows' own objects, not the equal ones of the generation before: that
+        # one's rows would otherwise stay in memory as long as the index does.
+        self.keys = [None] * (first + new.size)
+        self._label_of = {}
+        for key, label in zip(keys, labels.tolist(), strict=True):
+            self.keys[label] = key
+            self._label_of[key] = label
         if new.size:
             self._add(vectors[new])
         self.row_of_label = np.full(len(self.keys), -1, dtype=np.int64)

@@ -18,6 +18,7 @@ share.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar, overload
@@ -47,6 +48,7 @@ from .settings import DocEmbeddingsSettings
 from .store import VectorStore, as_matrix, check_collection, collection_dir
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class _StoreProcessor(Processor):
@@ -73,7 +75,10 @@ class _StoreProcessor(Processor):
         if self._thread is not None:
             if self.readonly:
                 # What this replica added to an index since it was saved: the next start reads it.
-                await self._blocking(self._save_indexes)
+                try:
+                    await self._blocking(self._save_indexes)
+                except Exception:  # a cache: the next start builds the index instead
+                    log.exception("%s: the vector indexes were not saved", self.name)
             thread, self._thread = self._thread, None
             await thread.close(cancel_pending=True)  # work not yet started is cancelled, not run
         self.stores.clear()
