@@ -46,7 +46,8 @@ class _CacheFile(msgspec.Struct, Generic[K], kw_only=True):
     dimension: int
     hnsw_m: int
     keys: list[K | None]  # per label; None: dead
-    index: bytes  # faiss.serialize_index
+    # faiss.serialize_index; a memoryview, so that neither encoding nor decoding copies it once more
+    index: memoryview
 
 
 class LabelledIndex(Generic[K]):
@@ -132,7 +133,7 @@ class LabelledIndex(Generic[K]):
 
         cache = _CacheFile(format=CACHE_FORMAT, kind=self.kind, dimension=self.dimension,
                            hnsw_m=_hnsw_m(self.index), keys=self.keys,
-                           index=faiss.serialize_index(self.index).tobytes())
+                           index=faiss.serialize_index(self.index).data)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
