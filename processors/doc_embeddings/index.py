@@ -118,13 +118,18 @@ class LabelledIndex(Generic[K]):
         """Scores and rows (-1: none) of the ``k`` best live labels per query; ``params`` a faiss SearchParameters."""
         import faiss
 
-        if self._live is not None:
+        live, row_of_label = self._live, self.row_of_label
+        selector = None
+        if live is not None:
             if params is None:
                 params = faiss.SearchParameters()
-            # faiss keeps a pointer to the bitmap, not a reference: self._live keeps it alive.
-            params.sel = faiss.IDSelectorBitmap(len(self.keys), faiss.swig_ptr(self._live))
+            # faiss holds pointers, not references, to the selector and to its bitmap: the locals
+            # keep both alive until the search returns, whatever the faiss wrapper keeps itself.
+            selector = faiss.IDSelectorBitmap(row_of_label.size, faiss.swig_ptr(live))
+            params.sel = selector
         scores, labels = self.index.search(queries, k, params=params)
-        rows = np.where(labels >= 0, self.row_of_label[np.maximum(labels, 0)], -1)
+        del selector
+        rows = np.where(labels >= 0, row_of_label[np.maximum(labels, 0)], -1)
         return scores, rows
 
     def save(self, path: Path) -> None:
