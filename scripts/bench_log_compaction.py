@@ -13,9 +13,11 @@ a new replica's time to ready from empty and the records it read. After compacti
 must hold every document's last version, whole.
 
 Kafka compacts a log's closed segments only: for the benchmark the topic is created with small
-segments and an eager cleaner (``BENCH_KAFKA_TOPIC``); a deployment keeps Kafka's defaults and
-compacts on the broker's schedule. Pulsar is told to compact (its admin API) and the run waits
-until it has.
+segments and an eager cleaner (``BENCH_KAFKA_TOPIC``), and once the tombstones are in, each
+partition's active segment is closed by one more append (a tombstone of a key of its own: Kafka
+rolls a segment only on an append); a deployment keeps Kafka's defaults and compacts on the
+broker's schedule (the active segment rolls at ``segment.ms``, 7 days, or ``segment.bytes``, 1 GiB).
+Pulsar is told to compact (its admin API) and the run waits until it has.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ from scripts.bench_log_replica import Writers, replica_ready
 BENCH_KAFKA_TOPIC = {"cleanup.policy": "compact", "segment.bytes": str(1 << 20), "segment.ms": "2000",
                      "min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "0",
                      "delete.retention.ms": "0", "max.message.bytes": str(16 << 20)}
+
+PARTITIONS = 4
 
 
 def _kafka_bytes(broker, topic: str) -> int:
@@ -84,6 +88,20 @@ async def _compact(backend: str, broker, topic: str, floor_s: float) -> float:
     return since - started
 
 
+async def _roll_segments(bus, log: str, partitions: int) -> int:
+    """Close every partition's active segment: Kafka never compacts it, and it rolls one only on an
+    append ``segment.ms`` after the segment began, so the tombstones appended last would wait there.
+    Appends a tombstone of a key no record has (a replica skips it) to each partition; how many."""
+    await asyncio.sleep(int(BENCH_KAFKA_TOPIC["segment.ms"]) / 1000 + 1.0)
+    rolled: set[str] = set()
+    n = 0
+    while len(rolled) < partitions:
+        position = await bus.append(log, None, key=f"bench-roll-{n}")
+        rolled.add(position.split(":", 1)[0])
+        n += 1
+    return n
+
+
 async def _fresh_replica(bus, log: str, where: Path) -> tuple[float, int, int]:
     replica, ready_s = await replica_ready(bus, log, where)
     read = replica.follower.read if replica.follower else 0
@@ -98,7 +116,7 @@ async def run(backend: str, documents: int, editions: int, per_doc: int, workdir
         if backend == "kafka":
             admin = AIOKafkaAdminClient(bootstrap_servers=broker.url.removeprefix("kafka://"))
             await admin.start()
-            await admin.create_topics([NewTopic(log, 4, 1, topic_configs=BENCH_KAFKA_TOPIC)])
+            await admin.create_topics([NewTopic(log, PARTITIONS, 1, topic_configs=BENCH_KAFKA_TOPIC)])
             await admin.close()
         async with await connect(broker.url) as bus:
             writers = Writers(bus, log)
@@ -116,6 +134,8 @@ async def run(backend: str, documents: int, editions: int, per_doc: int, workdir
             tombstoning, _ = await replica_ready(bus, log, workdir / f"{backend}-ingest", tombstones=True)
             await tombstoning.close()
             size = _kafka_bytes if backend == "kafka" else _pulsar_bytes
+            if backend == "kafka":
+                await _roll_segments(bus, log, PARTITIONS)
             bytes_before = size(broker, log)
             before_s, read_before, held_before = await _fresh_replica(bus, log, workdir / f"{backend}-before")
             compaction_s = await _compact(backend, broker, log, floor_s=20.0)
