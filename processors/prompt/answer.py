@@ -10,10 +10,14 @@ facts already say; choosing and citing is the whole job:
   a label) is joined to the sentence it heads (and left out when none follows), and the
   reference's inline markup is shown as plain text; a line still under ``HEADING_WORDS`` words
   (``import __future__``, ``"except" statement.``) is never shown alone;
-- passages are scored by BM25 against the question's terms (``lexical.py``),
-  the passages of this one request being the collection; a document
-  sentence's score is raised by its document's retrieval rank
+- passages are scored by BM25 against the question's terms, words compared by their English
+  stems (``lexical.stems``: "casefolding" meets "casefold"), the passages of this one request
+  being the collection; a document sentence's score is raised by its document's retrieval rank
   (``rank_weight``), so the best chunk's best sentence leads;
+- a sentence a signature heads leads the answer when the question names what the signature
+  defines (``When is __getattr__ called?`` and ``object.__getattr__(self, name) — Called when
+  ...``): it is the reference's own entry for the name, where the sentences that only repeat the
+  name often outscore it (``definitions_first``);
 - the best ``max_sentences`` document sentences come first, most relevant
   first, each followed by its document's citation (``[doc#3]``, or ``[2]``
   by position); then the best ``max_facts`` facts, each as its citation
@@ -32,10 +36,10 @@ import dataclasses
 import heapq
 from dataclasses import dataclass
 
-from .lexical import bm25, sentences, shorten, terms
+from .lexical import IDENT, bm25, sentences, shorten, stems, terms
 from .settings import ExtractiveSettings
 from .variables import PromptInput, one_line
-from .whole import HEADING_WORDS, cut_at_end, cut_at_start, is_heading, joined, mended, plain
+from .whole import HEADING_WORDS, cut_at_end, cut_at_start, defined_name, is_heading, joined, mended, plain
 
 NOTHING_FOUND = "No relevant information was found for: "
 MAX_ECHO_CHARS = 300  # of the question, in the nothing-found answer
@@ -49,6 +53,7 @@ class Passage:
     is_fact: bool
     rank: int = 0  # of its document, in the order given (retrieval's)
     also: tuple[str, ...] = ()  # the citations of the other documents with the same sentence
+    defines: tuple[str, ...] = ()  # the names the signatures heading it define (``whole.defined_name``)
 
 
 def cited(p: Passage) -> list[str]:
@@ -64,6 +69,7 @@ def passages(inp: PromptInput) -> list[Passage]:
     for rank, (document, citation) in enumerate(zip(inp.documents, inp.citations, strict=True)):
         found = mended(list(sentences(document)))
         heading = ""  # headings not yet joined to the sentence they head
+        names: list[str] = []  # the names those headings define
         for n, sentence in enumerate(found):
             cut = (n == 0 and cut_at_start(sentence)) or (n == len(found) - 1 and cut_at_end(sentence))
             if cut and len(found) > 1:  # a document of one sentence is what it is: nothing whole to prefer
@@ -71,15 +77,18 @@ def passages(inp: PromptInput) -> list[Passage]:
             sentence = plain(sentence)
             if len(found) > 1 and is_heading(sentence):
                 heading = f"{heading} {sentence}".strip()
+                if name := defined_name(sentence):
+                    names.append(name)
                 continue
+            defines: tuple[str, ...] = ()
             if heading:
-                sentence, heading = joined(heading, sentence), ""
+                sentence, heading, defines, names = joined(heading, sentence), "", tuple(names), []
             if len(sentence.split()) < HEADING_WORDS:  # alone, a line this short says nothing whole
                 continue
             key = sentence.casefold()
             if key not in where:
                 where[key] = len(out)
-                out.append(Passage(sentence, citation, False, rank))
+                out.append(Passage(sentence, citation, False, rank, defines=defines))
             elif citation not in cited(first := out[where[key]]):
                 out[where[key]] = dataclasses.replace(first, also=(*first.also, citation))
     for fact in inp.facts:
@@ -91,10 +100,18 @@ def passages(inp: PromptInput) -> list[Passage]:
     return out
 
 
-def best(scores: list[float], indexes: list[int], limit: int, min_score: float) -> list[int]:
-    """Up to ``limit`` of ``indexes`` scoring above ``min_score``, best first, earlier first on a tie."""
+def best(scores: list[float], indexes: list[int], limit: int, min_score: float,
+         lead: frozenset[int] = frozenset()) -> list[int]:
+    """Up to ``limit`` of ``indexes`` scoring above ``min_score``, those of ``lead`` first, then best
+    first, earlier first on a tie."""
     relevant = [i for i in indexes if scores[i] > min_score]
-    return heapq.nsmallest(limit, relevant, key=lambda i: (-scores[i], i))
+    return heapq.nsmallest(limit, relevant, key=lambda i: (i not in lead, -scores[i], i))
+
+
+def asked_names(query: str) -> frozenset[str]:
+    """The names of code the question asks about, as ``whole.defined_name`` gives a signature's
+    (``__getattr__``, ``casefold`` of ``str.casefold``): its identifiers, not its plain words."""
+    return frozenset(m.rsplit(".", 1)[-1] for m in IDENT.findall(query.casefold()) if not m.isalnum())
 
 
 def near(a: set[str], b: set[str]) -> bool:
@@ -103,10 +120,10 @@ def near(a: set[str], b: set[str]) -> bool:
 
 
 def best_once(found: list[Passage], scores: list[float], indexes: list[int], limit: int,
-              min_score: float) -> list[tuple[int, list[str]]]:
+              min_score: float, lead: frozenset[int] = frozenset()) -> list[tuple[int, list[str]]]:
     """``best``, with a sentence nearly the same as one already taken merged into it: each taken
     passage with the citations of every document it is in, in the order they were met."""
-    ranked = best(scores, indexes, len(indexes), min_score)
+    ranked = best(scores, indexes, len(indexes), min_score, lead)
     taken: list[tuple[int, list[str]]] = []
     sets: list[set[str]] = []
     for i in ranked:
@@ -128,13 +145,16 @@ def compose(inp: PromptInput, settings: ExtractiveSettings) -> str:
 def compose_lines(inp: PromptInput, settings: ExtractiveSettings) -> list[str]:
     """The answer's lines: each cited sentence, then the header and each cited fact (the pieces of a stream)."""
     found = passages(inp)
-    scores = bm25(terms(inp.query), [terms(p.text) for p in found], k1=settings.k1, b=settings.b)
+    words = stems if settings.stems else terms
+    scores = bm25(words(inp.query), [words(p.text) for p in found], k1=settings.k1, b=settings.b)
     scores = [
         s if p.is_fact else s * (1 + settings.rank_weight / (1 + p.rank)) for s, p in zip(scores, found, strict=True)
     ]
     sentence_ids = [i for i, p in enumerate(found) if not p.is_fact]
     fact_ids = [i for i, p in enumerate(found) if p.is_fact]
-    picked_sentences = best_once(found, scores, sentence_ids, settings.max_sentences, settings.min_score)
+    asked = asked_names(inp.query) if settings.definitions_first else frozenset()
+    lead = frozenset(i for i in sentence_ids if asked.intersection(found[i].defines))
+    picked_sentences = best_once(found, scores, sentence_ids, settings.max_sentences, settings.min_score, lead)
     picked_facts = best(scores, fact_ids, settings.max_facts, settings.min_score) if settings.max_facts else []
     if not picked_sentences and not picked_facts:
         return [NOTHING_FOUND + shorten(one_line(inp.query), MAX_ECHO_CHARS)]

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from .settings import ExtractiveSettings
 
@@ -55,6 +56,38 @@ def terms(text: str) -> list[str]:
     words = [w for w in _WORD.findall(folded) if w not in STOPWORDS]
     idents = [m for m in IDENT.findall(folded) if not m.isalnum()]
     return words + idents
+
+
+def stems(text: str) -> list[str]:
+    """``terms`` with each word reduced to its English stem (Snowball: ``casefolding`` and
+    ``casefold`` meet, ``globals`` and ``global``, ``called`` and ``calls``); identifiers stay
+    whole (``__getattr__``, ``str.casefold``)."""
+    stem = _stemmer()
+    return [stem(term) if term.isalnum() else term for term in terms(text)]
+
+
+_KNOWN_STEMS = 50_000  # words whose stems a thread remembers; past it, it starts again (a pasted megabyte)
+_local = threading.local()  # a Snowball stemmer keeps the word it works on in itself: one per thread
+
+
+def _stemmer() -> Callable[[str], str]:
+    stem = getattr(_local, "stem", None)
+    if stem is None:
+        import snowballstemmer  # pure Python; the stemmer Sphinx's search uses
+
+        stem_word = snowballstemmer.stemmer("english").stemWord
+        known: dict[str, str] = {}
+
+        def stem(word: str) -> str:
+            found = known.get(word)
+            if found is None:
+                if len(known) >= _KNOWN_STEMS:
+                    known.clear()
+                found = known[word] = stem_word(word)
+            return found
+
+        _local.stem = stem
+    return stem
 
 
 # A title underlined (or over- and underlined) with one repeated punctuation character, as

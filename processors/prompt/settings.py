@@ -45,6 +45,12 @@ class ExtractiveSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=Tru
     # score multiplied by 1 + rank_weight / (1 + n), so the best chunk's best sentence leads.
     # 0 = sentences compete on their own words only.
     rank_weight: Annotated[float, msgspec.Meta(ge=0)] = 1.0
+    # Words are compared by their English stems ("casefolding" meets "casefold", "globals" "global");
+    # false = as written (case aside).
+    stems: bool = True
+    # A sentence a signature heads (``object.__getattr__(self, name) — Called when ...``) leads the
+    # answer when the question names what the signature defines: it is the reference's entry for it.
+    definitions_first: bool = True
 
 
 class OpenAISettings(RetrySettings, kw_only=True, forbid_unknown_fields=True):

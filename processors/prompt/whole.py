@@ -128,6 +128,16 @@ def mended(found: list[str]) -> list[str]:
 
 
 
+def defined_name(heading: str) -> str:
+    """The name a signature heading defines, case-folded and without its owner (``__getattr__`` for
+    ``object.__getattr__(self, name)``, ``casefold`` for ``str.casefold()``); "" for any other heading."""
+    m = _SIGNATURE.match(heading.strip())
+    if not m:
+        return ""
+    words = heading.split("(", 1)[0].split("[", 1)[0].split()
+    return words[-1].rsplit(".", 1)[-1].casefold() if words else ""
+
+
 def joined(heading: str, sentence: str) -> str:
     """A heading and the sentence it heads, as one line: a label runs on, anything else is set off."""
     return f"{heading} {sentence}" if heading.endswith(":") else f"{heading} — {sentence}"

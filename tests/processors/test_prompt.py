@@ -17,7 +17,7 @@ from processors.prompt import ExtractiveSettings, PromptProcessor, PromptSetting
 from processors.prompt import templates as tpl
 from processors.prompt.answer import compose
 from processors.prompt.concepts import extract
-from processors.prompt.lexical import bm25, sentences, terms
+from processors.prompt.lexical import bm25, sentences, stems, terms
 from processors.prompt.processor import load_templates
 from processors.prompt.templates import TemplateError, parse
 from processors.prompt.variables import ValidationError, check
@@ -320,6 +320,37 @@ def test_a_sentence_said_nearly_the_same_in_two_documents_is_said_once_citing_bo
     lines = text.splitlines()
     assert lines[0] == "A class with __slots__ saves memory per instance. [a#1] [c#3]"
     assert not any("saves the memory" in line for line in lines)
+
+
+def test_words_meet_on_their_stems_and_identifiers_stay_whole():
+    assert stems("Casefolding globals called __getattr__ str.casefold") == [
+        "casefold", "global", "call", "getattr", "str", "casefold", "__getattr__", "str.casefold"]
+    docs = ["Names listed are declared for the block. Unrelated text about bananas.",
+            "It means that the listed identifiers are interpreted as globals."]
+    # "global" meets "globals" only as stems
+    assert "globals" in answer({"query": "What does global mean?", "documents": docs})
+    assert "globals" not in answer({"query": "What does global mean?", "documents": docs}, stems=False)
+
+
+def test_the_sentence_a_signature_of_the_asked_name_heads_leads_the_answer():
+    entry = ("object.__getattr__(self, name)\n\nCalled when the default attribute access fails with an "
+             "AttributeError.\n\nobject.__setattr__(self, name, value)\n\nCalled when an attribute assignment "
+             "is attempted.")
+    talk = ('Note that if the attribute is found through the normal mechanism, "__getattr__()" is not called. '
+            'Otherwise "__getattr__()" is called with "__getattr__" semantics.')
+    query = "When is __getattr__ called?"
+    lines = answer({"query": query, "documents": [talk, entry], "document_ids": ["talk#0", "entry#0"]}).splitlines()
+    assert lines[0] == ("object.__getattr__(self, name) — Called when the default attribute access fails with an "
+                        "AttributeError. [entry#0]")
+    # the other signature defines another name: it leads nothing
+    assert not lines[1].startswith("object.__setattr__")
+    # off, the sentences that repeat the name outscore it
+    off = answer({"query": query, "documents": [talk, entry], "document_ids": ["talk#0", "entry#0"]},
+                 definitions_first=False).splitlines()
+    assert off[0].endswith("[talk#0]")
+    # a question naming no code leads with no definition
+    plain_words = answer({"query": "When is an attribute assignment attempted?", "documents": [talk, entry]})
+    assert plain_words.splitlines()[0].startswith("object.__setattr__")
 
 
 def test_the_answer_is_the_same_every_time():
