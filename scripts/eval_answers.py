@@ -1,6 +1,7 @@
 """The answers the extractive backend writes, as a person reads them: recall of the evidence, fragments, repeats.
 
     python -m scripts.eval_answers [--split dev|test|both] [--mode hybrid] [--data-dir DIR] [--show]
+                                   [--against stems=false,definitions_first=false]
 
 The questions are the project's own (``scripts/eval/questions.jsonl``), each with the reference's
 sentence(s) that answer it (``evidence``) and its stored half (``split``: choose on dev, report test).
@@ -17,7 +18,9 @@ one document-rag processor (graph off, ``--mode``, its default chunk count) and 
 - duplicates: pairs of lines in one answer with token Jaccard >= 0.8.
 
 ``--show`` prints every fragment (whole) and duplicate pair (each shortened at a word, marked "…"), and the
-questions the answer step missed.
+questions the answer step missed. ``--against`` asks every question again with those extractive settings
+(``[processors.prompt.extractive]``) on the same stores, and reports that table first: before and after
+from one run.
 """
 
 from __future__ import annotations
@@ -27,9 +30,12 @@ import asyncio
 import shutil
 import sys
 import tempfile
+import tomllib
 import uuid
 from collections import Counter
 from pathlib import Path
+
+import msgspec
 
 from config import pipelines
 from processors.bus import connect
@@ -109,13 +115,30 @@ async def main_async(args: argparse.Namespace) -> int:
     try:
         settings = settings_for(data_dir, args.mode)
         await ingest_corpus(settings, data_dir)
+        if args.against:
+            print(f"asking {len(questions)} questions ({args.mode}) with {args.against}", file=sys.stderr)
+            against = await ask_all(with_extractive(settings, args.against), questions)
         print(f"asking {len(questions)} questions ({args.mode})", file=sys.stderr)
         got = await ask_all(settings, questions)
     finally:
         if not args.data_dir:
             shutil.rmtree(data_dir, ignore_errors=True)
+    if args.against:
+        print(f"with {args.against}:")
+        print("\n".join(report(questions, relevant, against, splits, show=False)))
+        print("\nwith the defaults:")
     print("\n".join(report(questions, relevant, got, splits, args.show)))
     return 0
+
+
+def with_extractive(settings, pairs: str):
+    """``settings`` with the prompt's extractive settings ``name=value,...`` (values read as TOML)."""
+    values = tomllib.loads("\n".join(pair.strip() for pair in pairs.split(",") if pair.strip()))
+    settings = msgspec.structs.replace(settings)
+    procs = {name: dict(section) for name, section in settings.processors.items()}
+    procs["prompt"] = {**procs["prompt"], "extractive": {**procs["prompt"].get("extractive", {}), **values}}
+    settings.processors = procs
+    return settings
 
 
 def main() -> None:
@@ -124,6 +147,8 @@ def main() -> None:
     parser.add_argument("--mode", choices=["vector", "keyword", "hybrid"], default="hybrid")
     parser.add_argument("--data-dir", help="keep the ingested corpus here (reused when it holds it)")
     parser.add_argument("--show", action="store_true", help="print each fragment, duplicate and miss")
+    parser.add_argument("--against", default="", metavar="NAME=VALUE,...",
+                        help="also answer with these extractive settings, and report both")
     sys.exit(asyncio.run(main_async(parser.parse_args())))
 
 
