@@ -13,10 +13,11 @@ a new replica's time to ready from empty and the records it read. After compacti
 must hold every document's last version, whole.
 
 Kafka compacts a log's closed segments only: for the benchmark the topic is created with small
-segments and an eager cleaner (``BENCH_KAFKA_TOPIC``), and once the tombstones are in, each
-partition's active segment is closed by one more append (a tombstone of a key of its own: Kafka
-rolls a segment only on an append); a deployment keeps Kafka's defaults and compacts on the
-broker's schedule (the active segment rolls at ``segment.ms``, 7 days, or ``segment.bytes``, 1 GiB).
+segments and an eager cleaner (``BENCH_KAFKA_TOPIC``), held off (``HELD``) until the log is written;
+once the tombstones are in, each partition's active segment is closed by one more append (a
+tombstone of a key of its own: Kafka rolls a segment only on an append); a deployment keeps
+Kafka's defaults and compacts on the broker's schedule (the active segment rolls at ``segment.ms``,
+7 days, or ``segment.bytes``, 1 GiB).
 Pulsar is told to compact (its admin API) and the run waits until it has.
 """
 
@@ -33,6 +34,7 @@ import uuid
 from pathlib import Path
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from processors.bus import connect
 from processors.doc_embeddings.store import VectorStore, collection_dir
@@ -45,6 +47,10 @@ from scripts.bench_log_replica import Writers, replica_ready
 BENCH_KAFKA_TOPIC = {"cleanup.policy": "compact", "segment.bytes": str(1 << 20), "segment.ms": "2000",
                      "min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "0",
                      "delete.retention.ms": "0", "max.message.bytes": str(16 << 20)}
+# While the log is written: nothing is old enough to compact. Otherwise the cleaner, eager as it is
+# set, cleaned the editions as they came, before the tombstones were in, and then never again (the
+# tombstones alone are too little of the log to make it dirty enough).
+HELD = {"min.compaction.lag.ms": str(7 * 24 * 3600 * 1000)}
 
 PARTITIONS = 4
 
@@ -69,6 +75,13 @@ def _pulsar_bytes(broker, topic: str) -> int:
 async def _compact(backend: str, broker, topic: str, floor_s: float) -> float:
     """Until the broker has compacted the log (Kafka: its files stop shrinking); the seconds it took."""
     started = time.perf_counter()
+    if backend == "kafka":
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker.url.removeprefix("kafka://"))
+        await admin.start()
+        try:  # not incremental: every setting of the topic's own is given again
+            await admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs=BENCH_KAFKA_TOPIC)])
+        finally:
+            await admin.close()
     if backend == "pulsar":
         _pulsar_admin(broker, f"{topic}/compaction", "PUT")
         while True:
@@ -116,7 +129,8 @@ async def run(backend: str, documents: int, editions: int, per_doc: int, workdir
         if backend == "kafka":
             admin = AIOKafkaAdminClient(bootstrap_servers=broker.url.removeprefix("kafka://"))
             await admin.start()
-            await admin.create_topics([NewTopic(log, PARTITIONS, 1, topic_configs=BENCH_KAFKA_TOPIC)])
+            # No compaction until the log is whole: "before" is the log as written.
+            await admin.create_topics([NewTopic(log, PARTITIONS, 1, topic_configs=BENCH_KAFKA_TOPIC | HELD)])
             await admin.close()
         async with await connect(broker.url) as bus:
             writers = Writers(bus, log)
