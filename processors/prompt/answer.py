@@ -9,7 +9,10 @@ facts already say; choosing and citing is the whole job:
   made whole again (``whole.py``), a heading line (a signature,
   a label) is joined to the sentence it heads (and left out when none follows), and the
   reference's inline markup is shown as plain text; a line still under ``HEADING_WORDS`` words
-  (``import __future__``, ``"except" statement.``) is never shown alone;
+  (``import __future__``, ``"except" statement.``) is never shown alone; a sentence that starts
+  with a word standing for what the sentence before it names ("It means that the listed
+  identifiers are ...") is one passage with that sentence, up to ``max_sentence_chars``
+  (``refer_back``);
 - passages are scored by BM25 against the question's terms, words compared by their English
   stems (``lexical.stems``: "casefolding" meets "casefold"), the passages of this one request
   being the collection; a document sentence's score is raised by its document's retrieval rank
@@ -24,9 +27,9 @@ facts already say; choosing and citing is the whole job:
   ``[fact: ...]``, after the snapshot header line when ``at_time`` was given
   (no facts in the answer, no header);
 - ties go to the passage given first; a sentence repeated in several documents, word for
-  word or nearly (the terms of one are at least ``NEAR`` of the terms of both, Jaccard), is
-  said once, where it scored best, citing every document it is in: the same request always
-  gets the same answer;
+  word or nearly (the terms of one are at least ``NEAR`` of the terms of both, Jaccard; a
+  passage of joined sentences is also compared by its first one), is said once, where it
+  scored best, citing every document it is in: the same request always gets the same answer;
 - with nothing relevant, the answer says so plainly.
 """
 
@@ -44,6 +47,13 @@ from .whole import HEADING_WORDS, cut_at_end, cut_at_start, defined_name, is_hea
 NOTHING_FOUND = "No relevant information was found for: "
 MAX_ECHO_CHARS = 300  # of the question, in the nothing-found answer
 NEAR = 0.8  # Jaccard of two sentences' term sets at or above which they say the same thing
+_REFERRING = frozenset({"It", "This", "These", "They", "Its", "Their", "Such"})
+
+
+def refers_back(sentence: str) -> bool:
+    """Whether ``sentence`` starts with a word that stands for what the sentence before it names."""
+    first = sentence.split(maxsplit=1)[0] if sentence.strip() else ""
+    return first in _REFERRING
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,15 +64,17 @@ class Passage:
     rank: int = 0  # of its document, in the order given (retrieval's)
     also: tuple[str, ...] = ()  # the citations of the other documents with the same sentence
     defines: tuple[str, ...] = ()  # the names the signatures heading it define (``whole.defined_name``)
+    head: str = ""  # with sentences that refer back joined to it: the first sentence alone
 
 
 def cited(p: Passage) -> list[str]:
     return [p.citation, *p.also]
 
 
-def passages(inp: PromptInput) -> list[Passage]:
+def passages(inp: PromptInput, refer_back_chars: int = 0) -> list[Passage]:
     """Document sentences, then facts, in the order given, each text once (a sentence with every
-    document it is in)."""
+    document it is in); a sentence that refers back joined to the one before it while the two hold
+    at most ``refer_back_chars`` characters (0: never)."""
     out: list[Passage] = []
     seen: set[str] = set()
     where: dict[str, int] = {}  # a sentence's key -> its passage
@@ -70,6 +82,7 @@ def passages(inp: PromptInput) -> list[Passage]:
         found = mended(list(sentences(document)))
         heading = ""  # headings not yet joined to the sentence they head
         names: list[str] = []  # the names those headings define
+        last: int | None = None  # the passage of this document's sentence before, while it is its own
         for n, sentence in enumerate(found):
             cut = (n == 0 and cut_at_start(sentence)) or (n == len(found) - 1 and cut_at_end(sentence))
             if cut and len(found) > 1:  # a document of one sentence is what it is: nothing whole to prefer
@@ -84,10 +97,22 @@ def passages(inp: PromptInput) -> list[Passage]:
             if heading:
                 sentence, heading, defines, names = joined(heading, sentence), "", tuple(names), []
             if len(sentence.split()) < HEADING_WORDS:  # alone, a line this short says nothing whole
+                last = None
                 continue
+            if last is not None and refers_back(sentence) and (
+                    len(out[last].text) + 1 + len(sentence) <= refer_back_chars):
+                # "It means that ..." says what the sentence before it is about: one passage, shown as
+                # one line; the sentence before stays found by its own text (a document holding it
+                # too adds its citation here)
+                before = out[last]
+                out[last] = dataclasses.replace(before, text=f"{before.text} {sentence}",
+                                                head=before.head or before.text)
+                where.setdefault(out[last].text.casefold(), last)
+                continue  # the next may refer back too
             key = sentence.casefold()
+            last = None
             if key not in where:
-                where[key] = len(out)
+                where[key] = last = len(out)
                 out.append(Passage(sentence, citation, False, rank, defines=defines))
             elif citation not in cited(first := out[where[key]]):
                 out[where[key]] = dataclasses.replace(first, also=(*first.also, citation))
@@ -125,10 +150,10 @@ def best_once(found: list[Passage], scores: list[float], indexes: list[int], lim
     passage with the citations of every document it is in, in the order they were met."""
     ranked = best(scores, indexes, len(indexes), min_score, lead)
     taken: list[tuple[int, list[str]]] = []
-    sets: list[set[str]] = []
+    sets: list[list[set[str]]] = []  # per passage taken: its terms, and its first sentence's when joined
     for i in ranked:
-        mine = set(terms(found[i].text))
-        same = next((n for n, other in enumerate(sets) if near(mine, other)), None)
+        mine = [set(terms(text)) for text in (found[i].text, found[i].head) if text]
+        same = next((n for n, other in enumerate(sets) if any(near(a, b) for a in mine for b in other)), None)
         if same is not None:
             taken[same][1].extend(c for c in cited(found[i]) if c not in taken[same][1])
             continue
@@ -144,7 +169,7 @@ def compose(inp: PromptInput, settings: ExtractiveSettings) -> str:
 
 def compose_lines(inp: PromptInput, settings: ExtractiveSettings) -> list[str]:
     """The answer's lines: each cited sentence, then the header and each cited fact (the pieces of a stream)."""
-    found = passages(inp)
+    found = passages(inp, settings.max_sentence_chars if settings.refer_back else 0)
     words = stems if settings.stems else terms
     scores = bm25(words(inp.query), [words(p.text) for p in found], k1=settings.k1, b=settings.b)
     scores = [

@@ -51,6 +51,9 @@ class ExtractiveSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=Tru
     # A sentence a signature heads (``object.__getattr__(self, name) — Called when ...``) leads the
     # answer when the question names what the signature defines: it is the reference's entry for it.
     definitions_first: bool = True
+    # A sentence that starts with "It", "This", "These", "They", "Its", "Their" or "Such" is said with
+    # the sentence before it, as one line, while the two fit in max_sentence_chars.
+    refer_back: bool = True
 
 
 class OpenAISettings(RetrySettings, kw_only=True, forbid_unknown_fields=True):

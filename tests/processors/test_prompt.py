@@ -353,6 +353,24 @@ def test_the_sentence_a_signature_of_the_asked_name_heads_leads_the_answer():
     assert plain_words.splitlines()[0].startswith("object.__setattr__")
 
 
+def test_a_sentence_that_refers_back_is_said_with_the_sentence_before_it():
+    doc = ("The global statement is a declaration which holds for the whole code block. It means that the "
+           "listed identifiers are interpreted as globals. Its names must not be parameters. Globals are "
+           "module attributes.")
+    lines = answer({"query": "What does the global statement mean?", "documents": [doc],
+                    "document_ids": ["g#0"]}).splitlines()
+    assert lines[0] == ("The global statement is a declaration which holds for the whole code block. It means that "
+                        "the listed identifiers are interpreted as globals. Its names must not be parameters. [g#0]")
+    assert not any(line.startswith(("It means", "Its names")) for line in lines)
+    assert "Globals are module attributes. [g#0]" in lines  # it names its subject: a sentence of its own
+    # past max_sentence_chars the sentence stands alone; off, every sentence does
+    short = answer({"query": "What does the global statement mean?", "documents": [doc]}, max_sentence_chars=100)
+    assert "The global statement is a declaration which holds for the whole code block. [1]" in short.splitlines()
+    assert any(line.startswith("It means that") for line in short.splitlines())
+    off = answer({"query": "What does the global statement mean?", "documents": [doc]}, refer_back=False)
+    assert "It means that the listed identifiers are interpreted as globals. [1]" in off.splitlines()
+
+
 def test_the_answer_is_the_same_every_time():
     variables = {"query": "Germany government Merkel capital", "documents": MERKEL_DOCS * 3, "facts": FACTS}
     first = answer(variables)
