@@ -18,6 +18,8 @@ share.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -66,12 +68,28 @@ class _StoreProcessor(Processor):
         self._thread: OneThread | None = None  # from start to close
         self._deferring = False  # every store's publishing waits for publish_deferred (a replica's catch-up)
         self._drops = HeldDrops()  # staged versions a deferred switch or removal superseded
+        self._saver: asyncio.Task[None] | None = None  # a reader's periodic index save
 
     async def start(self) -> None:
         self.data_dir = data_dir(self.settings.data_dir)
         self._thread = OneThread(f"{self.name}-store")
+        if self.readonly and self.settings.index_cache and self.settings.index_save_interval_s > 0:
+            self._saver = asyncio.create_task(self._save_every(self.settings.index_save_interval_s))
+
+    async def _save_every(self, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await self._blocking(self._save_indexes)  # each store saves only an index changed since
+            except Exception:  # a cache: the next save or a build makes up for it
+                log.exception("%s: the vector indexes were not saved", self.name)
 
     async def close(self) -> None:
+        if self._saver is not None:
+            saver, self._saver = self._saver, None
+            saver.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await saver
         if self._thread is not None:
             if self.readonly:
                 # What this replica added to an index since it was saved: the next start reads it.

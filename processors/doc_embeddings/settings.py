@@ -51,3 +51,8 @@ class DocEmbeddingsSettings(StoreSettings, kw_only=True, forbid_unknown_fields=T
     # restart reads the index (a fraction of a second at 100,000 chunks) instead of building it
     # again (about 1 s per 10k 384-d vectors on 2 cores). false: never saved, always built.
     index_cache: bool = True
+    # ... and every this many seconds while it runs, when the index changed since it was saved, so
+    # that a replica killed reads one at most this old and adds only what changed since. The save
+    # holds that replica's searches while it writes (the file is the vectors, the graph and the
+    # chunks' metadata: a few KB a chunk). 0 = only once built and at close.
+    index_save_interval_s: Annotated[float, msgspec.Meta(ge=0)] = 300.0

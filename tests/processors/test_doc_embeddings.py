@@ -690,3 +690,25 @@ async def test_a_query_processor_saves_what_it_added_when_it_closes(tmp_path):
     restarted = VectorStore(tmp_path / "default" / "faiss", "default", readonly=True, **HNSW)
     assert _top_ids(restarted, vectors[65], 1) == ["b#5"]
     assert restarted.index_added == 0, "what the closed processor added was not saved"
+
+
+async def test_a_query_processor_saves_its_changed_index_while_it_runs(tmp_path):
+    rng = np.random.default_rng(7)
+    vectors = unit_vectors(rng, 70)
+    directory = tmp_path / "default" / "faiss"
+    async with pipeline(tmp_path, reader=HNSW | {"index_save_interval_s": 0.05}, writer=HNSW) as p:
+        await p.store(make_chunks("a", 60), vectors[:60])
+        await p.query.query([vectors[0].tolist()], limit=1)  # built and saved: 60 chunks
+        await p.store(make_chunks("b", 10), vectors[60:])
+        assert (await p.query.query([vectors[65].tolist()], limit=1))[0].chunk_id == "b#5"  # carried: 10 added
+        # Still running (as if killed next): the saved index holds what was added, once the interval passed.
+        for _ in range(200):
+            await asyncio.sleep(0.05)
+            read = VectorStore(directory, "default", readonly=True, **HNSW)
+            if _top_ids(read, vectors[65], 1) == ["b#5"] and read.index_added == 0:
+                break
+        else:
+            raise AssertionError("the running query processor did not save the index it had changed")
+        mtime = (directory / INDEX_CACHE).stat().st_mtime_ns
+        await asyncio.sleep(0.3)  # unchanged since: not written again
+        assert (directory / INDEX_CACHE).stat().st_mtime_ns == mtime
