@@ -211,7 +211,9 @@ async def run(backend: str, chunks: int, per_doc: int, fresh: int, workdir: Path
                                                                 must_see=[last]), _context())
                 (answerable if n < fresh else reingested).append(time.perf_counter() - written)
                 assert [m.chunk_id for m in found.matches] == [f"doc-{document:06d}#0"], found
-            await query.close()  # saves what it added to the index
+            closing = time.perf_counter()
+            await query.close()  # saves what it added to the index: what a periodic save costs too
+            save_s = time.perf_counter() - closing
             # A restarted query host's first search, side by side: reading the saved index, building it.
             restarts = {}
             for index_cache in (True, False):
@@ -231,6 +233,7 @@ async def run(backend: str, chunks: int, per_doc: int, fresh: int, workdir: Path
         "first vector search s": first_search_s,
         "restarted: first search s, saved index": restarts[True],
         "restarted: first search s, built": restarts[False],
+        "index save s (at close)": save_s,
         **({"ready from empty s, no batches": alone_s,
             "  ratio (no batches / batched)": alone_s / empty_s if empty_s else 0.0} if unbatched else {}),
         "fresh p50 ms": percentile(waits, 50) * 1000, "fresh p99 ms": percentile(waits, 99) * 1000,
