@@ -82,7 +82,8 @@ def passages(inp: PromptInput, refer_back_chars: int = 0) -> list[Passage]:
         found = mended(list(sentences(document)))
         heading = ""  # headings not yet joined to the sentence they head
         names: list[str] = []  # the names those headings define
-        last: int | None = None  # the passage of this document's sentence before, while it is its own
+        last: int | None = None  # the passage of this document's sentence before
+        own = False  # whether this document made it (not merged into another document's)
         for n, sentence in enumerate(found):
             cut = (n == 0 and cut_at_start(sentence)) or (n == len(found) - 1 and cut_at_end(sentence))
             if cut and len(found) > 1:  # a document of one sentence is what it is: nothing whole to prefer
@@ -99,23 +100,27 @@ def passages(inp: PromptInput, refer_back_chars: int = 0) -> list[Passage]:
             if len(sentence.split()) < HEADING_WORDS:  # alone, a line this short says nothing whole
                 last = None
                 continue
-            if last is not None and refers_back(sentence) and (
-                    len(out[last].text) + 1 + len(sentence) <= refer_back_chars):
-                # "It means that ..." says what the sentence before it is about: one passage, shown as
-                # one line; the sentence before stays found by its own text (a document holding it
-                # too adds its citation here)
-                before = out[last]
-                out[last] = dataclasses.replace(before, text=f"{before.text} {sentence}",
-                                                head=before.head or before.text)
-                where.setdefault(out[last].text.casefold(), last)
-                continue  # the next may refer back too
+            if last is not None and refer_back_chars > 0 and refers_back(sentence):
+                if not own and f" {sentence}" in out[last].text:
+                    continue  # another document said the two, joined: this one's citation is there already
+                if own and len(out[last].text) + 1 + len(sentence) <= refer_back_chars:
+                    # "It means that ..." says what the sentence before it is about: one passage, shown
+                    # as one line; the sentence before stays found by its own text (a document holding
+                    # it too adds its citation here)
+                    before = out[last]
+                    out[last] = dataclasses.replace(before, text=f"{before.text} {sentence}",
+                                                    head=before.head or before.text)
+                    where.setdefault(out[last].text.casefold(), last)
+                    continue  # the next may refer back too
             key = sentence.casefold()
-            last = None
-            if key not in where:
+            own = key not in where
+            if own:
                 where[key] = last = len(out)
                 out.append(Passage(sentence, citation, False, rank, defines=defines))
-            elif citation not in cited(first := out[where[key]]):
-                out[where[key]] = dataclasses.replace(first, also=(*first.also, citation))
+            else:
+                last = where[key]
+                if citation not in cited(first := out[last]):
+                    out[last] = dataclasses.replace(first, also=(*first.also, citation))
     for fact in inp.facts:
         text = one_line(fact)
         key = "fact\0" + text.casefold()

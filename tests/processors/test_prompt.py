@@ -367,6 +367,11 @@ def test_a_sentence_that_refers_back_is_said_with_the_sentence_before_it():
     short = answer({"query": "What does the global statement mean?", "documents": [doc]}, max_sentence_chars=100)
     assert "The global statement is a declaration which holds for the whole code block. [1]" in short.splitlines()
     assert any(line.startswith("It means that") for line in short.splitlines())
+    # the same two sentences in another document: one line, citing both
+    twice = answer({"query": "What does the global statement mean?", "documents": [doc, doc.replace("Globals", "G")],
+                    "document_ids": ["g#0", "h#0"]}).splitlines()
+    assert twice[0].endswith("Its names must not be parameters. [g#0] [h#0]")
+    assert not any(line.startswith(("It means", "Its names")) for line in twice)
     off = answer({"query": "What does the global statement mean?", "documents": [doc]}, refer_back=False)
     assert "It means that the listed identifiers are interpreted as globals. [1]" in off.splitlines()
 
