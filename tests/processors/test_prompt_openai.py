@@ -109,6 +109,21 @@ async def test_a_real_model_answers_a_document_prompt_with_its_token_counts(mode
 
 
 @module_loop
+async def test_a_real_model_reads_fewer_tokens_of_whole_sentences_than_of_the_chunks(llama_server):
+    counts = {}
+    for context in ("sentences", "chunks"):
+        processor = openai_processor(base_url=llama_server.base_url, model=MODEL_ALIAS, api_key=API_KEY,
+                                     max_tokens=8, context=context)
+        async with serve(processor) as client:
+            result = await client.document_prompt(query="What is the capital of France?", documents=CUT_DOCUMENTS,
+                                                  document_ids=["geo#1", "geo#2"], facts=CUT_FACTS)
+        assert result.error is None and result.backend == "openai"
+        counts[context] = result.prompt_tokens
+    # the server's own count: the cut half, the repeated sentence and the fact that does not answer are gone
+    assert 0 < counts["sentences"] < counts["chunks"]
+
+
+@module_loop
 async def test_a_real_model_streams_its_answer_token_by_token(model):
     variables = {"query": "What is the capital of France?",
                  "documents": ["Paris is the capital and largest city of France."], "document_ids": ["geo#1"]}
@@ -301,6 +316,37 @@ async def test_the_request_body_and_the_lines_made_of_the_answer():
     assert message["role"] == "user" and "Question: Who was Angela Merkel?" in message["content"]
     assert result.response_type == "lines" and (result.prompt_tokens, result.completion_tokens) == (31, 9)
     assert result.text.split("\n") == ["Who was Angela Merkel?", "Angela Merkel", "Germany", "CDU"]
+
+
+# A chunk cut mid-sentence at its start, a sentence two chunks hold, one fact that answers, one that does not.
+CUT_DOCUMENTS = ["tion of the port was left to the city. Paris is the capital and largest city of France.",
+                 "Paris is the capital and largest city of France. Berlin is the capital of Germany."]
+CUT_FACTS = ["Paris capital_of France", "Mount Everest located_in Nepal"]
+
+
+async def document_prompt_sent(context: str) -> str:
+    """The prompt the model got for the capital question over CUT_DOCUMENTS and CUT_FACTS."""
+    with FailingServer([ok("Paris [geo#1].")]) as server:
+        async with serve(openai_processor(base_url=server.base_url, model="stand-in", context=context)) as client:
+            result = await client.document_prompt(query="What is the capital of France?", documents=CUT_DOCUMENTS,
+                                                  document_ids=["geo#1", "geo#2"], facts=CUT_FACTS)
+    assert result.error is None and result.text == "Paris [geo#1]."
+    (message,) = server.requests[0]["json"]["messages"]
+    return message["content"]
+
+
+@module_loop
+async def test_the_model_reads_whole_sentences_once_with_every_citation_and_only_the_facts_that_answer():
+    sent = await document_prompt_sent("sentences")
+    assert sent.count("Paris is the capital and largest city of France.") == 1
+    assert "[geo#1] [geo#2] Paris is the capital and largest city of France." in sent
+    assert "[geo#2] Berlin is the capital of Germany." in sent
+    assert "tion of the port" not in sent  # the half a chunk boundary cut
+    assert "[fact: Paris capital_of France]" in sent and "Everest" not in sent
+    # context = "chunks": everything as it was sent, the cut half and the repeat included
+    whole = await document_prompt_sent("chunks")
+    assert f"[geo#1] {CUT_DOCUMENTS[0]}" in whole and f"[geo#2] {CUT_DOCUMENTS[1]}" in whole
+    assert "[fact: Mount Everest located_in Nepal]" in whole
 
 
 @module_loop

@@ -86,3 +86,23 @@ def test_a_lower_case_start_before_a_call_is_still_mid_sentence():
     # only a signature's kind before a call makes the line code; a cut sentence that names a call is not
     assert answers.fragment("returns len(x) items of the sequence it was given") == "starts mid-sentence"
     assert answers.fragment("classmethod fromkeys(iterable, value=None) makes a new dictionary") is None
+
+
+def test_citations_made_up_and_failed_answers_are_counted():
+    from schema import ChunkMatch, DocumentRagResponse
+    from scripts.eval.evalset import Question
+    from scripts.eval_answers import report
+
+    qs = [Question(id=f"q{n}", kind="k", question="?", evidence=["nothing of it"], how_made="", split="dev")
+          for n in range(4)]
+    given = [ChunkMatch(chunk_id="d#1", score=1.0, text="x")]
+    got = {
+        "q0": DocumentRagResponse(answer="The with statement wraps a block. [d#1]", chunks=given, cited=["d#1"]),
+        "q1": DocumentRagResponse(answer="The with statement wraps a block [d#7].", chunks=given),  # made up
+        "q2": DocumentRagResponse(answer="No relevant information was found for: ?", chunks=given),
+        "q3": "EndpointError: HTTP 400: the prompt is longer than the context",
+    }
+    (row,) = [line for line in report(qs, {q.id: [] for q in qs}, got, ["dev"], show=False) if line.startswith("| dev")]
+    citing, invented, failed = (cell.strip() for cell in row.strip("|").split("|")[-3:])
+    # of the two that answer something (not "nothing found", not failed), one cites a chunk it was given
+    assert (citing, invented, failed) == ("50% of 2", "1", "1")
