@@ -12,7 +12,10 @@ facts already say; choosing and citing is the whole job:
   (``import __future__``, ``"except" statement.``) is never shown alone; a sentence that starts
   with a word standing for what the sentence before it names ("It means that the listed
   identifiers are ...") is one passage with that sentence, up to ``max_sentence_chars``
-  (``refer_back``);
+  (``refer_back``), and one that starts with a word that can only stand for what came before
+  ("This", "These", "They", "Its", "Their", "Such") is not used when that sentence was not given
+  (a chunk boundary cut it) or the two do not fit together: alone it dangles; a grid table is
+  said a row a line, its first cell, a dash, its others (``tables.py``);
 - passages are scored by BM25 against the question's terms, words compared by their English
   stems (``lexical.stems``: "casefolding" meets "casefold"), the passages of this one request
   being the collection; a document sentence's score is raised by its document's retrieval rank
@@ -41,6 +44,7 @@ from dataclasses import dataclass
 
 from .lexical import IDENT, bm25, sentences, shorten, stems, terms
 from .settings import ExtractiveSettings
+from .tables import rows
 from .variables import PromptInput, one_line
 from .whole import HEADING_WORDS, cut_at_end, cut_at_start, defined_name, is_heading, joined, mended, plain
 
@@ -48,6 +52,9 @@ NOTHING_FOUND = "No relevant information was found for: "
 MAX_ECHO_CHARS = 300  # of the question, in the nothing-found answer
 NEAR = 0.8  # Jaccard of two sentences' term sets at or above which they say the same thing
 _REFERRING = frozenset({"It", "This", "These", "They", "Its", "Their", "Such"})
+# Of those, the words that cannot stand for anything but what came before ("It" is as often "it is
+# said that ..."): a sentence that starts with one and whose sentence before was not given dangles.
+_DANGLING = _REFERRING - {"It"}
 
 
 def refers_back(sentence: str) -> bool:
@@ -79,13 +86,17 @@ def passages(inp: PromptInput, refer_back_chars: int = 0) -> list[Passage]:
     seen: set[str] = set()
     where: dict[str, int] = {}  # a sentence's key -> its passage
     for rank, (document, citation) in enumerate(zip(inp.documents, inp.citations, strict=True)):
-        found = mended(list(sentences(document)))
+        found = mended(list(sentences(rows(document))))
         heading = ""  # headings not yet joined to the sentence they head
         names: list[str] = []  # the names those headings define
         last: int | None = None  # the passage of this document's sentence before
         own = False  # whether this document made it (not merged into another document's)
+        said = False  # whether the sentence before is in a passage (not cut, not too short)
         for n, sentence in enumerate(found):
             cut = (n == 0 and cut_at_start(sentence)) or (n == len(found) - 1 and cut_at_end(sentence))
+            if refer_back_chars > 0 and not said and not heading and sentence.split(maxsplit=1)[0] in _DANGLING:
+                cut = True  # "This is called object resurrection.": what it names is in the sentence not given
+            said = False
             if cut and len(found) > 1:  # a document of one sentence is what it is: nothing whole to prefer
                 continue
             sentence = plain(sentence)
@@ -100,6 +111,7 @@ def passages(inp: PromptInput, refer_back_chars: int = 0) -> list[Passage]:
             if len(sentence.split()) < HEADING_WORDS:  # alone, a line this short says nothing whole
                 last = None
                 continue
+            said = True  # in a passage of its own, joined to the one before, or merged into another's
             if last is not None and refer_back_chars > 0 and refers_back(sentence):
                 if not own and f" {sentence}" in out[last].text:
                     continue  # another document said the two, joined: this one's citation is there already
@@ -112,6 +124,8 @@ def passages(inp: PromptInput, refer_back_chars: int = 0) -> list[Passage]:
                                                     head=before.head or before.text)
                     where.setdefault(out[last].text.casefold(), last)
                     continue  # the next may refer back too
+                if sentence.split(maxsplit=1)[0] in _DANGLING:
+                    continue  # it cannot be said with what it names, and alone it dangles
             key = sentence.casefold()
             own = key not in where
             if own:

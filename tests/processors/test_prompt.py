@@ -376,6 +376,49 @@ def test_a_sentence_that_refers_back_is_said_with_the_sentence_before_it():
     assert "It means that the listed identifiers are interpreted as globals. [1]" in off.splitlines()
 
 
+def test_a_sentence_that_names_only_what_was_not_said_is_not_used():
+    # the chunk boundary cut the sentence "This" stands for; "It" is as often "it is said that"
+    doc = ("and so the object lives on after its finaliser ran. This is called object resurrection. It is "
+           "implementation-dependent whether a finaliser runs twice. Resurrected objects are finalised once.")
+    lines = answer({"query": "What is object resurrection, and does a finaliser run twice?",
+                    "documents": [doc]}).splitlines()
+    assert not any(line.startswith("This is called") for line in lines)
+    assert "It is implementation-dependent whether a finaliser runs twice. [1]" in lines
+    assert "Resurrected objects are finalised once. [1]" in lines
+    # one that cannot be joined to the sentence it refers to (too long together) is not said alone either
+    long = ("The default value is evaluated once, when the function definition is executed, and the same object "
+            "is used for each call. This matters when the default is a mutable object such as a list.")
+    lines = answer({"query": "When is the default value evaluated?", "documents": [long]},
+                   max_sentence_chars=150).splitlines()
+    assert lines == ["The default value is evaluated once, when the function definition is executed, and the same "
+                     "object is used for each call. [1]"]
+    off = answer({"query": "What is object resurrection?", "documents": [doc]}, refer_back=False)
+    assert "This is called object resurrection. [1]" in off.splitlines()
+
+
+SEQUENCE_TABLE = """The operations of sequences:
+
++------------------+---------------------------+---------+
+| Operation        | Result                    | Notes   |
++==================+===========================+=========+
+| "len(s)"         | length of *s*             |         |
++------------------+---------------------------+---------+
+| "s[i:j:k]"       | slice of *s* from *i* to  | (3)(5)  |
+|                  | *j* with step *k*         |         |
++------------------+---------------------------+---------+
+| "min(s)"         | smallest item of *s*      |         |
+"""
+
+
+def test_a_grid_table_is_said_a_row_a_line():
+    lines = answer({"query": "How do I get a slice of s with a step?", "documents": [SEQUENCE_TABLE]}).splitlines()
+    assert lines[0] == '"s[i:j:k]" — slice of s from i to j with step k. [1]'
+    assert not any("|" in line or "+--" in line for line in lines)
+    # the header row holds labels, the last row the chunk cut before its border: neither is said
+    everything = answer({"query": "operation result length slice smallest", "documents": [SEQUENCE_TABLE]})
+    assert "Operation" not in everything and "smallest" not in everything and '"len(s)" — length of s.' in everything
+
+
 def test_the_answer_is_the_same_every_time():
     variables = {"query": "Germany government Merkel capital", "documents": MERKEL_DOCS * 3, "facts": FACTS}
     first = answer(variables)
