@@ -128,10 +128,17 @@ def mended(found: list[str]) -> list[str]:
 
 
 
+_ATTRIBUTE = re.compile(r"^[^\W\d]\w*(?:\.\w+)+$")  # object.__match_args__, definition.__name__: an attribute's entry
+
+
 def defined_name(heading: str) -> str:
     """The name a signature heading defines, case-folded and without its owner (``__getattr__`` for
-    ``object.__getattr__(self, name)``, ``casefold`` for ``str.casefold()``); "" for any other heading."""
-    m = _SIGNATURE.match(heading.strip())
+    ``object.__getattr__(self, name)``, ``casefold`` for ``str.casefold()``, ``__match_args__`` for the
+    attribute entry ``object.__match_args__``); "" for any other heading."""
+    text = heading.strip()
+    if _ATTRIBUTE.match(text):
+        return text.rsplit(".", 1)[-1].casefold()
+    m = _SIGNATURE.match(text)
     if not m:
         return ""
     words = heading.split("(", 1)[0].split("[", 1)[0].split()

@@ -353,6 +353,15 @@ def test_the_sentence_a_signature_of_the_asked_name_heads_leads_the_answer():
     assert plain_words.splitlines()[0].startswith("object.__setattr__")
 
 
+def test_an_attribute_entry_of_the_asked_name_leads_the_answer_as_a_signature_does():
+    entry = "object.__match_args__\n\n   This class variable can be assigned a tuple of strings."
+    talk = ('"__match_args__[i]" must be a string; if not "TypeError" is raised. The number of patterns must '
+            'not exceed the length of __match_args__.')
+    lines = answer({"query": "What does __match_args__ do?", "documents": [talk, entry],
+                    "document_ids": ["talk#0", "entry#0"]}).splitlines()
+    assert lines[0] == "object.__match_args__ — This class variable can be assigned a tuple of strings. [entry#0]"
+
+
 def test_a_sentence_that_refers_back_is_said_with_the_sentence_before_it():
     doc = ("The global statement is a declaration which holds for the whole code block. It means that the "
            "listed identifiers are interpreted as globals. Its names must not be parameters. Globals are "
