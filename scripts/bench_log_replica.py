@@ -24,7 +24,11 @@ Then a documents-replica, in this process, on a data dir of its own:
   search of a restarted query, side by side: reading the index it saved, and building it
   (``index_cache = false``);
 - memory: this process's peak resident set before and after the replica caught up, and its
-  resident set then (the peak of a second backend's run starts at the first's).
+  resident set then (the peak of a second backend's run starts at the first's); and, on a broker,
+  a query host in a process of its own (a documents-replica and a doc-embeddings-query, as
+  ``pipelines.LOG_REPLICA`` runs them, on a new data dir): its resident set once imported, once
+  caught up from empty, and after its first vector search built the index, and its peak, with its
+  time to ready (nothing shared with this process but the broker).
 
 Printed with the CPU seconds of this process and of the broker during the catch-up from empty,
 and the records per second. The machine is shared: read the ratios and the growth with size.
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import os
 import random
 import resource
@@ -131,6 +136,51 @@ def _rss_mb() -> float:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def _status_mb(field: str) -> float:
+    """A field of this process's /proc status in MB (VmRSS: resident now; VmHWM: its peak)."""
+    with open("/proc/self/status") as fh:
+        line = next(line for line in fh if line.startswith(field + ":"))
+    return int(line.split()[1]) / 1024
+
+
+async def _host_alone(url: str, log: str, collection: str, data_dir: str) -> dict[str, float]:
+    figures = {"host process: RSS MB imported": _status_mb("VmRSS")}
+    async with await connect(url) as bus:
+        replica, ready_s = await replica_ready(bus, log, Path(data_dir))
+        figures |= {"host process: ready from empty s": ready_s,
+                    "host process: RSS MB caught up": _status_mb("VmRSS")}
+        query = DocEmbeddingsQueryProcessor("bench-query", DocEmbeddingsSettings(
+            data_dir=data_dir, changelog=True, log_topic=log, fresh_wait_s=60))
+        query.bus = bus
+        await query.start()
+        await query.handle(DocEmbeddingsRequest(vectors=rng_vectors(random.Random(1), 1), collection=collection),
+                           _context())
+        figures |= {"host process: RSS MB after first search": _status_mb("VmRSS"),
+                    "host process: peak RSS MB": _status_mb("VmHWM")}
+        await query.close()
+        await replica.close()
+    return figures
+
+
+def _host_process(url: str, log: str, collection: str, data_dir: str, out) -> None:
+    out.put(asyncio.run(_host_alone(url, log, collection, data_dir)))
+
+
+async def host_in_a_process(url: str, log: str, collection: str, data_dir: Path) -> dict[str, float]:
+    """A query host's figures from a process of its own (spawned: it imports what a worker imports)."""
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    child = ctx.Process(target=_host_process, args=(url, log, collection, str(data_dir), out))
+    child.start()
+    try:
+        figures = await asyncio.to_thread(out.get, True, 900)
+    finally:
+        await asyncio.to_thread(child.join, 60)
+        if child.is_alive():
+            child.kill()
+    return figures
+
+
 def rng_vectors(rng: random.Random, n: int) -> list[list[float]]:
     m = np.random.default_rng(rng.randrange(2**32)).standard_normal((n, 384)).astype(np.float32)
     m /= np.linalg.norm(m, axis=1, keepdims=True)
@@ -222,6 +272,8 @@ async def run(backend: str, chunks: int, per_doc: int, fresh: int, workdir: Path
             await replica.close()
             again, checkpoint_s = await replica_ready(bus, log, workdir / f"{backend}-host")
             await again.close()
+            alone = {} if broker is None else await host_in_a_process(broker.url, log, collection,
+                                                                      workdir / f"{backend}-host-alone")
             await writers.close()
     finally:
         if broker is not None:
@@ -243,6 +295,7 @@ async def run(backend: str, chunks: int, per_doc: int, fresh: int, workdir: Path
         "re-ingest answerable p99 ms": percentile(reingested, 99) * 1000,
         "catch-up CPU s (this process)": cpu1 - cpu0, "catch-up CPU s (broker)": broker1 - broker0,
         "peak RSS MB before": rss_before, "peak RSS MB after": rss_after, "RSS MB after catch-up": rss_now,
+        **alone,
     }
 
 
@@ -258,10 +311,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-log-replica-") as tmp:
         results = {b: asyncio.run(run(b, args.chunks, args.per_doc, args.fresh, Path(tmp), args.unbatched))
                    for b in args.backends.split(",")}
-    names = list(next(iter(results.values())))
-    print(f"{'':40}" + "".join(f"{b:>14}" for b in results))
+    names = list(dict.fromkeys(name for figures in results.values() for name in figures))
+    print(f"{'':44}" + "".join(f"{b:>14}" for b in results))
     for name in names:
-        print(f"{name:40}" + "".join(f"{results[b][name]:>14.1f}" for b in results))
+        print(f"{name:44}" + "".join(f"{results[b][name]:>14.1f}" if name in results[b] else f"{'':>14}"
+                                     for b in results))
 
 
 if __name__ == "__main__":
