@@ -12,11 +12,27 @@ from config.settings import load_settings
 from processors.bus import BusError
 from processors.runtime.typed_clients import RemoteError
 
-from . import ask, brokers, check, dlq, ingest, kg, library, mcp_stdio, records, serve, status, topics, worker
+from . import (
+    ask,
+    brokers,
+    check,
+    dlq,
+    ingest,
+    kg,
+    library,
+    mcp_stdio,
+    publish_log,
+    records,
+    serve,
+    status,
+    topics,
+    worker,
+)
 from .common import describe, text, utf8
 
 # In the order `ragbus --help` lists them.
-COMMANDS = (check, worker, ingest, library, ask, serve, mcp_stdio, kg, records, status, dlq, topics, brokers)
+COMMANDS = (check, worker, ingest, library, ask, serve, mcp_stdio, kg, records, status, dlq, topics, publish_log,
+            brokers)
 
 
 class _Parser(argparse.ArgumentParser):

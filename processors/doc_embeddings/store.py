@@ -392,6 +392,20 @@ class VectorStore:
                 self._publish(rows, vectors)
         return len(self._rows)
 
+    def documents(self) -> Iterator[tuple[str, list[Chunk], np.ndarray]]:
+        """Each document the collection serves, in the order first stored: its id, its chunks in
+        position order, and their vectors (what a log of the collection holds of it)."""
+        self.refresh(force=True)
+        rows_of: dict[str, list[int]] = {}
+        for i, row in enumerate(self._rows):
+            rows_of.setdefault(row.document_id, []).append(i)
+        for document_id, rows in rows_of.items():
+            rows.sort(key=lambda i: self._rows[i].position)
+            chunks = [Chunk(chunk_id=r.chunk_id, document_id=r.document_id, text=r.text, position=r.position,
+                            title=r.title, collection=self.collection, generation=r.version)
+                      for r in (self._rows[i] for i in rows)]
+            yield document_id, chunks, self._vectors[rows]
+
     def versions(self, document_id: str) -> dict[str, int]:
         """How many chunks of each version of ``document_id`` the store holds (as loaded)."""
         if self._pending:

@@ -58,6 +58,13 @@ def copy_path(data_dir: Path, processor: str) -> Path:
     return data_dir / ".replicas" / processor / "graph.log"
 
 
+async def append_batch(bus: Bus, topic: str, batch: LoadTriples, change: str) -> str:
+    """Append one stamped batch to the graph's log, as change ``change`` (a key of its own, the collection
+    its order key: see the module); its position."""
+    return await bus.append(topic, _encode(batch), key=f"{batch.collection}/{change}", order_key=batch.collection,
+                            headers={CHANGE: change})
+
+
 class GraphsFromLog:
     """Every collection's graph as the log has it, on one thread of the processor's own."""
 
@@ -129,10 +136,7 @@ class GraphsFromLog:
         change = uuid.uuid4().hex
         self._waiting[change] = None
         try:
-            position = await self.follower.bus.append(
-                self.topic, _encode(stamped(batch, datetime.now(UTC))), key=f"{batch.collection}/{change}",
-                order_key=batch.collection, headers={CHANGE: change},
-            )
+            position = await append_batch(self.follower.bus, self.topic, stamped(batch, datetime.now(UTC)), change)
             if not await self.follower.wait_for(position, self.apply_timeout_s):
                 raise TimeoutError(
                     f"the batch was appended to {self.topic} at {position}, but this replica did not apply it "
