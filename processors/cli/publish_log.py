@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from config.settings import data_dir as data_dir_of
 from config.settings import load_settings
 from processors.bus import Bus, connect
@@ -39,8 +41,6 @@ from processors.kg.from_log import append_batch
 from processors.kg.graph_log import GraphLog, graph_path
 from processors.library.store import Library, collections, library_path
 from processors.runtime.changelog import append_change
-import numpy as np
-
 from schema import Chunk, DeleteDocument, DocumentInfo, EmbeddedChunks, LoadTriples, RecordDocument
 from schema.changelog import CHUNKS, RECORD, SWITCH, chunks_key, document_order, record_key, state_key
 from schema.topics import DOCUMENTS_LOG, GRAPH_LOG
