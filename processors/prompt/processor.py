@@ -77,8 +77,6 @@ class PromptProcessor(Processor[PromptRequest, PromptResult]):
     async def start(self) -> None:
         # A broken template stops the start: better than an error on every request that uses it.
         self.templates = load_templates(self.settings)
-        if self.settings.backend == "openai" and self.settings.openai.context == "sentences":
-            self._narrowing = OneThread("prompt-context")
         backend = make_backend(self.settings)
         try:
             await backend.start()
@@ -86,6 +84,8 @@ class PromptProcessor(Processor[PromptRequest, PromptResult]):
             await backend.close()  # the base calls close() only after a successful start()
             raise
         self.backend = backend
+        if self.settings.backend == "openai" and self.settings.openai.context == "sentences":
+            self._narrowing = OneThread("prompt-context")
 
     async def close(self) -> None:
         if self.backend is not None:
