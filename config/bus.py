@@ -112,6 +112,15 @@ class PulsarOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # consumers (processors/bus/pulsar/stats.py): a Pulsar broker's http://HOST:8080/metrics/, or
     # Pulsar Lite's [metrics] addr. None: status cannot tell them.
     metrics_url: str | None = None
+    # The broker's admin (REST) API, its (or its proxy's) web service. None: the bus URL's first
+    # host on Pulsar's default port, http://HOST:8080 (https://HOST:8443 for pulsar+ssl://).
+    admin_url: str | None = None
+    # Before a log topic (ragbus.changelog.*) is first appended to or read, make sure Pulsar keeps
+    # it whole: unless its applied retention is already infinite, set the topic's own to infinite
+    # through admin_url, and fail if neither (processors/bus/pulsar/retention.py). With Pulsar's
+    # default retention a log no subscription holds is deleted once idle a minute and trimmed as its
+    # ledgers roll. False: the operator has made it infinite (Pulsar Lite has no admin API).
+    keep_logs: bool = True
 
 
 class BusSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -36,10 +36,11 @@ from pathlib import Path
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
+from config.settings import bus_settings
 from processors.bus import connect
 from processors.doc_embeddings.store import VectorStore, collection_dir
 from schema.topics import CHANGELOG_PREFIX
-from scripts.bench.brokers import broker_for
+from scripts.bench.brokers import broker_env, broker_for
 from scripts.bench_log_replica import Writers, replica_ready
 
 # Test-only topic settings, so a short run sees compaction: closed segments of 1 MiB, cleaned as
@@ -132,7 +133,7 @@ async def run(backend: str, documents: int, editions: int, per_doc: int, workdir
             # No compaction until the log is whole: "before" is the log as written.
             await admin.create_topics([NewTopic(log, PARTITIONS, 1, topic_configs=BENCH_KAFKA_TOPIC | HELD)])
             await admin.close()
-        async with await connect(broker.url) as bus:
+        async with await connect(broker.url, bus_settings(environ=broker_env(broker))) as bus:
             writers = Writers(bus, log)
             await writers.start()
             rng, slots = random.Random(7), asyncio.Semaphore(8)
@@ -155,7 +156,9 @@ async def run(backend: str, documents: int, editions: int, per_doc: int, workdir
             compaction_s = await _compact(backend, broker, log, floor_s=20.0)
             bytes_after = size(broker, log)
             after_s, read_after, held_after = await _fresh_replica(bus, log, workdir / f"{backend}-after")
-            assert held_before == held_after == documents * per_doc, (held_before, held_after)
+            if not held_before == held_after == documents * per_doc:
+                raise RuntimeError(f"a new replica held {held_before} chunks before compaction ({read_before} records "
+                                   f"read) and {held_after} after ({read_after} read), of {documents * per_doc}")
     finally:
         broker.stop()
     return {"documents x editions": documents * editions, "chunks live": documents * per_doc,

@@ -49,6 +49,7 @@ from pathlib import Path
 
 import numpy as np
 
+from config.settings import bus_settings
 from processors.bus import connect
 from processors.doc_embeddings import (
     DocEmbeddingsDeleteProcessor,
@@ -71,7 +72,7 @@ from schema import (
 )
 from schema.changelog import parse_token
 from schema.topics import CHANGELOG_PREFIX
-from scripts.bench.brokers import broker_for
+from scripts.bench.brokers import broker_env, broker_for
 from scripts.bench.cpu import cpu_of
 from scripts.bench.stats import percentile
 
@@ -143,9 +144,9 @@ def _status_mb(field: str) -> float:
     return int(line.split()[1]) / 1024
 
 
-async def _host_alone(url: str, log: str, collection: str, data_dir: str) -> dict[str, float]:
+async def _host_alone(url: str, env: dict[str, str], log: str, collection: str, data_dir: str) -> dict[str, float]:
     figures = {"host process: RSS MB imported": _status_mb("VmRSS")}
-    async with await connect(url) as bus:
+    async with await connect(url, bus_settings(environ=env)) as bus:
         replica, ready_s = await replica_ready(bus, log, Path(data_dir))
         figures |= {"host process: ready from empty s": ready_s,
                     "host process: RSS MB caught up": _status_mb("VmRSS")}
@@ -162,15 +163,16 @@ async def _host_alone(url: str, log: str, collection: str, data_dir: str) -> dic
     return figures
 
 
-def _host_process(url: str, log: str, collection: str, data_dir: str, out) -> None:
-    out.put(asyncio.run(_host_alone(url, log, collection, data_dir)))
+def _host_process(url: str, env: dict[str, str], log: str, collection: str, data_dir: str, out) -> None:
+    out.put(asyncio.run(_host_alone(url, env, log, collection, data_dir)))
 
 
-async def host_in_a_process(url: str, log: str, collection: str, data_dir: Path) -> dict[str, float]:
+async def host_in_a_process(url: str, env: dict[str, str], log: str, collection: str,
+                            data_dir: Path) -> dict[str, float]:
     """A query host's figures from a process of its own (spawned: it imports what a worker imports)."""
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    child = ctx.Process(target=_host_process, args=(url, log, collection, str(data_dir), out))
+    child = ctx.Process(target=_host_process, args=(url, env, log, collection, str(data_dir), out))
     child.start()
     try:
         figures = await asyncio.to_thread(out.get, True, 900)
@@ -203,7 +205,8 @@ async def run(backend: str, chunks: int, per_doc: int, fresh: int, workdir: Path
     if broker is not None:
         broker.start()
     try:
-        async with await connect(f"memory://bench-{uuid.uuid4().hex[:6]}" if broker is None else broker.url) as bus:
+        url = f"memory://bench-{uuid.uuid4().hex[:6]}" if broker is None else broker.url
+        async with await connect(url, bus_settings(environ=broker_env(broker))) as bus:
             log, collection = f"{CHANGELOG_PREFIX}bench-{uuid.uuid4().hex[:6]}", "bench"
             writers = Writers(bus, log)
             await writers.start()
@@ -272,7 +275,7 @@ async def run(backend: str, chunks: int, per_doc: int, fresh: int, workdir: Path
             await replica.close()
             again, checkpoint_s = await replica_ready(bus, log, workdir / f"{backend}-host")
             await again.close()
-            alone = {} if broker is None else await host_in_a_process(broker.url, log, collection,
+            alone = {} if broker is None else await host_in_a_process(broker.url, broker_env(broker), log, collection,
                                                                       workdir / f"{backend}-host-alone")
             await writers.close()
     finally:

@@ -47,11 +47,12 @@ async def main() -> int:
     with brokers.temporary_workdir() as workdir:
         broker = broker_for(args.backend, workdir / "broker").start()
         chaos = LogChaos(broker.url, workdir, uuid.uuid4().hex[:8], writers=args.writers,
-                         replicas=args.replicas, documents=args.documents)
+                         replicas=args.replicas, documents=args.documents, extra_env=broker.client_env)
         try:
             say(f"{args.backend} on {broker.url}: starting {args.writers} writer(s) and {args.replicas} replica(s)")
             await chaos.start()
-            async with await connect(broker.url, bus_settings(environ=selection.broker_env())) as bus, \
+            settings = bus_settings(environ={**selection.broker_env(), **broker.client_env})
+            async with await connect(broker.url, settings) as bus, \
                     RequestClient(bus, name="chaos", timeout_s=60, resend_after_s=10) as client:
                 report = await chaos.run(client, seconds=args.seconds, kill_every=args.kill_every,
                                          restart_after=args.restart_after, progress=say)

@@ -11,7 +11,7 @@ import pytest
 
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
-from processors.testing import selection
+from processors.testing import brokers, selection
 
 from .helpers.brokers import own_broker, session_broker, settings_for_tests
 
@@ -72,8 +72,15 @@ def own_kafka_broker(tmp_path):
 def pulsar_broker(tmp_path_factory):
     """The session's Pulsar: Apache Pulsar unless ``RAGBUS_TEST_PULSAR`` says otherwise."""
     broker = session_broker("pulsar", tmp_path_factory.mktemp("pulsar"))
+    # Its admin API, for the tests' settings and every process a test starts on it (its port is not 8080).
+    previous = os.environ.get(brokers.ADMIN_URL_ENV)
+    os.environ.update(broker.client_env)
     yield broker
     broker.stop()
+    if previous is None:
+        os.environ.pop(brokers.ADMIN_URL_ENV, None)
+    else:
+        os.environ[brokers.ADMIN_URL_ENV] = previous
 
 
 @pytest.fixture

@@ -175,12 +175,14 @@ def _pulsar_serves(broker: BrokerProcess, log_start: int) -> bool:
 
 
 def apache_pulsar(workdir: Path, host: str = "127.0.0.1", wrap: Sequence[str] = (), *,
-                  stats_interval_s: int = PULSAR_STATS_INTERVAL_S) -> BrokerProcess:
-    """Apache Pulsar standalone on ``host``; ``stats_interval_s`` short for a test that watches its gauges move."""
+                  stats_interval_s: int = PULSAR_STATS_INTERVAL_S,
+                  conf: dict[str, object] | None = None) -> BrokerProcess:
+    """Apache Pulsar standalone on ``host``; ``stats_interval_s`` short for a test that watches its gauges
+    move; ``conf``: broker settings of a test's own (e.g. how soon an idle topic is deleted)."""
     classpath = jars.classpath("pulsar")
     port, http_port, bookie_port, stream_port = (free_port() for _ in range(4))
     config = workdir / "pulsar-standalone.conf"
-    _properties(config, pulsar_conf(host, port, http_port, stats_interval_s))
+    _properties(config, pulsar_conf(host, port, http_port, stats_interval_s) | (conf or {}))
     log4j = _log_config(workdir, "pulsar", "org.apache.pulsar.PulsarStandalone")
     data = workdir / "pulsar-data"
     argv = [*wrap, java(), *PULSAR_HEAP, *PULSAR_OPENS, "-XX:+UseG1GC", "-Djava.awt.headless=true",

@@ -33,10 +33,14 @@ READY_TIMEOUT_S = 20.0
 #   fetch_max_wait_ms (1000 ms) on every message: poll every 5 ms instead (costs CPU).
 # - Pulsar Lite 0.2 refuses a consumer id another process already holds in a subscription:
 #   spread each process's consumer ids (config/bus.py PulsarOptions.consumer_id_spread).
+# - Pulsar Lite has no admin API, so ragbus cannot make its log topics' retention infinite, and
+#   keeps every message anyway (PulsarOptions.keep_logs).
 LIGHT_BROKER_ENV = {
     "kafka": {"RAGBUS_BUS__KAFKA__FETCH_MAX_WAIT_MS": "5"},
-    "pulsar": {"RAGBUS_BUS__PULSAR__CONSUMER_ID_SPREAD": "8"},
+    "pulsar": {"RAGBUS_BUS__PULSAR__CONSUMER_ID_SPREAD": "8", "RAGBUS_BUS__PULSAR__KEEP_LOGS": "false"},
 }
+# Where a ragbus process finds an Apache Pulsar test broker's admin API (its port is not Pulsar's 8080).
+ADMIN_URL_ENV = "RAGBUS_BUS__PULSAR__ADMIN_URL"
 
 
 def free_port() -> int:
@@ -101,6 +105,16 @@ class BrokerProcess:
     def metrics_url(self) -> str | None:
         """Where Pulsar's broker serves its Prometheus metrics (``[bus.pulsar] metrics_url``)."""
         return None if self.http_port is None else f"http://{self.host}:{self.http_port}/metrics/"
+
+    @property
+    def admin_url(self) -> str | None:
+        """Where Pulsar's broker serves its admin API (``[bus.pulsar] admin_url``)."""
+        return None if self.http_port is None else f"http://{self.host}:{self.http_port}"
+
+    @property
+    def client_env(self) -> dict[str, str]:
+        """What a ragbus process needs, beyond the URL, to use this broker: its admin API's address."""
+        return {ADMIN_URL_ENV: self.admin_url} if self.admin_url else {}
 
     def start(self, timeout: float | None = None) -> BrokerProcess:
         timeout = self.ready_timeout_s if timeout is None else timeout

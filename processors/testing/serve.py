@@ -73,6 +73,10 @@ def serve_brokers(which: list[str], *, light: bool = False) -> int:
                         env = {k: v for name in which for k, v in brokers.LIGHT_BROKER_ENV[name].items()}
                         settings = " ".join(f"{k}={v}" for k, v in env.items())
                         print(f"Light-broker settings for ragbus processes: export {settings}", flush=True)
+                    admin = {k: v for b in started for k, v in b.client_env.items()}
+                    if admin:  # an Apache Pulsar's web service is not on Pulsar's 8080 here (retention.py)
+                        print("Its admin API, for ragbus processes that keep logs on it: export "
+                              + " ".join(f"{k}={v}" for k, v in admin.items()), flush=True)
                     print("Ctrl-C to stop. Example: RAGBUS_BUS__URL=" + started[0].url + " ragbus check", flush=True)
                 done.wait()
             except KeyboardInterrupt:

@@ -20,6 +20,7 @@ def broker_for(backend: str, workdir: Path) -> brokers.BrokerProcess:
     return selection.factory(backend)(workdir)
 
 
-def broker_env() -> dict[str, str]:
-    """The settings the chosen brokers need beyond ragbus's defaults: none for the Apache ones."""
-    return selection.broker_env()
+def broker_env(broker: brokers.BrokerProcess | None = None) -> dict[str, str]:
+    """The settings the chosen brokers need beyond ragbus's defaults: a light broker's quirks, and where
+    ``broker`` (an Apache Pulsar on ports of its own) serves its admin API."""
+    return {**selection.broker_env(), **(broker.client_env if broker is not None else {})}

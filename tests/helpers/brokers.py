@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -16,6 +17,8 @@ class ExternalBroker:
 
     url: str
     metrics_url: str | None = None
+    admin_url: str | None = None  # Pulsar's default, http://HOST:8080 ([bus.pulsar] admin_url)
+    client_env: dict = field(default_factory=dict)
 
     def stop(self, **_) -> None:
         pass
@@ -49,14 +52,20 @@ def own_broker(bus: str, workdir, *args, **options):
     return start_test_broker(selection.factory(bus), workdir, *args, **options)
 
 
-def settings_for_tests(**overrides) -> BusSettings:
-    """Quick commits and redeliveries for tests; a light broker's own settings only against it."""
+def settings_for_tests(broker=None, **overrides) -> BusSettings:
+    """Quick commits and redeliveries for tests; a light broker's own settings only against it; the
+    admin API of ``broker`` (a test's own Pulsar), else of the session's."""
     kafka: dict = {"commit_interval_ms": 50}
     pulsar: dict = {"negative_ack_redelivery_delay_ms": 50}
     if selection.choice("kafka") == "light":
         kafka["fetch_max_wait_ms"] = 5  # brokers.LIGHT_BROKER_ENV
     if selection.choice("pulsar") == "light":
         pulsar["consumer_id_spread"] = 8
+        pulsar["keep_logs"] = False
+    elif broker is not None and getattr(broker, "admin_url", None):
+        pulsar["admin_url"] = broker.admin_url
+    elif os.environ.get(brokers.ADMIN_URL_ENV):  # the session's Pulsar (conftest.py)
+        pulsar["admin_url"] = os.environ[brokers.ADMIN_URL_ENV]
     base = {"connect_timeout_s": 5.0, "max_attempts": 3,
             "kafka": KafkaOptions(**kafka), "pulsar": PulsarOptions(**pulsar)}
     base.update(overrides)

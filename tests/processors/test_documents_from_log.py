@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import uuid
 
 import msgspec
@@ -21,6 +22,7 @@ from processors.ingestion import ingest
 from processors.runtime.worker import processors_running
 from processors.bus import LogRecord
 from processors.bus.memory import drop_memory_broker
+from processors.testing import brokers, selection
 from schema import (
     DeleteDocument,
     EmbeddedChunks,
@@ -42,7 +44,7 @@ from ..helpers.rag_pipeline import DOCS
 from ..helpers.serving import client_on
 
 @pytest.fixture
-def bus_url(backend, tmp_path):
+def bus_url(backend, tmp_path, monkeypatch):
     """A bus of this test's own. The ingestion host's consumer groups are new ones, and a new group
     reads its topics from their start (as a new worker must, to take what waits for it): on the
     session's broker that is every earlier test's requests, which its writers would append to this
@@ -54,6 +56,8 @@ def bus_url(backend, tmp_path):
         return
     (tmp_path / "broker").mkdir()
     broker = own_broker(backend, tmp_path / "broker")
+    for name, value in broker.client_env.items():  # its admin API, for open_bus and host_settings
+        monkeypatch.setenv(name, value)
     try:
         yield broker.url
     finally:
@@ -67,7 +71,8 @@ QUERY = ("documents-replica", "keyword-query", "fetch-chunk", "doc-embeddings-qu
 
 def host_settings(data_dir, names, log: str, suffix: str, *, host: str, own_topics: bool):
     """Settings of one host: its own data dir and groups; the query host's processors on topics of its own."""
-    settings = load_settings(environ={})
+    settings = load_settings(environ={**selection.broker_env(), **{
+        k: v for k, v in os.environ.items() if k == brokers.ADMIN_URL_ENV}})
     for name in names:
         section = settings.processors[name]
         section["group"] = f"{name}-{host}-{suffix}"

@@ -39,8 +39,8 @@ FILLER = 150  # documents beside DOCS: enough records that catching up takes a m
 SLOW_KBIT = 800  # q3's cable while it is killed catching up: reading the log takes seconds
 
 
-def host_env(tmp_path, host: str, suffix: str) -> dict[str, str]:
-    return log_hosts.host_env(tmp_path, host, suffix, query=host != "ingest")
+def host_env(tmp_path, host: str, suffix: str, broker) -> dict[str, str]:
+    return log_hosts.host_env(tmp_path, host, suffix, query=host != "ingest", extra=broker.client_env)
 
 
 @pytest.fixture
@@ -73,14 +73,15 @@ async def test_query_hosts_of_their_own_make_their_stores_from_the_log(which, ne
     workers: dict[str, WorkerProcess] = {}
 
     async def start(host: str, names) -> WorkerProcess:
-        workers[host] = await WorkerProcess(list(names), broker.url, host_env(tmp_path, host, suffix),
+        workers[host] = await WorkerProcess(list(names), broker.url, host_env(tmp_path, host, suffix, broker),
                                             wrap=network[host].wrap).start(timeout=300)
         return workers[host]
 
     try:
         await start("ingest", log_hosts.INGESTION)
         await asyncio.gather(start("q1", pipelines.LOG_REPLICA), start("q2", pipelines.LOG_REPLICA))
-        async with await connect(broker.url, settings_for_tests()) as bus, RequestClient(bus, name="caller") as client:
+        async with await connect(broker.url, settings_for_tests(broker)) as bus, \
+                RequestClient(bus, name="caller") as client:
             def rag(host: str) -> DocumentRagClient:
                 return DocumentRagClient(client, topic=f"document-rag-{host}", timeout=60)
 
@@ -115,7 +116,7 @@ async def test_query_hosts_of_their_own_make_their_stores_from_the_log(which, ne
             # it has written some of its stores seconds before it has read the whole log (on a fast cable
             # the log is read before the first batch is published, and no moment is "mid-catch-up").
             network.throttle(network["q3"], kbit=SLOW_KBIT)
-            slow = host_env(tmp_path, "q3", suffix)
+            slow = host_env(tmp_path, "q3", suffix, broker)
             slow[log_hosts.var("documents-replica", "batch_s")] = "0.5"
             killed = WorkerProcess(list(pipelines.LOG_REPLICA), broker.url, slow, wrap=network["q3"].wrap)
             await killed.spawn()
@@ -143,7 +144,7 @@ async def test_query_hosts_of_their_own_make_their_stores_from_the_log(which, ne
                 assert await _facts_from(rag(host), collection, "loops", as_of=before), "as_of before the delete"
             # A host added last catches up and answers, the delete included.
             await workers.pop("q1").stop(timeout=30)
-            fresh = host_env(tmp_path, "q1", suffix)
+            fresh = host_env(tmp_path, "q1", suffix, broker)
             fresh["RAGBUS_DATA_DIR"] = str(tmp_path / "q1-new")
             workers["q1"] = await WorkerProcess(list(pipelines.LOG_REPLICA), broker.url, fresh,
                                                 wrap=network["q1"].wrap).start(timeout=300)

@@ -26,10 +26,11 @@ pytestmark = pytest.mark.brokers
 @pytest.mark.parametrize("which", ["kafka", "pulsar"])
 async def test_kill_9_of_writers_and_replicas_loses_no_acknowledged_version_and_serves_no_half_one(which, tmp_path):
     broker = own_broker(which, tmp_path)
-    chaos = LogChaos(broker.url, tmp_path, uuid.uuid4().hex[:8], writers=2, replicas=2, documents=6)
+    chaos = LogChaos(broker.url, tmp_path, uuid.uuid4().hex[:8], writers=2, replicas=2, documents=6,
+                     extra_env=broker.client_env)
     try:
         await chaos.start()
-        async with await connect(broker.url, settings_for_tests()) as bus, \
+        async with await connect(broker.url, settings_for_tests(broker)) as bus, \
                 RequestClient(bus, name="chaos", timeout_s=60, resend_after_s=10) as client:
             report = await chaos.run(client, seconds=45, kill_every=9, restart_after=2, progress=print)
     finally:

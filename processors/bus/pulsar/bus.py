@@ -43,6 +43,7 @@ from ..base import Bus, BusError, BusUnavailable, Delivery, GroupStatus, LogRead
 from ..url import BusAddress
 from . import changelog as pulsar_changelog
 from . import log as pulsar_log
+from . import retention as pulsar_retention
 from . import stats as pulsar_stats
 from .inbox import Inbox
 
@@ -170,6 +171,7 @@ class PulsarBus(Bus):
         self._shared = client
         self._client = client.client
         self._producers: dict[str, asyncio.Future[pulsar_async.Producer]] = {}
+        self._kept: dict[str, asyncio.Future[None]] = {}  # log topics known to be kept whole
         self._stats_lock = asyncio.Lock()
         self._stats_cache: tuple[float, pulsar_stats.BrokerStats] | None = None
 
@@ -291,7 +293,8 @@ class PulsarBus(Bus):
     async def _append(self, topic: str, body: bytes | None, key: str, order_key: str,
                       headers: dict[str, str]) -> str:
         # ragbus's Pulsar topics have one partition: every record is in order, whatever its order key.
-        producer = await self._producer(topic)
+        producer = await self._producer(topic)  # made first: the topic must exist for its policy
+        await self._keep_whole(topic)
         try:
             # An empty payload is how Pulsar's compaction knows a tombstone.
             message_id = await producer.send(body or b"", headers, partition_key=key)
@@ -300,7 +303,28 @@ class PulsarBus(Bus):
         return pulsar_changelog.position_of(message_id)
 
     async def _read_log(self, topic: str, after: str | None) -> LogReader:
-        return await pulsar_changelog.PulsarLogReader.open(self._client, self._full_name(topic), topic, after)
+        reader = await pulsar_changelog.PulsarLogReader.open(self._client, self._full_name(topic), topic, after)
+        try:
+            await self._keep_whole(topic)
+        except BaseException:
+            await reader.close()
+            raise
+        return reader
+
+    async def _keep_whole(self, topic: str) -> None:
+        """Once a bus per log topic: until Pulsar keeps it whole ([bus.pulsar] keep_logs, retention.py)."""
+        if not self.settings.pulsar.keep_logs:
+            return
+        future = self._kept.get(topic)
+        if future is None:
+            future = self._kept[topic] = asyncio.ensure_future(pulsar_retention.keep_whole(
+                self.settings.pulsar, self.address, topic, self.settings.connect_timeout_s))
+        try:
+            await asyncio.shield(future)
+        except Exception:
+            if self._kept.get(topic) is future:  # not cached: the next append or reader asks again
+                del self._kept[topic]
+            raise
 
     async def _read_retained(self, topic: str) -> list[Retained]:
         # A reader: no subscription is made or moved, nothing is acknowledged.
