@@ -25,8 +25,9 @@ facts already say; choosing and citing is the whole job:
   ...``): it is the reference's own entry for the name, where the sentences that only repeat the
   name often outscore it (``definitions_first``);
 - the best ``max_sentences`` document sentences come first, most relevant
-  first, each followed by its document's citation (``[doc#3]``, or ``[2]``
-  by position); then the best ``max_facts`` facts, each as its citation
+  first, each picked balancing its relevance against what the sentences picked before it
+  already say (maximal marginal relevance, ``diversity``), each followed by its document's
+  citation (``[doc#3]``, or ``[2]`` by position); then the best ``max_facts`` facts, each as its citation
   ``[fact: ...]``, after the snapshot header line when ``at_time`` was given
   (no facts in the answer, no header);
 - ties go to the passage given first; a sentence repeated in several documents, word for
@@ -158,28 +159,40 @@ def asked_names(query: str) -> frozenset[str]:
     return frozenset(m.rsplit(".", 1)[-1] for m in IDENT.findall(query.casefold()) if not m.isalnum())
 
 
-def near(a: set[str], b: set[str]) -> bool:
-    union = a | b
-    return bool(union) and len(a & b) >= NEAR * len(union)
+def similarity(a: list[set[str]], b: list[set[str]]) -> float:
+    """Jaccard of two passages' term sets, the closest of their texts and first sentences."""
+    return max((len(x & y) / len(x | y) for x in a for y in b if x | y), default=0.0)
 
 
 def best_once(found: list[Passage], scores: list[float], indexes: list[int], limit: int,
-              min_score: float, lead: frozenset[int] = frozenset()) -> list[tuple[int, list[str]]]:
-    """``best``, with a sentence nearly the same as one already taken merged into it: each taken
-    passage with the citations of every document it is in, in the order they were met."""
+              min_score: float, lead: frozenset[int] = frozenset(),
+              diversity: float = 0.0) -> list[tuple[int, list[str]]]:
+    """``best``, each pick balanced against what is already said (maximal marginal relevance: a
+    passage's score, as a share of the best one's, less ``diversity`` times its similarity to the
+    closest passage taken; 0 = by score alone), with a sentence nearly the same as one taken merged
+    into it: each taken passage with the citations of every document it is in, in the order met."""
     ranked = best(scores, indexes, len(indexes), min_score, lead)
-    taken: list[tuple[int, list[str]]] = []
-    sets: list[list[set[str]]] = []  # per passage taken: its terms, and its first sentence's when joined
+    order = {i: n for n, i in enumerate(ranked)}
+    top = max((scores[i] for i in ranked), default=0.0) or 1.0
+    terms_of = {i: [set(terms(text)) for text in (found[i].text, found[i].head) if text] for i in ranked}
+    taken: list[int] = []
+    closest = dict.fromkeys(ranked, 0.0)  # each candidate's similarity to the closest passage taken
+    pool = list(ranked)
+    while pool and len(taken) < limit:
+        pick = min(pool, key=lambda i: (i not in lead, diversity * closest[i] - scores[i] / top, order[i]))
+        taken.append(pick)
+        pool = [i for i in pool if i != pick]
+        for i in pool:
+            closest[i] = max(closest[i], similarity(terms_of[i], terms_of[pick]))
+        pool = [i for i in pool if closest[i] < NEAR]  # nearly the same as one taken: merged below
+    cites = {i: cited(found[i]) for i in taken}
     for i in ranked:
-        mine = [set(terms(text)) for text in (found[i].text, found[i].head) if text]
-        same = next((n for n, other in enumerate(sets) if any(near(a, b) for a in mine for b in other)), None)
-        if same is not None:
-            taken[same][1].extend(c for c in cited(found[i]) if c not in taken[same][1])
+        if i in cites:
             continue
-        if len(taken) < limit:
-            taken.append((i, cited(found[i])))
-            sets.append(mine)
-    return taken
+        same = next((t for t in taken if similarity(terms_of[i], terms_of[t]) >= NEAR), None)
+        if same is not None:
+            cites[same].extend(c for c in cited(found[i]) if c not in cites[same])
+    return [(i, cites[i]) for i in taken]
 
 
 def compose(inp: PromptInput, settings: ExtractiveSettings) -> str:
@@ -200,7 +213,8 @@ def choose(inp: PromptInput, settings: ExtractiveSettings,
     fact_ids = [i for i, p in enumerate(found) if p.is_fact]
     asked = asked_names(inp.query) if settings.definitions_first else frozenset()
     lead = frozenset(i for i in sentence_ids if asked.intersection(found[i].defines))
-    picked_sentences = best_once(found, scores, sentence_ids, max_sentences, settings.min_score, lead)
+    picked_sentences = best_once(found, scores, sentence_ids, max_sentences, settings.min_score, lead,
+                                 settings.diversity)
     picked_facts = best(scores, fact_ids, settings.max_facts, settings.min_score) if settings.max_facts else []
     return found, picked_sentences, picked_facts
 

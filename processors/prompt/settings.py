@@ -54,6 +54,10 @@ class ExtractiveSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=Tru
     # A sentence that starts with "It", "This", "These", "They", "Its", "Their" or "Such" is said with
     # the sentence before it, as one line, while the two fit in max_sentence_chars.
     refer_back: bool = True
+    # Each sentence is picked balancing relevance against what the answer already says (maximal
+    # marginal relevance): its score as a share of the best one's, less diversity times its word
+    # overlap (Jaccard) with the closest sentence already picked. 0 = by relevance alone.
+    diversity: Annotated[float, msgspec.Meta(ge=0)] = 0.5
 
 
 class OpenAISettings(RetrySettings, kw_only=True, forbid_unknown_fields=True):

@@ -322,6 +322,20 @@ def test_a_sentence_said_nearly_the_same_in_two_documents_is_said_once_citing_bo
     assert not any("saves the memory" in line for line in lines)
 
 
+def test_diversity_picks_what_the_answer_does_not_say_yet_over_a_second_wording_of_it():
+    docs = ["A generator function uses yield to produce its values lazily, one at a time.",
+            "A generator function uses yield to produce values for a for loop.",
+            "Each generator is an iterator, made by calling its function.", "Bananas are yellow.",
+            "The sky is blue today."]
+    variables = {"query": "How does a generator function use yield?", "documents": docs,
+                 "document_ids": ["a#1", "b#2", "c#3", "d#4", "e#5"]}
+    by_relevance = answer(variables, max_sentences=2, rank_weight=0, diversity=0).splitlines()
+    balanced = answer(variables, max_sentences=2, rank_weight=0, diversity=1).splitlines()
+    assert by_relevance[0] == balanced[0] == "A generator function uses yield to produce values for a for loop. [b#2]"
+    assert by_relevance[1].endswith("[a#1]")  # the best two say nearly the same (2 words of 3 shared)
+    assert balanced[1] == "Each generator is an iterator, made by calling its function. [c#3]"
+
+
 def test_words_meet_on_their_stems_and_identifiers_stay_whole():
     assert stems("Casefolding globals called __getattr__ str.casefold") == [
         "casefold", "global", "call", "getattr", "str", "casefold", "__getattr__", "str.casefold"]

@@ -8,9 +8,8 @@ payload and the key: what Pulsar's topic compaction reads as the key's removal. 
 reads compacted (``is_read_compacted``): where the topic was compacted, it gets each key's
 latest record up to the compaction horizon, then everything after it. Compaction runs when the
 namespace's (or topic's) compaction threshold is passed, or when an operator asks for it
-(``pulsar-admin topics compact``); without it the topic keeps every record, as its retention
-policy says (a changelog's namespace needs infinite retention: ``pulsar-admin namespaces
-set-retention -s -1 -t -1``).
+(``pulsar-admin topics compact``); without it the topic keeps every record, since the bus makes
+a log topic's retention infinite before it first appends to or reads it (``retention.py``).
 """
 
 from __future__ import annotations
