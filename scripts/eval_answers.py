@@ -20,7 +20,8 @@ each question over the memory bus. Measured per half
   of answers with at least one;
 - duplicates: pairs of lines in one answer with token Jaccard >= 0.8;
 - citations: the share of answers (other than "nothing found") that cite a chunk they were drawn
-  from, and the citations of a chunk id that was not given (a model can make one up);
+  from, and the citations of a chunk id or a fact that was not given (a model can make one up, or
+  copy the prompt's example);
 - failed: questions answered with an error (a prompt longer than the model's context is one).
 
 ``--show`` prints every fragment (whole) and duplicate pair (each shortened at a word, marked "…"), and the
@@ -60,6 +61,7 @@ from scripts.eval_conversations import settings_for
 
 
 _CHUNK_CITATION = re.compile(r"\[([^\[\]\s]+#\d+)\]")
+_FACT_CITATION = re.compile(r"\[fact: ([^\[\]]*)\]")
 
 
 async def ask_all(settings, questions: list[evalset.Question]) -> dict[str, DocumentRagResponse | str]:
@@ -115,6 +117,8 @@ def report(questions: list[evalset.Question], relevant: dict[str, list[str]],
                 citing += bool(r.cited)
             given = {c.chunk_id for c in r.chunks}
             invented += sum(cid not in given for cid in _CHUNK_CITATION.findall(r.answer))
+            given_facts = {f.text.casefold() for f in r.facts}
+            invented += sum(t.strip().casefold() not in given_facts for t in _FACT_CITATION.findall(r.answer))
             answer_lines = answers.lines(r.answer)
             why = [(line, answers.fragment(line)) for line in answer_lines]
             bad = [(line, w) for line, w in why if w]

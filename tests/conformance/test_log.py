@@ -16,7 +16,7 @@ import pytest
 from processors.bus import BusConfigError, LogReader, LogRecord
 from schema.topics import CHANGELOG_PREFIX
 
-from ..helpers.receiving import RECEIVE_TIMEOUT
+from ..helpers.receiving import RECEIVE_TIMEOUT, read_to_end
 
 
 @pytest.fixture
@@ -26,17 +26,6 @@ def log_topic():
 
 async def read(reader: LogReader, n: int) -> list[LogRecord]:
     return [await asyncio.wait_for(reader.next(), RECEIVE_TIMEOUT) for _ in range(n)]
-
-
-async def read_to_end(reader: LogReader) -> list[LogRecord]:
-    """Every record until the reader has caught up (records may be spread over partitions)."""
-    got = []
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + RECEIVE_TIMEOUT
-    while not await reader.caught_up():
-        assert loop.time() < deadline, f"not caught up after {len(got)} records"
-        got.append(await asyncio.wait_for(reader.next(), RECEIVE_TIMEOUT))
-    return got
 
 
 async def test_a_reader_gets_every_record_in_its_keys_order_with_tombstones(open_bus, log_topic):

@@ -21,7 +21,7 @@ from processors.testing import brokers, selection
 from schema.topics import CHANGELOG_PREFIX
 
 from ..helpers.brokers import own_broker, settings_for_tests
-from .test_log import read_to_end
+from ..helpers.receiving import read_to_end
 
 pytestmark = pytest.mark.skipif(selection.choice("pulsar") == "light",
                                 reason="Pulsar Lite has no admin API and keeps every message ([bus.pulsar] keep_logs)")

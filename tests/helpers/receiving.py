@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from processors.bus import LogReader, LogRecord
+
 RECEIVE_TIMEOUT = 20.0
 
 
@@ -25,3 +27,14 @@ async def receive_until(sub, body: bytes, *, ack: bool = True):
         if d.body == body:
             return seen
         seen.append(d.body)
+
+
+async def read_to_end(reader: LogReader) -> list[LogRecord]:
+    """Every record until the reader has caught up (records may be spread over partitions)."""
+    got = []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + RECEIVE_TIMEOUT
+    while not await reader.caught_up():
+        assert loop.time() < deadline, f"not caught up after {len(got)} records"
+        got.append(await asyncio.wait_for(reader.next(), RECEIVE_TIMEOUT))
+    return got
