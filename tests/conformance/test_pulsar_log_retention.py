@@ -10,6 +10,7 @@ otherwise; a plain topic beside the log shows that the broker did delete what it
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 
 import httpx
@@ -17,8 +18,11 @@ import msgspec
 import pytest
 
 from processors.bus import BusError, connect
+from processors.runtime.replica_reports import read_reports
 from processors.testing import brokers, selection
-from schema.topics import CHANGELOG_PREFIX
+from schema import encode
+from schema.changelog import ReplicaReport
+from schema.topics import CHANGELOG_PREFIX, REPLICAS_LOG
 
 from ..helpers.brokers import own_broker, settings_for_tests
 from ..helpers.receiving import read_to_end
@@ -84,6 +88,13 @@ async def test_a_log_pulsar_would_not_keep_is_refused_with_the_command_that_fixe
         assert nowhere in str(refused.value)
         with pytest.raises(BusError, match="set-retention"):
             await bus.read_log(log)
+        # The replicas' reports are not state (each is sent again every few seconds): a replica
+        # reports and status reads it without the admin API.
+        replica = f"refused-{uuid.uuid4().hex[:8]}"
+        report = ReplicaReport(replica=replica, log_topic=log, applied=0, behind=None, caught_up=False,
+                               checkpoint="", reported_at=time.time())
+        await bus.append(REPLICAS_LOG, encode(report), key=replica)
+        assert replica in [r.replica for r in await read_reports(bus)]
     async with await connect(pulsar_broker.url, settings_for_tests()) as bus:
         reader = await bus.read_log(log)
         try:

@@ -38,6 +38,7 @@ import pulsar
 import pulsar.asyncio as pulsar_async
 
 from config.bus import BusSettings
+from schema.topics import REPLICAS_LOG
 
 from ..base import Bus, BusError, BusUnavailable, Delivery, GroupStatus, LogReader, Retained, Subscription
 from ..url import BusAddress
@@ -313,7 +314,9 @@ class PulsarBus(Bus):
 
     async def _keep_whole(self, topic: str) -> None:
         """Once a bus per log topic: until Pulsar keeps it whole ([bus.pulsar] keep_logs, retention.py)."""
-        if not self.settings.pulsar.keep_logs:
+        # The replicas' reports are sent again every few seconds: a lost one is not state, and
+        # `ragbus status` reads them without needing the admin API.
+        if not self.settings.pulsar.keep_logs or topic == REPLICAS_LOG:
             return
         future = self._kept.get(topic)
         if future is None:

@@ -13,6 +13,7 @@ So before a bus first appends to or reads a log topic, it reads the topic's appl
 sets the topic's own and waits until the broker applies it (topic policies travel on a system
 topic, so they apply a moment later). Where that cannot be done (no admin API at the URL, no
 admin rights, topic policies disabled) it fails, naming the command that sets the namespace's.
+The replicas' reports (``ragbus.changelog.replicas``) are not state and are left as they are.
 Hand-written: pulsar-client has no admin API, and these are two REST calls.
 """
 
