@@ -12,7 +12,7 @@ kind in the ``KIND`` header:
 All records of a document share its order key (``document_order``), so every replica applies
 them in the order they were appended: a version's chunks, then the switch to it, then its
 record. Keys say what compaction may forget: a document's switch or removal share one key (its
-latest is its state); each staged run of chunks, each discard and the record have keys of their own.
+latest is its state); each staged run of chunks (each write's own), each discard and the record have keys of their own.
 """
 
 from __future__ import annotations
@@ -34,8 +34,15 @@ def document_order(collection: str, document_id: str) -> str:
     return f"{collection}{_SEP}{document_id}"
 
 
-def chunks_key(collection: str, document_id: str, version: str, first_position: int) -> str:
-    return f"{document_order(collection, document_id)}{_SEP}chunks{_SEP}{version}{_SEP}{first_position}"
+def chunks_key(collection: str, document_id: str, version: str, first_position: int, write: str) -> str:
+    """The key of one staged run: of one write (``write``, its request id), never reused by a later one.
+
+    A document edited and reverted stages its first version again. Were the key only the version's,
+    the tombstone a lagging tombstoner appends for the first staging (superseded by the edit) could
+    land after the second, and compaction would drop the live run. A write sent again (the same
+    request) keeps its key, so a redelivery still replaces itself.
+    """
+    return f"{document_order(collection, document_id)}{_SEP}chunks{_SEP}{version}{_SEP}{first_position}{_SEP}{write}"
 
 
 def state_key(collection: str, document_id: str) -> str:

@@ -93,6 +93,7 @@ async def publish_collection(data_dir: Path, collection: str, bus: Bus, *, docum
                              progress: Callable[[int, int | None, str], None] | None = None) -> Published:
     """Append ``collection``'s documents and graph, as ``data_dir`` holds them, to the log topics."""
     done = Published()
+    write = f"publish-{uuid.uuid4().hex}"  # this publish's runs: keys no later write reuses (chunks_key)
     records, stored, batches = await asyncio.to_thread(_read, data_dir, collection)
     for n, (document_id, chunks, vectors) in enumerate(stored, 1):
         info = records.pop(document_id, None)
@@ -103,7 +104,7 @@ async def publish_collection(data_dir: Path, collection: str, bus: Bus, *, docum
         order = document_order(collection, document_id)
         run = EmbeddedChunks(chunks=chunks, vectors=vectors.tolist(), staged=True)
         await append_change(bus, documents_topic, CHUNKS, run, order_key=order,
-                            key=chunks_key(collection, document_id, version, chunks[0].position))
+                            key=chunks_key(collection, document_id, version, chunks[0].position, write))
         switch = DeleteDocument(document_id=document_id, collection=collection, activate=version, chunks=len(chunks))
         await append_change(bus, documents_topic, SWITCH, switch, key=state_key(collection, document_id),
                             order_key=order)

@@ -248,10 +248,10 @@ class DocEmbeddingsStoreProcessor(_StoreProcessor):
 
     async def handle(self, request: EmbeddedChunks, context: RequestContext) -> IngestResult:
         if self.settings.changelog:
-            return await self._append(request)
+            return await self._append(request, context.envelope.request_id)
         return IngestResult(count=await self._blocking(self._upsert, request))
 
-    async def _append(self, request: EmbeddedChunks) -> IngestResult:
+    async def _append(self, request: EmbeddedChunks, write: str) -> IngestResult:
         """The write, a run of one document's version at a time, appended to the log (``schema/changelog.py``)."""
         chunks, vectors = request.chunks, request.vectors
         if len(chunks) != len(vectors):
@@ -269,7 +269,7 @@ class DocEmbeddingsStoreProcessor(_StoreProcessor):
             run = EmbeddedChunks(chunks=[chunks[i] for i in rows], vectors=[vectors[i] for i in rows],
                                  staged=request.staged)
             seen.append(token(self._log_topic, await append_change(
-                self.bus, self._log_topic, CHUNKS, run, key=chunks_key(collection, document_id, version, first),
+                self.bus, self._log_topic, CHUNKS, run, key=chunks_key(collection, document_id, version, first, write),
                 order_key=document_order(collection, document_id))))
         return IngestResult(count=len({c.chunk_id for c in chunks}), seen=seen)
 

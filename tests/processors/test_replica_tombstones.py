@@ -90,6 +90,49 @@ async def test_compaction_keeps_each_documents_live_version_whole(bus, tmp_path,
         assert kept == {f"state {state}", f"run {state}"}, (document, kept)
 
 
+async def test_a_version_written_again_is_not_tombstoned_by_a_tombstoner_behind_the_log(bus, tmp_path):
+    """A document edited and then reverted: its first version is staged again, under the key it had,
+    while the tombstoner still applies the switch that superseded it. The tombstone it appends for
+    the first run must not land on the run written again, or compaction would keep a state whose
+    version no run holds (a new replica would not serve the document)."""
+    log = f"{CHANGELOG_PREFIX}documents-{uuid.uuid4().hex[:8]}"
+    tombstoner = DocumentsReplicaProcessor("documents-replica", ReplicaSettings(
+        data_dir=str(tmp_path / "ingest"), log_topic=log, tombstones=True, batch_s=0))
+    tombstoner.bus = bus
+    edited = LogWriters.version(0, 1)
+    reached, release = asyncio.Event(), asyncio.Event()
+    apply = tombstoner._apply
+
+    async def behind(record) -> None:  # the tombstoner is slow at the switch to the edit
+        if record.body is not None and record.headers.get(KIND) == "switch" and \
+                msgspec.msgpack.decode(record.body, type=DeleteDocument).activate == edited:
+            reached.set()
+            await release.wait()
+        await apply(record)
+
+    tombstoner._apply = behind  # type: ignore[method-assign]
+    await tombstoner.start()
+    try:
+        async with LogWriters(bus, log) as writers:
+            await writers.stage(0, 0)
+            await writers.activate(0, 0)
+            await writers.stage(0, 1)
+            await writers.activate(0, 1)
+            await asyncio.wait_for(reached.wait(), 30)
+            await writers.stage(0, 0)  # reverted: the first version again
+            await writers.activate(0, 0)
+        release.set()
+        assert tombstoner.follower is not None
+        for _ in range(2):
+            await asyncio.sleep(0.2)
+            await asyncio.wait_for(_caught_up(tombstoner.follower), 30)
+    finally:
+        release.set()
+        await tombstoner.close()
+    first = LogWriters.version(0, 0)
+    assert live_versions(await compacted(bus, log)) == {"doc-0": {f"state {first}", f"run {first}"}}
+
+
 async def _caught_up(follower) -> None:
     for _ in range(1500):  # polled: caught_up() asks the log, there is no event to wait on
         if await follower.caught_up():
