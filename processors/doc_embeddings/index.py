@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import tempfile
 from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
@@ -139,18 +140,23 @@ class LabelledIndex(Generic[K]):
         cache = _CacheFile(format=CACHE_FORMAT, kind=self.kind, dimension=self.dimension,
                            hnsw_m=_hnsw_m(self.index), keys=self.keys,
                            index=faiss.serialize_index(self.index).data)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp: Path | None = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "wb") as f:
+            # A temporary file of this save's own (created exclusively): readers on several hosts may
+            # share the data dir, and a pid is no host's own.
+            fd, name = tempfile.mkstemp(prefix=f"{path.name}.", suffix=".tmp", dir=path.parent)
+            tmp = Path(name)
+            with open(fd, "wb") as f:
                 f.write(msgspec.msgpack.encode(cache))
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
         except OSError as exc:  # a read-only data dir, a full disk: the next start builds the index
             log.warning("cannot save the vector index to %s: %s", path, exc)
-            with contextlib.suppress(OSError):
-                tmp.unlink()
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
 
     @classmethod
     def load(cls, path: Path, key_type: type, kind: str, dimension: int, hnsw_m: int) -> LabelledIndex | None:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import faiss
@@ -663,6 +665,31 @@ def test_a_cache_that_cannot_be_read_or_was_made_otherwise_is_built_again(tmp_pa
     assert _top_ids(torn, vectors[7], 1) == ["a#7"] and torn.index_added == 60
     again = VectorStore(tmp_path, "default", readonly=True, **HNSW)  # the build saved it whole again
     assert _top_ids(again, vectors[7], 1) == ["a#7"] and again.index_added == 0
+
+
+def test_readers_sharing_a_data_dir_save_their_index_at_once_without_tearing_it(tmp_path, caplog):
+    """Readers on several hosts may share a data dir (a query host that reads a writer's files): their
+    saves of the index cache must not write one temporary file between them (a pid is no host's own)."""
+    rng = np.random.default_rng(6)
+    writer, _ = _index_stores(tmp_path)
+    vectors = unit_vectors(rng, 2000)
+    writer.replace_document("a", make_chunks("a", 2000), vectors)
+    readers = [VectorStore(tmp_path, "default", readonly=True, **HNSW) for _ in range(4)]
+    for reader in readers:
+        reader.search([vectors[0].tolist()], 1)
+    indexes = [reader._index for reader in readers]
+    assert all(index is not None for index in indexes)
+
+    def save_often(index) -> None:
+        for _ in range(10):
+            index.save(tmp_path / INDEX_CACHE)
+
+    with caplog.at_level(logging.WARNING), ThreadPoolExecutor(len(indexes)) as pool:
+        list(pool.map(save_often, indexes))
+    assert not [r.getMessage() for r in caplog.records if "index" in r.getMessage()]
+    assert not [p.name for p in (tmp_path / INDEX_CACHE).parent.iterdir() if p.name.endswith(".tmp")]
+    restarted = VectorStore(tmp_path, "default", readonly=True, **HNSW)
+    assert _top_ids(restarted, vectors[7], 1) == ["a#7"] and restarted.index_added == 0
 
 
 def test_a_chunk_stored_again_with_another_vector_is_searched_by_the_new_one(tmp_path):
