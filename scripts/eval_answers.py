@@ -26,8 +26,9 @@ each question over the memory bus. Measured per half
 
 ``--show`` prints every fragment (whole) and duplicate pair (each shortened at a word, marked "…"), and the
 questions the answer step missed. ``--against`` asks every question again with those settings of the
-backend (``[processors.prompt.extractive]``, or ``[processors.prompt.openai]``) on the same stores, and
-reports that table first: before and after from one run.
+backend (``[processors.prompt.extractive]``, or ``[processors.prompt.openai]``; or of the prompt
+processor itself, ``templates_dir='"DIR"'``) on the same stores, and reports that table first: before
+and after from one run.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from config import pipelines
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
 from processors.prompt.answer import NOTHING_FOUND
+from processors.prompt.settings import PromptSettings
 from processors.prompt.lexical import shorten
 from processors.runtime.request_client import RequestClient
 from processors.runtime.typed_clients import DocumentRagClient, RemoteError
@@ -194,11 +196,13 @@ def with_model(settings, server: LlamaServer, max_tokens: int):
 
 
 def with_prompt(settings, backend: str, pairs: str):
-    """``settings`` with the prompt's ``backend`` settings ``name=value,...`` (values read as TOML)."""
+    """``settings`` with the prompt's ``backend`` settings ``name=value,...`` (values read as TOML); a name
+    of the prompt processor's own (``templates_dir``, ``max_concepts``) is set there."""
     values = tomllib.loads("\n".join(pair.strip() for pair in pairs.split(",") if pair.strip()))
+    own = {name: values.pop(name) for name in [*values] if name in PromptSettings.__struct_fields__}
     settings = msgspec.structs.replace(settings)
     procs = {name: dict(section) for name, section in settings.processors.items()}
-    procs["prompt"] = {**procs["prompt"], backend: {**procs["prompt"].get(backend, {}), **values}}
+    procs["prompt"] = {**procs["prompt"], **own, backend: {**procs["prompt"].get(backend, {}), **values}}
     settings.processors = procs
     return settings
 

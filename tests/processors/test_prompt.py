@@ -117,6 +117,9 @@ def test_the_document_prompt_lists_documents_with_citations_and_facts_after_the_
     assert "[1] one two\n[2] three\n" in text  # one document a line, numbered by position
     assert "[fact: Angela Merkel head_of_government_of Germany]" in text
     assert "Graph context" not in text  # no at_time, no header
+    # The instructions' example is no fact: a model copies an example fact as if it were one.
+    alone = doc.render(check(doc, {"query": "q", "documents": ["one"]}).values(doc.placeholders))
+    assert "[fact:" not in alone
 
     variables |= {"document_ids": ["a#0", "b#3"], "at_time": "2010-06-01"}
     text = doc.render(check(doc, variables).values(doc.placeholders))
