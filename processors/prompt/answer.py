@@ -7,7 +7,9 @@ facts already say; choosing and citing is the whole job:
   sentence when a chunk boundary cut it (it starts mid-sentence) and its last when one cut it
   short are not used when the document has others, a sentence a code display interrupted is
   made whole again (``whole.py``), a heading line (a signature,
-  a label) is joined to the sentence it heads (and left out when none follows), and the
+  a label) is joined to the sentence it heads (and left out when none follows), and so are the
+  sentences after it up to the next heading while they fit in ``max_sentence_chars``: the entry
+  says what its name does as one line (``entries``), and the
   reference's inline markup is shown as plain text; a line still under ``HEADING_WORDS`` words
   (``import __future__``, ``"except" statement.``) is never shown alone; a sentence that starts
   with a word standing for what the sentence before it names ("It means that the listed
@@ -23,7 +25,9 @@ facts already say; choosing and citing is the whole job:
 - a sentence a signature heads leads the answer when the question names what the signature
   defines (``When is __getattr__ called?`` and ``object.__getattr__(self, name) — Called when
   ...``): it is the reference's own entry for the name, where the sentences that only repeat the
-  name often outscore it (``definitions_first``);
+  name often outscore it (``definitions_first``); so does a sentence that defines what the
+  question asks to have defined ("What is a future statement?" and "A future statement is a
+  directive to the compiler ...", ``asked.py``);
 - the best ``max_sentences`` document sentences come first, most relevant
   first, each picked balancing its relevance against what the sentences picked before it
   already say (maximal marginal relevance, ``diversity``), each followed by its document's
@@ -43,7 +47,8 @@ import dataclasses
 import heapq
 from dataclasses import dataclass
 
-from .lexical import IDENT, bm25, sentences, shorten, stems, terms
+from .asked import asked_names, asked_subject, defined_subject
+from .lexical import bm25, sentences, shorten, stems, terms
 from .settings import ExtractiveSettings
 from .tables import rows
 from .variables import PromptInput, one_line
@@ -79,10 +84,11 @@ def cited(p: Passage) -> list[str]:
     return [p.citation, *p.also]
 
 
-def passages(inp: PromptInput, refer_back_chars: int = 0) -> list[Passage]:
+def passages(inp: PromptInput, refer_back_chars: int = 0, entry_chars: int = 0) -> list[Passage]:
     """Document sentences, then facts, in the order given, each text once (a sentence with every
     document it is in); a sentence that refers back joined to the one before it while the two hold
-    at most ``refer_back_chars`` characters (0: never)."""
+    at most ``refer_back_chars`` characters, and the sentences after an entry's first (the one a
+    heading heads) joined to it, up to the next heading, while it holds at most ``entry_chars`` (0: never)."""
     out: list[Passage] = []
     seen: set[str] = set()
     where: dict[str, int] = {}  # a sentence's key -> its passage
@@ -93,6 +99,7 @@ def passages(inp: PromptInput, refer_back_chars: int = 0) -> list[Passage]:
         last: int | None = None  # the passage of this document's sentence before
         own = False  # whether this document made it (not merged into another document's)
         said = False  # whether the sentence before is in a passage (not cut, not too short)
+        entry = False  # whether out[last] is an entry (a heading's) of this document, open to the sentences after
         for n, sentence in enumerate(found):
             cut = (n == 0 and cut_at_start(sentence)) or (n == len(found) - 1 and cut_at_end(sentence))
             if refer_back_chars > 0 and not said and not heading and sentence.split(maxsplit=1)[0] in _DANGLING:
@@ -102,17 +109,29 @@ def passages(inp: PromptInput, refer_back_chars: int = 0) -> list[Passage]:
                 continue
             sentence = plain(sentence)
             if len(found) > 1 and is_heading(sentence):
+                entry = False  # the next entry begins
                 heading = f"{heading} {sentence}".strip()
                 if name := defined_name(sentence):
                     names.append(name)
                 continue
             defines: tuple[str, ...] = ()
+            headed = bool(heading)
             if heading:
                 sentence, heading, defines, names = joined(heading, sentence), "", tuple(names), []
             if len(sentence.split()) < HEADING_WORDS:  # alone, a line this short says nothing whole
                 last = None
                 continue
             said = True  # in a passage of its own, joined to the one before, or merged into another's
+            if entry and last is not None and len(out[last].text) + 1 + len(sentence) <= entry_chars:
+                # "d[key] — Return the item of d with key key." and "Raises a KeyError if key is not in
+                # the map.": an entry says what its name does in its first sentences, one line; each
+                # sentence stays found by its own text (a document holding it too adds its citation)
+                before = out[last]
+                out[last] = dataclasses.replace(before, text=f"{before.text} {sentence}",
+                                                head=before.head or before.text)
+                where.setdefault(sentence.casefold(), last)
+                continue
+            entry = False
             if last is not None and refer_back_chars > 0 and refers_back(sentence):
                 if not own and f" {sentence}" in out[last].text:
                     continue  # another document said the two, joined: this one's citation is there already
@@ -132,6 +151,7 @@ def passages(inp: PromptInput, refer_back_chars: int = 0) -> list[Passage]:
             if own:
                 where[key] = last = len(out)
                 out.append(Passage(sentence, citation, False, rank, defines=defines))
+                entry = headed and entry_chars > 0
             else:
                 last = where[key]
                 if citation not in cited(first := out[last]):
@@ -151,12 +171,6 @@ def best(scores: list[float], indexes: list[int], limit: int, min_score: float,
     first, earlier first on a tie."""
     relevant = [i for i in indexes if scores[i] > min_score]
     return heapq.nsmallest(limit, relevant, key=lambda i: (i not in lead, -scores[i], i))
-
-
-def asked_names(query: str) -> frozenset[str]:
-    """The names of code the question asks about, as ``whole.defined_name`` gives a signature's
-    (``__getattr__``, ``casefold`` of ``str.casefold``): its identifiers, not its plain words."""
-    return frozenset(m.rsplit(".", 1)[-1] for m in IDENT.findall(query.casefold()) if not m.isalnum())
 
 
 def similarity(a: list[set[str]], b: list[set[str]]) -> float:
@@ -203,7 +217,8 @@ def choose(inp: PromptInput, settings: ExtractiveSettings,
            max_sentences: int) -> tuple[list[Passage], list[tuple[int, list[str]]], list[int]]:
     """The passages of ``inp``, the best ``max_sentences`` sentences of them with every citation each
     has, and the best ``max_facts`` facts: what an answer (or a model's prompt) is made of."""
-    found = passages(inp, settings.max_sentence_chars if settings.refer_back else 0)
+    found = passages(inp, settings.max_sentence_chars if settings.refer_back else 0,
+                     settings.max_sentence_chars if settings.entries else 0)
     words = stems if settings.stems else terms
     scores = bm25(words(inp.query), [words(p.text) for p in found], k1=settings.k1, b=settings.b)
     scores = [
@@ -212,7 +227,9 @@ def choose(inp: PromptInput, settings: ExtractiveSettings,
     sentence_ids = [i for i, p in enumerate(found) if not p.is_fact]
     fact_ids = [i for i, p in enumerate(found) if p.is_fact]
     asked = asked_names(inp.query) if settings.definitions_first else frozenset()
-    lead = frozenset(i for i in sentence_ids if asked.intersection(found[i].defines))
+    subject = asked_subject(inp.query) if settings.definitions_first else frozenset()
+    lead = frozenset(i for i in sentence_ids if asked.intersection(found[i].defines)
+                     or (subject and defined_subject(found[i].head or found[i].text) == subject))
     picked_sentences = best_once(found, scores, sentence_ids, max_sentences, settings.min_score, lead,
                                  settings.diversity)
     picked_facts = best(scores, fact_ids, settings.max_facts, settings.min_score) if settings.max_facts else []

@@ -49,8 +49,14 @@ class ExtractiveSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=Tru
     # false = as written (case aside).
     stems: bool = True
     # A sentence a signature heads (``object.__getattr__(self, name) — Called when ...``) leads the
-    # answer when the question names what the signature defines: it is the reference's entry for it.
+    # answer when the question names what the signature defines: it is the reference's entry for it;
+    # so does a sentence that defines what a question asks to have defined ("What is a future
+    # statement?" and "A future statement is a directive to the compiler ...").
     definitions_first: bool = True
+    # An entry (the sentences a signature or a label heads: ``d[key] — Return the item of d with key
+    # key. Raises a "KeyError" if key is not in the map.``) is said as one line up to the next heading,
+    # while it fits in max_sentence_chars: its first sentence alone often says only half of it.
+    entries: bool = True
     # A sentence that starts with "It", "This", "These", "They", "Its", "Their" or "Such" is said with
     # the sentence before it, as one line, while the two fit in max_sentence_chars.
     refer_back: bool = True

@@ -16,6 +16,7 @@ from config.settings import SettingsError, load_settings
 from processors.prompt import ExtractiveSettings, PromptProcessor, PromptSettings
 from processors.prompt import templates as tpl
 from processors.prompt.answer import compose
+from processors.prompt.asked import asked_subject, defined_subject
 from processors.prompt.concepts import extract
 from processors.prompt.lexical import bm25, sentences, stems, terms
 from processors.prompt.processor import load_templates
@@ -226,7 +227,8 @@ def test_a_signature_or_label_line_is_said_with_the_sentence_it_heads_and_never_
            "caseless matching.\n\nSee also:\n\nThe casefolding algorithm of the Unicode Standard.\n\nstr.center(width)")
     question = "What does str.casefold return, by which casefolding algorithm?"
     lines = answer({"query": question, "documents": [doc], "document_ids": ["s"]}).splitlines()
-    assert lines[0] == "str.casefold() — Return a casefolded copy of the string. [s]"
+    assert lines[0] == ("str.casefold() — Return a casefolded copy of the string. Casefolded strings may be used "
+                        "for caseless matching. [s]")  # the entry whole, up to the label that ends it
     assert "See also: The casefolding algorithm of the Unicode Standard. [s]" in lines
     assert not any(line.startswith(("str.center", "str.casefold() [s]", "See also: [s]")) for line in lines)
 
@@ -377,6 +379,48 @@ def test_an_attribute_entry_of_the_asked_name_leads_the_answer_as_a_signature_do
     lines = answer({"query": "What does __match_args__ do?", "documents": [talk, entry],
                     "document_ids": ["talk#0", "entry#0"]}).splitlines()
     assert lines[0] == "object.__match_args__ — This class variable can be assigned a tuple of strings. [entry#0]"
+
+
+def test_an_entry_is_said_whole_up_to_the_next_entry_and_within_max_sentence_chars():
+    entries = ('d[key]\n\n   Return the item of d with key key.  Raises a "KeyError" if key is not in the map.\n\n'
+               'del d[key]\n\n   Remove "d[key]" from d.  Raises a "KeyError" if key is not in the map.')
+    query = "What does d[key] do when key is missing?"
+    lines = answer({"query": query, "documents": [entries], "document_ids": ["m#3"]}).splitlines()
+    assert lines[0] == 'd[key] — Return the item of d with key key. Raises a "KeyError" if key is not in the map. [m#3]'
+    assert 'del d[key] — Remove "d[key]" from d. Raises a "KeyError" if key is not in the map. [m#3]' in lines
+    # its second sentence alone, in another document, is said once: in the entry, citing both
+    both = answer({"query": query, "documents": [entries, 'Raises a "KeyError" if key is not in the map.'],
+                   "document_ids": ["m#3", "m#4"]}).splitlines()
+    assert both[0].endswith("not in the map. [m#3] [m#4]")
+    assert not any(line.startswith("Raises") for line in both)
+    # past max_sentence_chars, and off, the entry's first sentence is a line of its own
+    for settings in ({"max_sentence_chars": 60}, {"entries": False}):
+        alone = answer({"query": query, "documents": [entries], "document_ids": ["m#3"]}, **settings).splitlines()
+        assert "d[key] — Return the item of d with key key. [m#3]" in alone, settings
+    # prose is not an entry: its sentences stay lines of their own
+    prose = answer({"query": "keys in the map", "documents": ["The map holds keys. Every key is unique."]})
+    assert prose.splitlines() == ["The map holds keys. [1]", "Every key is unique. [1]"]
+
+
+def test_a_sentence_that_defines_what_the_question_asks_to_have_defined_leads():
+    docs = ['Note that there is nothing special about the statement: import __future__ is a future statement '
+            'used by "__future__" imports in the future.',
+            "A future statement is a directive to the compiler that a module should use a future release's syntax."]
+    query = "What is a __future__ statement?"
+    lines = answer({"query": query, "documents": docs, "document_ids": ["import#10", "future#0"]}).splitlines()
+    assert lines[0].startswith("A future statement is a directive") and lines[0].endswith("[future#0]")
+    # off, the sentence that repeats the question's words outscores the definition
+    off = answer({"query": query, "documents": docs, "document_ids": ["import#10", "future#0"]},
+                 definitions_first=False).splitlines()
+    assert off[0].endswith("[import#10]")
+    # a question that asks something else, or a sentence about something else, leads with nothing of the kind
+    how = answer({"query": "How is a __future__ statement used?", "documents": docs, "document_ids": ["i", "f"]})
+    assert how.splitlines()[0].endswith("[i]")
+    assert asked_subject("What are generator expressions?") == asked_subject("Define generator expression.")
+    assert asked_subject("What does nonlocal mean?") == frozenset({"nonloc"})
+    assert asked_subject("What happens when a generator expression runs?") == frozenset()
+    assert defined_subject("A future statement is not an import.") == frozenset()
+    assert defined_subject("Generator expressions are lazy.") == asked_subject("What is a generator expression?")
 
 
 def test_a_sentence_that_refers_back_is_said_with_the_sentence_before_it():
