@@ -22,7 +22,9 @@ each question over the memory bus. Measured per half
 - citations: the share of answers (other than "nothing found") that cite a chunk they were drawn
   from, and the citations of a chunk id or a fact that was not given (a model can make one up, or
   copy the prompt's example);
-- failed: questions answered with an error (a prompt longer than the model's context is one).
+- failed: questions answered with an error (a prompt longer than the model's context is one);
+- the answer step's recall by question kind and by how far the question's words are its evidence's
+  (``evalset.overlap``: none, under a third, ...): where the misses are.
 
 ``--show`` prints every fragment (whole) and duplicate pair (each shortened at a word, marked "…"), and the
 questions the answer step missed. ``--against`` asks every question again with those settings of the
@@ -95,11 +97,13 @@ def report(questions: list[evalset.Question], relevant: dict[str, list[str]],
            "| duplicate pairs | answers citing a chunk | citations not given | failed |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     shown: list[str] = []
+    misses_by: list[tuple[str, dict[str, list[bool]]]] = []
     for split in splits:
         qs = [q for q in questions if q.split == split]
         hit = step_hit = step_n = frag_lines = all_lines = frag_answers = dupes = 0
         citing = answering = invented = failed = 0
         reasons: Counter[str] = Counter()
+        step_by: dict[str, list[bool]] = {group: [] for group in GROUPS}
         for q in qs:
             r = got[q.id]
             if isinstance(r, str):
@@ -112,6 +116,8 @@ def report(questions: list[evalset.Question], relevant: dict[str, list[str]],
             if set(relevant[q.id]) & {c.chunk_id for c in r.chunks}:
                 step_n += 1
                 step_hit += ok
+                for group in groups_of(q):
+                    step_by[group].append(ok)
                 if not ok and show:
                     shown.append(f"{q.id} [{split}] missed by the answer step: {q.question!r}")
             if r.answer and not r.answer.startswith(NOTHING_FOUND):
@@ -136,10 +142,26 @@ def report(questions: list[evalset.Question], relevant: dict[str, list[str]],
                 shown += [f"{q.id} [{split}] duplicate: {shorten(a, 80)!r} ~ {shorten(b, 80)!r}" for a, b in pairs]
         n = len(qs) or 1
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(reasons.items()))
+        misses_by.append((split, step_by))
         out.append(f"| {split} | {len(qs)} | {hit / n:.3f} | {step_hit / (step_n or 1):.3f} ({step_n}) | "
                    f"{frag_lines} of {all_lines} ({kinds or 'none'}) | {frag_answers / n:.0%} | {dupes} | "
                    f"{citing / (answering or 1):.0%} of {answering} | {invented} | {failed} |")
+    out += ["", "the answer step's recall by kind, and by the share of the question's content words its "
+            "evidence holds:", "| half | " + " | ".join(GROUPS) + " |", "|---" * (len(GROUPS) + 1) + "|"]
+    out += [f"| {split} | " + " | ".join(f"{sum(hits)} of {len(hits)}" for hits in by.values()) + " |"
+            for split, by in misses_by]
     return out + shown
+
+
+GROUPS = (*evalset.KINDS, "overlap 0", "under 1/3", "1/3 to 2/3", "2/3 or more")
+
+
+def groups_of(q: evalset.Question) -> tuple[str, str]:
+    """The question's kind, and its band of ``evalset.overlap``: how far its words are the evidence's."""
+    share = evalset.overlap(q)
+    band = ("overlap 0" if share == 0 else "under 1/3" if share < 1 / 3 else "1/3 to 2/3" if share < 2 / 3
+            else "2/3 or more")
+    return q.kind, band
 
 
 async def main_async(args: argparse.Namespace) -> int:
