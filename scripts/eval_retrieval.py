@@ -63,6 +63,7 @@ from config.settings import Settings, load_settings, processor_settings
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
 from processors.chunker.settings import ChunkerSettings
+from processors.ingestion.markup import plain
 from processors.runtime.request_client import RequestClient
 from processors.runtime.typed_clients import DocumentRagClient, FetchChunkClient
 from processors.runtime.worker import processors_running, put_stores_in
@@ -192,13 +193,14 @@ def chunker_of(settings: Settings) -> ChunkerSettings:
 
 
 async def stored_chunks(client: RequestClient, expected: Mapping[str, str]) -> dict[str, str]:
-    """The chunks as the store holds them; their ids and texts must be the chunker's."""
+    """The chunks as the store holds them; their ids and texts must be the chunker's (read as plain text,
+    as the chunker stores them: ``processors/ingestion/markup.py``)."""
     fetch = FetchChunkClient(client, timeout=120)
     ids = list(expected)
     found: dict[str, str] = {}
     for i in range(0, len(ids), 200):
         found.update({c.chunk_id: c.text or "" for c in await fetch.fetch(ids[i : i + 200])})
-    differ = [i for i in ids if found.get(i) != expected[i]]
+    differ = [i for i in ids if found.get(i) != plain(expected[i])]
     if differ or len(found) != len(expected):
         raise RuntimeError(f"the store does not hold the chunker's chunks: {len(differ)} differ, e.g. {differ[:3]}")
     return found

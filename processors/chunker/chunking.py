@@ -18,6 +18,9 @@ from __future__ import annotations
 import bisect
 import re
 
+import msgspec
+
+from processors.ingestion.markup import plain
 from schema import Chunk, Document
 
 _BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"(?<=[.!?])\s+"), re.compile(r"\s+"))
@@ -110,6 +113,12 @@ def chunk_part(doc: Document, size: int, overlap: int) -> tuple[list[Chunk], int
         for position, (start, piece) in enumerate(pieces, start=doc.first_position)
     ]
     return chunks, resume_at
+
+
+def as_stored(chunk: Chunk) -> Chunk:
+    """``chunk`` as the stores hold it: cut (and embedded) as written, its text stored with the inline
+    markup read as plain text (``*key*`` as ``key``: ``processors/ingestion/markup.py``)."""
+    return msgspec.structs.replace(chunk, text=plain(chunk.text))
 
 
 def _titled(doc: Document, section: int) -> str:

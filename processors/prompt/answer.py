@@ -47,12 +47,14 @@ import dataclasses
 import heapq
 from dataclasses import dataclass
 
+from processors.ingestion.markup import plain
+
 from .asked import asked_names, asked_subject, defined_subject
 from .lexical import bm25, sentences, shorten, stems, terms
 from .settings import ExtractiveSettings
 from .tables import rows
 from .variables import PromptInput, one_line
-from .whole import HEADING_WORDS, cut_at_end, cut_at_start, defined_name, is_heading, joined, mended, plain
+from .whole import HEADING_WORDS, cut_at_end, cut_at_start, defined_name, is_heading, joined, mended
 
 NOTHING_FOUND = "No relevant information was found for: "
 MAX_ECHO_CHARS = 300  # of the question, in the nothing-found answer

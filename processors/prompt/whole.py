@@ -20,10 +20,8 @@ sentence is in the neighbouring chunk (the chunker's overlap), where it is a can
   a signature (``str.casefold()``, ``static str.maketrans(x[, y[, z]])``), a grammar rule, a label
   (``See also:``). Alone it says nothing; the answer joins it to the sentence
   after it (``str.casefold() — Return a casefolded copy of the string.``);
-- ``plain``: emphasis and strong marks (``*key*``, ``**PEP 3115**``) are dropped, a literal in
-  double back-quotes or an interpreted role (:ref:`x`) is kept as its text in quotes, and so is an
-  emphasised name that starts the sentence (``*width* is ...``: without its marks the sentence would
-  read as starting mid-way).
+- the reference's inline markup is read as plain text by ``processors/ingestion/markup.py``
+  (``plain``), which the chunker applies to what it stores.
 """
 
 from __future__ import annotations
@@ -46,10 +44,6 @@ _COMPOUND = frozenset({"if", "elif", "else", "for", "while", "try", "except", "f
                        "async", "match", "case"})
 _SIGNATURE = re.compile(r"^(?:[^\W\d]\w* )?[^\W\d][\w.]*(?:\(.*\)|\s\[.*\])$")  # [kind] name(args) or name [args]
 _ENDED = re.compile(r"[.!?:;…\"'”’)\]]$")  # noqa: RUF001
-_STRONG = re.compile(r"(?<![\w*])\*\*([^\s*](?:[^*]*?[^\s*])?)\*\*(?![\w*])")
-_EMPHASIS = re.compile(r"(?<![\w*])\*([^\s*](?:[^*]*?[^\s*])?)\*(?![\w*])")
-_LITERAL = re.compile(r"``([^`]+)``")
-_ROLE = re.compile(r"(?<!\w):[a-z]+(?::[a-z]+)?:`([^`]+)`")
 
 
 def cut_at_start(sentence: str) -> bool:
@@ -148,14 +142,3 @@ def defined_name(heading: str) -> str:
 def joined(heading: str, sentence: str) -> str:
     """A heading and the sentence it heads, as one line: a label runs on, anything else is set off."""
     return f"{heading} {sentence}" if heading.endswith(":") else f"{heading} — {sentence}"
-
-
-_LEADING_EMPHASIS = re.compile(r"^\*([^\s*](?:[^*]*?[^\s*])?)\*(?![\w*])")
-
-
-def plain(sentence: str) -> str:
-    text = _LEADING_EMPHASIS.sub(r'"\1"', sentence)
-    text = _ROLE.sub(r'"\1"', text)
-    text = _LITERAL.sub(r'"\1"', text)
-    text = _STRONG.sub(r"\1", text)
-    return _EMPHASIS.sub(r"\1", text)

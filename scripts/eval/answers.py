@@ -23,7 +23,7 @@ import re
 from itertools import combinations
 
 from processors.prompt.lexical import terms
-from scripts.eval.evalset import content_words, normalise
+from scripts.eval.evalset import bare, content_words
 
 GIST = 0.8
 MIN_WORDS = 4
@@ -33,8 +33,8 @@ NEAR = 0.8
 # (``import __future__ [as name]``, ``"return" [expression_list]``)
 _CITATIONS = re.compile(r"(?:\s*\[(?:[^\[\]\s]*#\d+|\d+|fact: [^\[\]]*)\])+\s*$")
 # emphasis (*word*), strong (**word**), a literal's double back-quotes, an interpreted role (:ref:`...`);
-# not the stars of code (**kwargs, a * b)
-_MARKUP = re.compile(r"``|(?<![\w*])\*\*?[^\s*](?:[^*]*?[^\s*])?\*\*?(?![\w*])|(?<!\w):[a-z]+:`")
+# not the stars of code (**kwargs, a * b, "**" and "2**-1": a mark opens before a word character)
+_MARKUP = re.compile(r"``|(?<![\w*])\*\*?\w(?:[^*]*?[^\s*])?\*\*?(?![\w*])|(?<!\w):[a-z]+:`")
 _CODE = re.compile(r"[_().=\[\]<>:]")  # a first word with these is code (``lambda_expr ::=``), not prose
 _CUT_NAME = re.compile(r"^[^\W_]\w*__(?!\w)")  # the tail of a cut dunder name: enter__() of __enter__()
 _OPERATOR = re.compile(r"^(?:[-+*/%&|^@<>!:]?=|::=|\*\*=|//=|>>=|<<=)$")  # ``iter = ...``, ``integer ::= ...``
@@ -59,9 +59,9 @@ def lines(answer: str) -> list[str]:
 
 
 def answered(evidence: str, answer: str) -> bool:
-    wanted = normalise(evidence).casefold()
+    wanted = bare(evidence).casefold()  # the reference's words, markup or none
     shown = lines(answer)
-    if wanted and wanted in normalise(" ".join(shown)).casefold():
+    if wanted and wanted in bare(" ".join(shown)).casefold():
         return True
     words = content_words(evidence)
     return bool(words) and any(len(words & content_words(line)) >= GIST * len(words) for line in shown)

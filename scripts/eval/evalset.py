@@ -47,6 +47,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from processors.ingestion.markup import plain
+
 QUESTIONS = Path(__file__).with_name("questions.jsonl")
 KINDS = ("identifier", "paraphrase", "multi-concept")
 SPLITS = ("dev", "test")
@@ -89,6 +91,13 @@ def normalise(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
 
 
+def bare(text: str) -> str:
+    """``text`` as its words stand, with or without the reference's markup: read as plain text (as the
+    chunks store it and answers show it), then without quotes and stars, which a passage cut out of a
+    sentence holds otherwise than the sentence (``*raw literal*`` at its start is quoted there)."""
+    return normalise(plain(text).replace('"', "").replace("*", ""))
+
+
 def corpus_chunks(chunk_size: int | None = None, chunk_overlap: int | None = None) -> dict[str, str]:
     """Chunk id -> text of the default corpus, cut by the project's own chunker (defaults: its settings)."""
     from processors.chunker.chunking import chunk_document
@@ -110,13 +119,13 @@ def resolve(questions: Sequence[Question], chunks: Mapping[str, str], *, split: 
     default) resolves to the chunks holding its first or its second half, by words, and is named
     in ``split``; only a passage found in neither way is an error.
     """
-    texts = {chunk_id: normalise(text) for chunk_id, text in chunks.items()}
+    texts = {chunk_id: bare(text) for chunk_id, text in chunks.items()}
     relevant: dict[str, list[str]] = {}
     missing = []
     for q in questions:
         found: set[str] = set()
         for passage in q.evidence:
-            wanted = normalise(passage)
+            wanted = bare(passage)
             hits = {chunk_id for chunk_id, text in texts.items() if wanted in text}
             if not hits and split is not None:
                 words = wanted.split(" ")

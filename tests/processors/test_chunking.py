@@ -107,3 +107,4 @@ def test_chunk_ids_of_a_later_part_continue_from_its_first_position():
     chunks, _ = chunk_part(doc, 300, 50)
     assert [c.chunk_id for c in chunks] == [f"big#{40 + i}" for i in range(len(chunks))]
     assert [c.position for c in chunks] == list(range(40, 40 + len(chunks)))
+

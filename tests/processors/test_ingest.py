@@ -11,7 +11,7 @@ import uuid
 import msgspec
 import pytest
 
-from processors.chunker import chunk_document
+from processors.chunker import as_stored, chunk_document
 from processors.ingestion import DocumentSource, builtin_corpus, load_documents
 from processors.cli.library import list_collections, list_documents
 from processors.ingestion import ingest
@@ -88,6 +88,26 @@ async def test_ingest_then_query_on_the_memory_bus(tmp_path, monkeypatch):
         assert all(m.document_id != "slots" for m in await DocEmbeddingsClient(client).query([vector], limit=10))
 
 
+async def test_a_chunk_is_stored_with_its_markup_as_plain_text_under_the_ids_of_the_text_as_written(
+        tmp_path, monkeypatch):
+    marked = " ".join(f"Entry {i}: *key* is looked up with ``d[key]``, see **PEP {i}**. *Fill* {i} pads it."
+                      for i in range(12))
+    doc = Document(document_id="marked", title="marked", text=marked)
+    async with pipeline(f"memory://{tmp_path.name}", tmp_path, monkeypatch) as client:
+        summary = await ingest(client, [doc], timeout=120)
+        as_cut = chunk_document(doc, 200, 20)  # the pipeline's chunk_size / chunk_overlap
+        assert summary.chunks == len(as_cut) > 1
+        fetch = FetchChunkClient(client, timeout=30)
+        stored = [await fetch(c.chunk_id) for c in as_cut]  # the ids of the text as written
+        assert all(text and "*" not in text and "``" not in text for text in stored)
+        assert '"d[key]"' in stored[0] and "PEP 0." in stored[0] and "key is looked up" in stored[0]
+        assert '"Fill" 0 pads it.' in stored[0]  # a sentence an emphasised word starts still reads as one
+        # embedded as written: the nearest chunk to the written text's vector is that chunk
+        (vector,) = await EmbedClient(client, timeout=30).embed([as_cut[0].text])
+        (best,) = await DocEmbeddingsClient(client, timeout=30).query([vector], limit=1)
+        assert best.chunk_id == as_cut[0].chunk_id and best.score == pytest.approx(1.0, abs=1e-3)
+
+
 @pytest.mark.parametrize("which", ["kafka", "pulsar"])
 async def test_ingest_then_query_against_a_real_broker(which, request, tmp_path, monkeypatch):
     url = request.getfixturevalue(f"{which}_broker").url
@@ -157,7 +177,7 @@ async def test_store_writes_are_split_to_fit_the_bus(tmp_path, monkeypatch):
                         extra_env={"RAGBUS_PROCESSORS__EMBED__ONNX__MAX_TOKENS": "32"}) as client:
         summary = await ingest(client, [doc], timeout=300)
         assert summary.failed == [] and summary.documents == 1 and summary.parts == 1
-        expected = chunk_document(doc, 200, 20)
+        expected = [as_stored(c) for c in chunk_document(doc, 200, 20)]
         assert summary.chunks == len(expected) > 150
         assert await FetchChunkClient(client, timeout=30)(expected[-1].chunk_id) == expected[-1].text
         matches = await KeywordClient(client, timeout=30).query(query="Skarvøy Solvang", limit=3)
@@ -173,7 +193,7 @@ async def test_a_document_larger_than_a_message_goes_in_parts_with_the_chunk_ids
     async with pipeline(url, tmp_path, monkeypatch, bus_settings=bus, extra_env=LARGE_ENV) as client:
         summary = await ingest(client, [doc], timeout=300)
         assert summary.failed == [] and summary.documents == 1 and summary.parts >= 3, summary
-        expected = chunk_document(doc, 1000, 150)  # the whole document at once
+        expected = [as_stored(c) for c in chunk_document(doc, 1000, 150)]  # the whole document at once
         assert summary.chunks == len(expected)
         fetch = FetchChunkClient(client, timeout=30)
         for chunk in (expected[0], expected[len(expected) // 2], expected[-1]):

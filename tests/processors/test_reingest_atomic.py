@@ -17,7 +17,7 @@ import msgspec
 import pytest
 
 from config import pipelines
-from processors.chunker import chunk_document
+from processors.chunker import as_stored, chunk_document
 from processors.ingestion import ingest
 from processors.cli.library import list_documents
 from processors.runtime.processor import Processor
@@ -56,7 +56,7 @@ class Versions:
         self.of_text: dict[str, str] = {}
         self.chunks: dict[str, dict[str, str]] = {}
         for name, version in self.versions.items():
-            chunks = chunk_document(version, size, overlap)
+            chunks = [as_stored(c) for c in chunk_document(version, size, overlap)]
             self.chunks[name] = {c.chunk_id: c.text for c in chunks}
             self.of_text.update((c.text, name) for c in chunks)
         assert self.chunks["lower"].keys() == self.chunks["upper"].keys()

@@ -48,6 +48,7 @@ def test_evidence_is_answered_in_order_or_by_its_gist_in_one_line():
     ("lambda_expr ::= \"lambda\" [parameter_list] \":\" expression", None),
     ("Call f(*args, **kw) to spread them out.", None),
     ("Use a * b for the product of the two.", None),
+    ('The power operator "**" binds less tightly, that is, "2**-1" is "0.5".', None),
     # whole code: a keyword before a keyword, a clause header, an assignment, a grammar rule, a signature
     ("async def func(param1, param2): do_stuff() await some_coroutine()", None),
     ("except E as N: try: foo finally: del N", None),
@@ -102,7 +103,31 @@ def test_citations_made_up_and_failed_answers_are_counted():
         "q2": DocumentRagResponse(answer="No relevant information was found for: ?", chunks=given),
         "q3": "EndpointError: HTTP 400: the prompt is longer than the context",
     }
-    (row,) = [line for line in report(qs, {q.id: [] for q in qs}, got, ["dev"], show=False) if line.startswith("| dev")]
+    row = next(line for line in report(qs, {q.id: [] for q in qs}, got, ["dev"], show=False)
+               if line.startswith("| dev"))
     citing, invented, failed = (cell.strip() for cell in row.strip("|").split("|")[-3:])
     # of the two that answer something (not "nothing found", not failed), one cites a chunk it was given
     assert (citing, invented, failed) == ("50% of 2", "1", "1")
+
+
+def test_the_answer_steps_misses_are_counted_by_kind_and_by_how_far_the_words_are_the_evidences():
+    from schema import ChunkMatch, DocumentRagResponse
+    from scripts.eval.evalset import Question
+    from scripts.eval_answers import GROUPS, report
+
+    evidence = "The sort method is stable."
+    qs = [Question(id="same", kind="identifier", question="Is the sort method stable?", evidence=[evidence],
+                   how_made="", split="dev"),
+          Question(id="other", kind="paraphrase", question="Do ties keep their order?", evidence=[evidence],
+                   how_made="", split="dev")]
+    given = [ChunkMatch(chunk_id="d#1", score=1.0, text=evidence)]
+    got = {"same": DocumentRagResponse(answer=f"{evidence} [d#1]", chunks=given),
+           "other": DocumentRagResponse(answer="Lists are mutable. [d#1]", chunks=given)}
+    lines = report(qs, {"same": ["d#1"], "other": ["d#1"]}, got, ["dev"], show=False)
+    header = next(line for line in lines if line.startswith("| half | identifier"))
+    row = [line for line in lines if line.startswith("| dev")][-1]
+    cells = dict(zip(header.strip("|").split("|")[1:], row.strip("|").split("|")[1:], strict=True))
+    cells = {k.strip(): v.strip() for k, v in cells.items()}
+    assert list(cells) == list(GROUPS)
+    assert (cells["identifier"], cells["paraphrase"], cells["multi-concept"]) == ("1 of 1", "0 of 1", "0 of 0")
+    assert (cells["overlap 0"], cells["2/3 or more"]) == ("0 of 1", "1 of 1")
