@@ -11,7 +11,8 @@ sentence is in the neighbouring chunk (the chunker's overlap), where it is a can
   that closes something (``, ) ; :``);
 - ``mended``: a sentence a display interrupted (the reference sets code apart in a paragraph of its
   own: ``is to insert:`` / ``import pdb; pdb.set_trace()`` / ``at the location you want ...``) is
-  made one again: an open sentence (one that ends no sentence) of prose takes the code after it, and
+  made one again: an open sentence (one that ends no sentence) of prose takes the code after it (not
+  a list item's number: ``proceeds as follows:`` / ``1.`` / ``The context expression ...``), and
   a paragraph that starts mid-sentence continues the open pieces before it; one with none open
   before it is not used;
 - ``cut_at_end``: a last sentence of prose that ends without any closing mark (code and
@@ -81,6 +82,8 @@ def cut_at_end(sentence: str) -> bool:
     return bool(text) and not _ENDED.search(text) and not _CODE.search(text) and text[-1].isalpha()
 
 
+# a list item's number alone ("1.", "2)", "(a)"): it starts the item after it, it continues nothing
+_ENUMERATOR = re.compile(r"^\(?(?:\d+|[a-z])[.)]$")
 _SENTENCE_ENDED = re.compile(r"[.!?…][\"'”’)\]]*$")  # noqa: RUF001
 HEADING_WORDS = 4  # a line of fewer words that ends no sentence heads what follows it
 
@@ -113,7 +116,7 @@ def mended(found: list[str]) -> list[str]:
                 continue
             prose_open = False  # a continuation of nothing given: not used
             continue
-        if out and prose_open and is_code(sentence):
+        if out and prose_open and is_code(sentence) and not _ENUMERATOR.match(sentence):
             out[-1] = f"{out[-1]} {sentence}"
             continue
         out.append(sentence)

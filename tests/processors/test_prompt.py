@@ -288,6 +288,14 @@ def test_a_sentence_a_code_display_interrupted_is_whole_again():
     assert not any(line.startswith("which") for line in lines)
 
 
+def test_a_list_items_number_is_not_taken_for_the_code_an_open_sentence_shows():
+    doc = ('The execution of the "with" statement with one item proceeds as follows:\n\n1. The context '
+           'expression is evaluated to obtain a context manager.\n\n2. The context manager is entered.')
+    lines = answer({"query": "How does the with statement execute?", "documents": [doc]}).splitlines()
+    assert 'The execution of the "with" statement with one item proceeds as follows: [1]' in lines
+    assert not any(line.startswith(("1.", "2.")) or " 1. [" in line for line in lines)
+
+
 def test_code_in_lower_case_is_whole_however_it_starts():
     for first in ("except E as N: foo", "iter = type(iter).__aiter__(iter)", "integer ::= decinteger",
                   "classmethod fromkeys(iterable[, value])"):
