@@ -124,7 +124,10 @@ def passages(inp: PromptInput, refer_back_chars: int = 0, entry_chars: int = 0) 
                 last = None
                 continue
             said = True  # in a passage of its own, joined to the one before, or merged into another's
-            if entry and last is not None and len(out[last].text) + 1 + len(sentence) <= entry_chars:
+            alone = where.get(sentence.casefold())  # a line that says this sentence alone, given before
+            if (entry and last is not None and len(out[last].text) + 1 + len(sentence) <= entry_chars
+                    and (alone is None or out[alone].text.casefold() != sentence.casefold())):
+                # (said alone already: the entry ends before it, and that line cites this document too)
                 # "d[key] — Return the item of d with key key." and "Raises a KeyError if key is not in
                 # the map.": an entry says what its name does in its first sentences, one line; each
                 # sentence stays found by its own text (a document holding it too adds its citation)

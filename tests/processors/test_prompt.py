@@ -401,6 +401,11 @@ def test_an_entry_is_said_whole_up_to_the_next_entry_and_within_max_sentence_cha
                    "document_ids": ["m#3", "m#4"]}).splitlines()
     assert both[0].endswith("not in the map. [m#3] [m#4]")
     assert not any(line.startswith("Raises") for line in both)
+    # given first alone, it stays a line of its own citing both, and the entry ends before it: said once
+    first = answer({"query": query, "documents": ['Raises a "KeyError" if key is not in the map.', entries],
+                    "document_ids": ["m#4", "m#3"]}).splitlines()
+    assert 'Raises a "KeyError" if key is not in the map. [m#4] [m#3]' in first
+    assert "d[key] — Return the item of d with key key. [m#3]" in first
     # past max_sentence_chars, and off, the entry's first sentence is a line of its own
     for settings in ({"max_sentence_chars": 60}, {"entries": False}):
         alone = answer({"query": query, "documents": [entries], "document_ids": ["m#3"]}, **settings).splitlines()
