@@ -307,7 +307,9 @@ class LogFollower:
             if self._on_progress is not None:
                 self._on_progress(self.read)
             return record, checkpoint
-        await self._io.run(self.snapshot.append, record, checkpoint)
+        # Shielded: a close while the copy is written lets the write finish (it runs before the copy
+        # closes), so a record applied here is in the copy and not read from the log again at restart.
+        await asyncio.shield(self._io.run(self.snapshot.append, record, checkpoint))
         if time.monotonic() - self._synced_at >= self._sync_interval_s:
             await self._io.run(self.snapshot.sync)
             self._synced_at = time.monotonic()

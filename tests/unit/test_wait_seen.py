@@ -95,3 +95,35 @@ async def test_a_read_the_replica_cannot_serve_yet_is_answered_and_logged_withou
     logged = [r for r in caplog.records if r.name == "processors.runtime.processor"]
     assert [(r.levelname, r.exc_info is None) for r in logged] == [("WARNING", True), ("ERROR", False)]
     assert "NotYetApplied: documents-replica is behind the log" in logged[0].getMessage()  # a bug keeps its trace
+
+
+async def test_a_record_applied_when_the_replica_closes_is_in_its_copy_and_not_read_again(bus, tmp_path):
+    import threading
+
+    log = f"{CHANGELOG_PREFIX}t-{uuid.uuid4().hex[:6]}"
+
+    applied = asyncio.Event()
+
+    async def apply(record):
+        applied.set()
+
+    follower = LogFollower(bus, log, CheckpointFile(tmp_path / "cp"), apply)
+    await follower.start()
+    # The copy's thread is busy (a sync, say): the record's write to the copy waits its turn.
+    free = threading.Event()
+    busy = asyncio.ensure_future(follower._io.run(free.wait, 10))
+    await asyncio.sleep(0)
+    position = await bus.append(log, b"doc", key="k")
+    await asyncio.wait_for(applied.wait(), 10)
+    await asyncio.sleep(0.05)
+    assert follower.covers(position)
+    closing = asyncio.ensure_future(follower.close())  # applied, its write still queued
+    await asyncio.sleep(0.05)
+    free.set()
+    await asyncio.wait_for(asyncio.gather(closing, busy), 10)
+    again = LogFollower(bus, log, CheckpointFile(tmp_path / "cp"), apply)
+    await again.start()
+    try:
+        assert again.read == 0  # the close let the write finish: the copy holds the record
+    finally:
+        await again.close()
