@@ -16,7 +16,10 @@ lines are joined; a cell of footnote marks only (``(3)(5)``) is left out, as is 
 (above the ``=`` border: labels, not statements). The columns are where the border's ``+`` marks
 are; a table a chunk boundary cut keeps the rows it holds whole (a row cut at the chunk's start,
 its first cell empty, and lines before the first border, whose columns are not known for sure,
-are dropped). Lines that are not a table's are left as they are.
+are dropped, and so is a line that only ends with a bar: the tail of a row cut mid-line). A row
+line's cells are between its bars when it has one a column: the stored text reads inline markup as
+plain, so a cell's text may end before its column does. Lines that are not a table's are left as
+they are.
 """
 
 from __future__ import annotations
@@ -56,7 +59,8 @@ def rows(text: str) -> str:
 
 def _is_table_line(line: str) -> bool:
     text = line.strip()
-    return bool(text) and (bool(_BORDER.match(text)) or text.startswith("|"))
+    # (a line that only ends with a bar is the tail of a row a chunk boundary cut mid-line)
+    return bool(text) and (bool(_BORDER.match(text)) or text.startswith("|") or text.endswith("|"))
 
 
 def _rows(block: list[str]) -> list[str]:
@@ -77,11 +81,17 @@ def _rows(block: list[str]) -> list[str]:
     return out  # a row the chunk cut at its end (no border after it) is not used either
 
 
+def _cells(line: str, columns: list[int]) -> list[str]:
+    """A row line's cells: between its bars when it has one a column (the text of a cell can be
+    shorter than the border's column, once its inline markup is read as plain text), else where the
+    border's columns are (a cell whose text holds a bar, ``"x | y"``)."""
+    if line.count("|") == len(columns):
+        return [cell.strip() for cell in line[1:-1].split("|")]
+    return [line[left + 1 : right].strip() for left, right in itertools.pairwise(columns)]
+
+
 def _row(row: list[str], columns: list[int]) -> list[str]:
-    cells = []
-    for left, right in itertools.pairwise(columns):
-        parts = [line[left + 1 : right].strip() for line in row]
-        cells.append(" ".join(p for p in parts if p))
+    cells = [" ".join(p for p in parts if p) for parts in zip(*(_cells(line, columns) for line in row), strict=True)]
     if not cells or not cells[0]:
         return []  # a row with no first cell continues one the chunk boundary cut
     cells = [c for c in cells if c and not _NOTES.match(c)]

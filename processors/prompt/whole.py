@@ -32,6 +32,9 @@ import re
 
 _CODE = re.compile(r"[_().=\[\]<>:{}/\\@#%&|~^]")
 _KEYWORDS = frozenset(keyword.kwlist) | {"match", "case", "type"}
+# keywords that are English words too: followed by another keyword, they are prose ("as if each
+# comparison were reversed", "is not", "and not"); as code they head a clause, which has its colon
+_ENGLISH = frozenset({"and", "as", "else", "for", "from", "if", "in", "is", "not", "or", "while", "with"})
 _CUT_NAME = re.compile(r"^[^\W_]\w*__(?!\w)")  # the tail of a dunder name: enter__() of __enter__()
 _CLOSING = frozenset(",;:.)]}”’»")  # noqa: RUF001  (typographic quotes)
 _OPERATOR = re.compile(r"^(?:[-+*/%&|^@<>!:]?=|::=|\*\*=|//=|>>=|<<=)$")  # iter = ..., integer ::= ...
@@ -58,7 +61,8 @@ def cut_at_start(sentence: str) -> bool:
 
 def is_code(line: str) -> bool:
     """A line of code rather than prose: its first word is code (``lambda_expr``, ``f(x)``), a keyword
-    followed by code or another keyword (``if __debug__:``, ``class C:``, ``async def``), a compound
+    followed by code, or by another keyword unless the first is an English word too (``if __debug__:``,
+    ``class C:``, ``async def``; not ``as if``), a compound
     statement's header (``except E as N:``), an assignment or a grammar rule (``iter = ...``,
     ``integer ::= ...``), or a signature after its kind (``classmethod fromkeys(iterable)``,
     ``alias [name]``); the reference quotes the code inside its prose (``with "@staticmethod" and``),
@@ -74,7 +78,8 @@ def is_code(line: str) -> bool:
         return True
     if _OPERATOR.match(words[1]) or (words[0] in _KINDS and _SIGNATURE_ARGS.match(words[1])):
         return True
-    return words[0] in _KEYWORDS and (bool(_CODE.search(words[1])) or words[1] in _KEYWORDS)
+    return words[0] in _KEYWORDS and (bool(_CODE.search(words[1]))
+                                      or (words[1] in _KEYWORDS and words[0] not in _ENGLISH))
 
 
 def cut_at_end(sentence: str) -> bool:

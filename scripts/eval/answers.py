@@ -7,11 +7,12 @@ citations (``[doc#3]``, ``[fact: ...]``) are not part of what is judged.
 - ``answered``: an evidence passage is in the answer when its words are there in order (case and
   spacing aside), or its gist is: at least ``GIST`` of its content words in one line.
 - ``fragment``: a line that starts mid-sentence (a lower-case word that is not code, or a closing
-  mark), carries the reference's inline markup (``*word*``, ``**``, double back-quotes, ``:role:``),
-  or holds under ``MIN_WORDS`` words. A line that starts with code is not judged to start mid-sentence:
-  a first word with code characters (``lambda_expr ::=``, ``f(x)``), a keyword before code or another
-  keyword (``if x:``, ``async def``), a compound statement's header (``except E as N:``), an assignment
-  or grammar rule (``iter = ...``, ``integer ::= ...``), or a signature after its kind
+  mark), carries the reference's inline markup (``*word*``, ``**``, double back-quotes, ``:role:``)
+  or what is left of a table's bars and borders, or holds under ``MIN_WORDS`` words. A line that
+  starts with code is not judged to start mid-sentence: a first word with code characters
+  (``lambda_expr ::=``, ``f(x)``), a keyword before code or another keyword (``if x:``, ``async def``;
+  not an English word before one, ``as if``), a compound statement's header (``except E as N:``),
+  an assignment or grammar rule (``iter = ...``, ``integer ::= ...``), or a signature after its kind
   (``classmethod fromkeys(iterable)``, ``alias [name]``).
 - ``duplicates``: pairs of lines whose term sets have a Jaccard similarity of at least ``NEAR``.
 """
@@ -35,6 +36,9 @@ _CITATIONS = re.compile(r"(?:\s*\[(?:[^\[\]\s]*#\d+|\d+|fact: [^\[\]]*)\])+\s*$"
 # emphasis (*word*), strong (**word**), a literal's double back-quotes, an interpreted role (:ref:`...`);
 # not the stars of code (**kwargs, a * b, "**" and "2**-1": a mark opens before a word character)
 _MARKUP = re.compile(r"``|(?<![\w*])\*\*?\w(?:[^*]*?[^\s*])?\*\*?(?![\w*])|(?<!\w):[a-z]+:`")
+# what is left of a grid table's borders when its row is said as a sentence: a bar that opens or ends
+# the line ("length of s |; |."), a border's "+---"
+_TABLE = re.compile(r"^\|\s|\s\|[;.]?$|\+---")
 _CODE = re.compile(r"[_().=\[\]<>:]")  # a first word with these is code (``lambda_expr ::=``), not prose
 _CUT_NAME = re.compile(r"^[^\W_]\w*__(?!\w)")  # the tail of a cut dunder name: enter__() of __enter__()
 _OPERATOR = re.compile(r"^(?:[-+*/%&|^@<>!:]?=|::=|\*\*=|//=|>>=|<<=)$")  # ``iter = ...``, ``integer ::= ...``
@@ -45,6 +49,8 @@ _KINDS = frozenset({"classmethod", "staticmethod", "static", "abstractmethod", "
                     "class", "exception", "function", "method", "attribute"})
 _COMPOUND = frozenset({"if", "elif", "else", "for", "while", "try", "except", "finally", "with", "def", "class",
                        "async", "match", "case"})
+# keywords that are English words too: "as if each comparison ..." starts mid-sentence, "async def" is code
+_ENGLISH = frozenset({"and", "as", "else", "for", "from", "if", "in", "is", "not", "or", "while", "with"})
 _CLOSING = set(",;:.)]}”’»")  # noqa: RUF001  (typographic quotes)
 
 
@@ -72,7 +78,7 @@ def fragment(line: str) -> str | None:
     words = line.split()
     if len(words) < MIN_WORDS:
         return "short"
-    if _MARKUP.search(line):
+    if _MARKUP.search(line) or _TABLE.search(line):
         return "markup"
     first = words[0]
     if first[0] in _CLOSING or _CUT_NAME.match(first):
@@ -87,7 +93,7 @@ def starts_with_code(line: str) -> bool:
     first, second = words[0], words[1] if len(words) > 1 else ""
     if _CODE.search(first):
         return True
-    if first in keyword.kwlist and (_CODE.search(second) or second in keyword.kwlist):
+    if first in keyword.kwlist and (_CODE.search(second) or (second in keyword.kwlist and first not in _ENGLISH)):
         return True
     if first in _COMPOUND and _HEADER.match(line):
         return True

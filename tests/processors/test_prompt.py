@@ -13,6 +13,7 @@ import pytest
 import pytest_asyncio
 
 from config.settings import SettingsError, load_settings
+from processors.ingestion.markup import plain
 from processors.prompt import ExtractiveSettings, PromptProcessor, PromptSettings
 from processors.prompt import templates as tpl
 from processors.prompt.answer import compose
@@ -272,6 +273,15 @@ def test_a_sentence_cut_by_a_chunk_boundary_is_not_used_but_the_whole_ones_are()
                                  "Slots are declared in the class body. [2]"]
 
 
+def test_a_sentence_cut_before_two_keywords_that_are_english_words_is_not_used():
+    # "as if" is two keywords, but English ones: the chunk starts mid-sentence, not in code
+    docs = ["as if each comparison were reversed. The sort method sorts the list in place."]
+    assert answer({"query": "sort list reversed comparison", "documents": docs}).splitlines() == [
+        "The sort method sorts the list in place. [1]"]
+    docs = ["async def f(): await the sorted list, reversed. The method sorts the list in place."]
+    assert answer({"query": "sort list reversed", "documents": docs}).splitlines()[0].startswith("async def f():")
+
+
 def test_code_that_starts_in_lower_case_is_whole():
     docs = ["if __debug__: raise AssertionError when the assertion fails. The assert statement checks it."]
     assert answer({"query": "__debug__ assertion", "documents": docs}).splitlines()[0].startswith("if __debug__:")
@@ -500,6 +510,19 @@ def test_a_grid_table_is_said_a_row_a_line():
     # the header row holds labels, the last row the chunk cut before its border: neither is said
     everything = answer({"query": "operation result length slice smallest", "documents": [SEQUENCE_TABLE]})
     assert "Operation" not in everything and "smallest" not in everything and '"len(s)" — length of s.' in everything
+
+
+def test_a_table_stored_as_plain_text_is_said_a_row_a_line_and_a_row_cut_mid_line_is_not():
+    stored = plain(SEQUENCE_TABLE)  # as the chunker stores it: "*s*" is "s", a cell ends before its column
+    assert "| length of s             |" in stored
+    table = stored.index("+--")
+    cut = "the row before, cut.        |\n" + stored[table:]  # a chunk that starts in a row's last line
+    for text in (stored, cut):
+        lines = answer({"query": "How do I get a slice of s with a step?", "documents": [text]}).splitlines()
+        assert lines[0] == '"s[i:j:k]" — slice of s from i to j with step k. [1]'
+        everything = answer({"query": "operation result length slice smallest row before cut", "documents": [text]})
+        assert '"len(s)" — length of s. [1]' in everything.splitlines()
+        assert "|" not in everything and "cut" not in everything
 
 
 def test_the_answer_is_the_same_every_time():

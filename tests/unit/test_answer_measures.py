@@ -60,6 +60,12 @@ def test_evidence_is_answered_in_order_or_by_its_gist_in_one_line():
     ("returns [1] the value it was given by the caller.", "starts mid-sentence"),
     ("in the loop it was given: the next item of it.", "starts mid-sentence"),
     ("was translated to a statement of the form below.", "starts mid-sentence"),
+    ("as if each comparison were reversed. This method modifies the sequence in place.", "starts mid-sentence"),
+    ("is not None, the value is returned unchanged to the caller.", "starts mid-sentence"),
+    # a grid table's residue, after a row was said as a sentence; a bar quoted in prose is not
+    ('"len(s)" — length of s |; |.', "markup"),
+    ('| — "\'n\'" — Number. This is the same as "\'g\'".', "markup"),
+    ('An OR pattern is two or more patterns separated by vertical bars "|".', None),
 ])
 def test_fragments(line, why):
     assert answers.fragment(line) == why
