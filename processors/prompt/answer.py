@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from processors.ingestion.markup import plain
@@ -214,12 +215,17 @@ def best_once(found: list[Passage], scores: list[float], indexes: list[int], lim
     return [(i, cites[i]) for i in taken]
 
 
-def compose(inp: PromptInput, settings: ExtractiveSettings) -> str:
-    return "\n".join(compose_lines(inp, settings))
+# How an evaluation re-weighs the passages' scores (``scripts/eval_sentence_meaning.py`` adds a
+# sentence model's): the passages, their scores as computed here, the question -> the scores to use.
+Reweigh = Callable[[list[Passage], list[float], str], list[float]]
 
 
-def choose(inp: PromptInput, settings: ExtractiveSettings,
-           max_sentences: int) -> tuple[list[Passage], list[tuple[int, list[str]]], list[int]]:
+def compose(inp: PromptInput, settings: ExtractiveSettings, reweigh: Reweigh | None = None) -> str:
+    return "\n".join(compose_lines(inp, settings, reweigh))
+
+
+def choose(inp: PromptInput, settings: ExtractiveSettings, max_sentences: int,
+           reweigh: Reweigh | None = None) -> tuple[list[Passage], list[tuple[int, list[str]]], list[int]]:
     """The passages of ``inp``, the best ``max_sentences`` sentences of them with every citation each
     has, and the best ``max_facts`` facts: what an answer (or a model's prompt) is made of."""
     found = passages(inp, settings.max_sentence_chars if settings.refer_back else 0,
@@ -229,6 +235,8 @@ def choose(inp: PromptInput, settings: ExtractiveSettings,
     scores = [
         s if p.is_fact else s * (1 + settings.rank_weight / (1 + p.rank)) for s, p in zip(scores, found, strict=True)
     ]
+    if reweigh is not None:
+        scores = reweigh(found, scores, inp.query)
     sentence_ids = [i for i, p in enumerate(found) if not p.is_fact]
     fact_ids = [i for i, p in enumerate(found) if p.is_fact]
     asked = asked_names(inp.query) if settings.definitions_first else frozenset()
@@ -241,9 +249,9 @@ def choose(inp: PromptInput, settings: ExtractiveSettings,
     return found, picked_sentences, picked_facts
 
 
-def compose_lines(inp: PromptInput, settings: ExtractiveSettings) -> list[str]:
+def compose_lines(inp: PromptInput, settings: ExtractiveSettings, reweigh: Reweigh | None = None) -> list[str]:
     """The answer's lines: each cited sentence, then the header and each cited fact (the pieces of a stream)."""
-    found, picked_sentences, picked_facts = choose(inp, settings, settings.max_sentences)
+    found, picked_sentences, picked_facts = choose(inp, settings, settings.max_sentences, reweigh)
     if not picked_sentences and not picked_facts:
         return [NOTHING_FOUND + shorten(one_line(inp.query), MAX_ECHO_CHARS)]
     lines = [f"{shorten(found[i].text, settings.max_sentence_chars)} {' '.join(cited)}"

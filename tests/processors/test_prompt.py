@@ -525,6 +525,21 @@ def test_a_table_stored_as_plain_text_is_said_a_row_a_line_and_a_row_cut_mid_lin
         assert "|" not in everything and "cut" not in everything
 
 
+def test_an_evaluation_can_reweigh_the_scores_and_the_answer_follows_them():
+    docs = ["Lists sort in place and return None.", "The sorted order of equal items is kept stable."]
+    inp = check(builtin("document-prompt"), {"query": "How do lists sort?", "documents": docs})
+    assert compose(inp, ExtractiveSettings(max_sentences=1)) == "Lists sort in place and return None. [1]"
+    seen = []
+
+    def meaning(found, scores, query):  # as a sentence model would: the second document's sentence first
+        seen.append((query, [p.text for p in found], scores))
+        return [0.0 if p.citation == "[1]" else 1.0 for p in found]
+
+    assert compose(inp, ExtractiveSettings(max_sentences=1), meaning) == (
+        "The sorted order of equal items is kept stable. [2]")
+    assert seen[0][0] == "How do lists sort?" and seen[0][1] == docs and seen[0][2][0] > seen[0][2][1]
+
+
 def test_the_answer_is_the_same_every_time():
     variables = {"query": "Germany government Merkel capital", "documents": MERKEL_DOCS * 3, "facts": FACTS}
     first = answer(variables)
