@@ -127,8 +127,9 @@ def answered(inputs: list[Recorded], settings: ExtractiveSettings, reweigh=None)
     for r in inputs:
         inp = PromptInput(query=r.query, documents=tuple(text for _, text in r.chunks),
                           citations=tuple(f"[{cid}]" for cid, _ in r.chunks), facts=(), header=None, raw={})
-        out[r.id] = DocumentRagResponse(answer=compose(inp, settings, reweigh),
-                                        chunks=[ChunkMatch(cid, text=text) for cid, text in r.chunks])
+        text = compose(inp, settings, reweigh)
+        out[r.id] = DocumentRagResponse(answer=text, chunks=[ChunkMatch(cid, text=t) for cid, t in r.chunks],
+                                        cited=[cid for cid, _ in r.chunks if f"[{cid}]" in text])
     return out
 
 

@@ -54,8 +54,8 @@ def cut_at_start(sentence: str) -> bool:
     first = sentence.split(maxsplit=1)[0] if sentence.strip() else ""
     if not first:
         return False
-    if first[0] in _CLOSING or _CUT_NAME.match(first):
-        return True
+    if first[0] in _CLOSING or _CUT_NAME.match(first) or first == "|":
+        return True  # ("| value_pattern | group_pattern": the alternatives of a grammar rule whose head was cut)
     return first[0].islower() and not is_code(sentence)
 
 

@@ -282,6 +282,13 @@ def test_a_sentence_cut_before_two_keywords_that_are_english_words_is_not_used()
     assert answer({"query": "sort list reversed", "documents": docs}).splitlines()[0].startswith("async def f():")
 
 
+def test_the_alternatives_of_a_grammar_rule_whose_head_a_chunk_boundary_cut_are_not_used():
+    docs = ["| value_pattern\n                      | group_pattern\n                      | class_pattern\n\n"
+            "A value pattern matches a value by equality, as a group pattern matches its inner pattern."]
+    assert answer({"query": "value pattern group pattern", "documents": docs}).splitlines() == [
+        "A value pattern matches a value by equality, as a group pattern matches its inner pattern. [1]"]
+
+
 def test_code_that_starts_in_lower_case_is_whole():
     docs = ["if __debug__: raise AssertionError when the assertion fails. The assert statement checks it."]
     assert answer({"query": "__debug__ assertion", "documents": docs}).splitlines()[0].startswith("if __debug__:")

@@ -24,4 +24,4 @@ def test_a_paraphrase_is_nearer_than_an_unrelated_sentence_and_reweighing_brings
     weighed = answered(inputs, ExtractiveSettings(max_sentences=1), reweigh)["q"]
     assert [c.chunk_id for c in weighed.chunks] == ["b#0", "a#0"]
     assert plain.answer == f"{far.text} [b#0]"  # the words: "lists", "order", "place"
-    assert weighed.answer == f"{near.text} [a#0]"
+    assert weighed.answer == f"{near.text} [a#0]" and weighed.cited == ["a#0"]
