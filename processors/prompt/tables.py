@@ -85,7 +85,7 @@ def _cells(line: str, columns: list[int]) -> list[str]:
     """A row line's cells: between its bars when it has one a column (the text of a cell can be
     shorter than the border's column, once its inline markup is read as plain text), else where the
     border's columns are (a cell whose text holds a bar, ``"x | y"``)."""
-    if line.count("|") == len(columns):
+    if line.count("|") == len(columns) and line.startswith("|") and line.endswith("|"):
         return [cell.strip() for cell in line[1:-1].split("|")]
     return [line[left + 1 : right].strip() for left, right in itertools.pairwise(columns)]
 
