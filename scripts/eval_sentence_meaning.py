@@ -61,7 +61,11 @@ class Recorded(msgspec.Struct):
 def record(path: Path, data_dir: Path, questions: list[evalset.Question]) -> list[Recorded]:
     if path.is_file():
         print(f"reusing the inputs recorded in {path}", file=sys.stderr)
-        return msgspec.json.decode(path.read_bytes(), type=list[Recorded])
+        kept = msgspec.json.decode(path.read_bytes(), type=list[Recorded])
+        if [(r.id, r.query) for r in kept] != [(q.id, q.question) for q in questions]:
+            raise SystemExit(f"{path} was recorded for other questions than questions.jsonl holds now: "
+                             "remove it to record them again")
+        return kept
     got = asyncio.run(ask(data_dir, questions))
     out = []
     for q in questions:

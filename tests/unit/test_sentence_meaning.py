@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import msgspec
+import pytest
+
 from processors.embed.onnx_backend import default_model_path, default_vocab_path
 from processors.prompt.answer import Passage
 from processors.prompt.settings import ExtractiveSettings
-from scripts.eval_sentence_meaning import Recorded, SentenceModel, answered, reweigh_by
+from scripts.eval import evalset
+from scripts.eval_sentence_meaning import Recorded, SentenceModel, answered, record, reweigh_by
 
 
 def test_a_paraphrase_is_nearer_than_an_unrelated_sentence_and_reweighing_brings_it_first():
@@ -25,3 +29,12 @@ def test_a_paraphrase_is_nearer_than_an_unrelated_sentence_and_reweighing_brings
     assert [c.chunk_id for c in weighed.chunks] == ["b#0", "a#0"]
     assert plain.answer == f"{far.text} [b#0]"  # the words: "lists", "order", "place"
     assert weighed.answer == f"{near.text} [a#0]" and weighed.cited == ["a#0"]
+
+
+def test_inputs_recorded_for_other_questions_are_refused_not_reused(tmp_path):
+    questions = evalset.load_questions()[:2]
+    path = tmp_path / "inputs.json"
+    path.write_bytes(msgspec.json.encode([Recorded(q.id, q.question, []) for q in questions]))
+    assert [r.id for r in record(path, tmp_path / "data", questions)] == [q.id for q in questions]
+    with pytest.raises(SystemExit, match="other questions"):
+        record(path, tmp_path / "data", questions[:1])
