@@ -31,7 +31,6 @@ from config.settings import load_settings
 from processors.testing import brokers
 from processors.testing.apache import apache_kafka
 from scripts.bench.faststream_compare import OURS, PEER, BrokerCpu, figures, print_table
-from scripts.bench.faststream_echo import faststream_setup
 from scripts.bench.pingpong import BODY, CONCURRENCY, Plan, Setup, processor_setup, run
 
 FULL = Plan(warm_calls=200, lat_rounds=1000, lat_cap_s=60.0, total=8192, budget_s=180.0)
@@ -39,6 +38,9 @@ QUICK = Plan(warm_calls=50, lat_rounds=200, lat_cap_s=15.0, total=1024, budget_s
 
 
 async def bench(url: str, broker_cpu: BrokerCpu, plan: Plan, rounds: int) -> list[tuple[str, int, dict[str, float]]]:
+    # FastStream (the `bench` extra) only when measuring: --help reads without it.
+    from scripts.bench.faststream_echo import faststream_setup
+
     settings = load_settings(environ={}).bus  # production defaults: no file, no RAGBUS_* variable
     setups: dict[str, Setup] = {
         PEER: faststream_setup(url.removeprefix("kafka://"), settings.kafka.request_topics.partitions),

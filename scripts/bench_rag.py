@@ -230,7 +230,7 @@ async def main() -> None:
     parser.add_argument("--warmup", type=int, default=300,
                         help="questions asked (8 in flight) before a bus backend's idle window and rows; on a "
                              "broker started here, windows of that many until its JIT compiler takes under "
-                             f"{JIT_QUIET:.0%} of its CPU in one (at most {JIT_WINDOWS}): a JVM broker just "
+                             f"{JIT_QUIET * 100:.0f}%% of its CPU in one (at most {JIT_WINDOWS}): a JVM broker just "
                              "started runs its hot paths interpreted until its JIT compiles them")
     parser.add_argument("--idle-seconds", type=float, default=5.0,
                         help="before each backend's load, measure its idle CPU this long (0: skip)")
