@@ -55,10 +55,10 @@ import uuid
 from pathlib import Path
 
 from config import pipelines
-from config.settings import load_settings
+from config.settings import load_settings, processor_settings
 from processors.bus import connect
 from processors.cli.seed import first_use
-from processors.document_rag import DocumentRag
+from processors.document_rag import DocumentRag, DocumentRagSettings
 from processors.runtime.envelope import Envelope
 from processors.runtime.processor import RequestContext
 from processors.runtime.request_client import RequestClient
@@ -125,9 +125,11 @@ async def direct_rag(settings):
         await p.start()
         processors[p.settings.topic] = p
     client = DirectClient(processors)
+    deployed = processor_settings(settings, "document-rag", DocumentRagSettings)  # as the processor runs
     rag = DocumentRag(
         PromptClient(client), EmbedClient(client), DocEmbeddingsClient(client), FetchChunkClient(client),
         kw_index_client=KeywordClient(client), kg_client=KgClient(client), retrieval_mode="hybrid",
+        fusion=deployed.fusion,
     )
     try:
         yield lambda q: rag.query(q, mode="hybrid")

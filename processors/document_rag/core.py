@@ -74,7 +74,12 @@ MAX_HISTORY = 8  # turns of a conversation a follow-up is condensed from: the la
 MAX_TURN_CHARS = 2000  # of each turn (a long answer), so the condensing prompt stays small
 
 MODES = ("vector", "keyword", "hybrid")
-# The keyword defaults below are the processor's settings' own, so the class and a deployment agree.
+# The class a user builds by hand keeps the seed's contract: vector unless asked (the keyword path is
+# strictly opt-in, so no keyword client is needed), hybrid fused by weighted RRF. The deployed
+# processor passes its configured mode and fusion (settings.py: hybrid, minmax). The other defaults
+# are the settings' own, so the class and a deployment agree on them.
+CLASS_MODE = "vector"
+CLASS_FUSION = "rrf"
 _DEFAULT = DocumentRagSettings()
 
 
@@ -144,12 +149,12 @@ class DocumentRag:
         fetch_chunk: Callable[..., Awaitable[str]],
         kw_index_client: Any = None,
         kg_client: Any = None,
-        retrieval_mode: str = _DEFAULT.retrieval_mode,
+        retrieval_mode: str = CLASS_MODE,
         vector_weight: float = _DEFAULT.vector_weight,
         keyword_weight: float = _DEFAULT.keyword_weight,
         doc_limit: int = _DEFAULT.doc_limit,
         *,
-        fusion: str = _DEFAULT.fusion,
+        fusion: str = CLASS_FUSION,
         hybrid_depth: int = _DEFAULT.hybrid_depth,
         max_concepts: int = _DEFAULT.max_concepts,
         fact_limit: int = _DEFAULT.fact_limit,

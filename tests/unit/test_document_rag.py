@@ -372,20 +372,25 @@ async def test_vector_mode_never_asks_the_keyword_client():
     assert result.paths == ["vector"]
 
 
-async def test_built_without_a_mode_or_fusion_it_runs_the_settings_default_hybrid_with_minmax():
+async def test_built_by_hand_hybrid_fuses_by_rrf_and_the_settings_fusion_is_minmax():
+    """The seed's class: hybrid asked for without a fusion is weighted RRF; the processor passes its
+    configured one (minmax), which orders these lists otherwise."""
     # RRF ties a and x (each first once) and keeps a; min-max scores see x far ahead on the keyword side.
     vector = scored(("a", 0.50), ("x", 0.49), ("z", 0.10))
     keyword = scored(("x", 12.0), ("a", 1.0), ("w", 0.5))
-    embed = EmbedStub()
-    docs = DocEmbeddingsStub(embed, lambda text: list(vector))
-    rag = DocumentRag(PromptStub(concepts=[]), embed, docs, FetchStub(), kw_index_client=KeywordStub(keyword),
-                      doc_limit=3)
 
-    result = await rag.query(QUESTION)
+    async def first_two(**options) -> list[str]:
+        embed = EmbedStub()
+        docs = DocEmbeddingsStub(embed, lambda text: list(vector))
+        rag = DocumentRag(PromptStub(concepts=[]), embed, docs, FetchStub(), kw_index_client=KeywordStub(keyword),
+                          doc_limit=3, retrieval_mode="hybrid", **options)
+        result = await rag.query(QUESTION)
+        assert result.paths == ["vector", "keyword"]
+        return [c.chunk_id for c in result.chunks][:2]
 
-    assert result.paths == ["vector", "keyword"]
-    assert [c.chunk_id for c in result.chunks][:2] == ["x", "a"]
-    assert (rag.retrieval_mode, rag.fusion) == (DocumentRagSettings().retrieval_mode, DocumentRagSettings().fusion)
+    assert await first_two() == ["a", "x"]
+    assert await first_two(fusion=DocumentRagSettings().fusion) == ["x", "a"]
+    assert DocumentRagSettings().fusion == "minmax"
 
 
 async def test_doc_limit_bounds_the_store_requests_and_the_chunks():
@@ -600,9 +605,13 @@ def test_keyword_and_hybrid_modes_need_a_keyword_client(mode):
         DocumentRag(PromptStub(), EmbedStub(), Forbidden("docs"), FetchStub(), retrieval_mode=mode)
 
 
-def test_without_a_keyword_client_the_default_mode_is_refused_naming_vector():
-    with pytest.raises(ValueError, match="retrieval_mode='vector'"):
-        DocumentRag(PromptStub(), EmbedStub(), Forbidden("docs"), FetchStub())
+async def test_built_by_hand_without_a_keyword_client_the_class_runs_vector():
+    """The seed's contract: the keyword path is strictly opt-in for the class a user builds."""
+    embed = EmbedStub()
+    rag = DocumentRag(PromptStub(), embed, DocEmbeddingsStub(embed), FetchStub())
+    assert (rag.retrieval_mode, rag.fusion) == ("vector", "rrf")
+    result = await rag.query("what does the with statement do")
+    assert result.paths == ["vector"] and result.chunks
 
 
 @pytest.mark.parametrize("mode", ["bm25", "Vector", "", "vector "])
