@@ -18,6 +18,7 @@ import contextlib
 import functools
 import math
 import os
+import sys
 from collections.abc import Callable, Iterable
 
 import msgspec
@@ -53,6 +54,20 @@ def embedded_processors(settings: Settings, names: Iterable[str], url: str):
     sections = {name: {**settings.processors.get(name, {}), "drain_timeout_s": 0} for name in names}
     undrained = msgspec.structs.replace(settings, processors={**settings.processors, **sections})
     return processors_running(undrained, names, url)
+
+
+def warn_if_private(command: str, url: str) -> None:
+    """One line on stderr when ``url`` is memory://: it lives inside this one process, so what other
+    processes publish, consume or hold is not there. The default bus is memory://, so a user who forgot
+    --bus would otherwise read an empty table (or "0 message(s)") with no hint why."""
+    if url.startswith("memory:"):
+        print(
+            f"ragbus {command}: warning: {url} is a bus private to this process, so nothing another process "
+            "published, consumed or holds is seen here; name the shared bus with --bus (kafka://HOST:PORT, "
+            "pulsar://HOST:PORT) or RAGBUS_BUS__URL",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def text(value: str) -> str:

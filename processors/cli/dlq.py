@@ -10,6 +10,9 @@ wiring's processors, or every topic the broker's metrics name).
 ``redrive`` publishes them to the topic they came from, with a fresh delivery
 count, and marks each redriven in its dead-letter topic so that a second
 redrive does not send it again (processors/bus/dead_letters.py).
+
+A TOPIC named that the bus does not have (``unknown_topic``) is refused with exit status 2, and
+on memory:// both say on stderr that its bus lives in this one process.
 """
 
 from __future__ import annotations
@@ -17,13 +20,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 from datetime import UTC, datetime
 
 from config.settings import Settings, load_settings
 from processors.bus import Bus, connect
 from processors.bus.dead_letters import DeadLetter, dead_letter_topics, pending, redrive
 
-from .common import add_bus_options, positive_int
+from .common import add_bus_options, positive_int, warn_if_private
 
 
 def dead_letter_topic_of(bus: Bus, topic: str) -> str:
@@ -35,6 +39,24 @@ def dead_letter_topic_of(bus: Bus, topic: str) -> str:
 def processor_topics(settings: Settings) -> list[str]:
     """The request topic of every processor in the wiring."""
     return [section.get("topic") or name for name, section in settings.processors.items()]
+
+
+async def unknown_topic(bus: Bus, topic: str, settings: Settings) -> str | None:
+    """Why ``topic`` is no dead-letter topic of this bus, or None when it is one: the broker lists it (Kafka,
+    memory), or it is the dead-letter topic of a processor in the wiring where the broker cannot list its
+    topics (Pulsar without ``[bus.pulsar] metrics_url``), or it holds anything (Pulsar's metrics name a
+    topic only once refreshed)."""
+    known = await bus.list_topics()
+    if topic in (known if known is not None else await dead_letter_topics(bus, processor_topics(settings))):
+        return None
+    if await bus.read_retained(topic):
+        return None
+    if known is None:
+        return (f"{topic!r} holds nothing on {bus.url} and is the dead-letter topic of no processor in the wiring "
+                "(the broker cannot list its topics without [bus.pulsar] metrics_url)")
+    letters = [t for t in known if t.endswith(bus.dead_letter_suffix)]
+    listed = (", ".join(letters[:10]) + (" ..." if len(letters) > 10 else "")) if letters else "none"
+    return f"no topic {topic!r} on {bus.url} (its dead-letter topics: {listed})"
 
 
 def when(epoch: float | None) -> str:
@@ -75,8 +97,11 @@ def show(letters: list[DeadLetter], as_json: bool, note: str = "") -> None:
 async def _list(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     async with await connect(args.bus, settings.bus) as bus:
+        url = bus.url
         if args.topic:
             topics = [dead_letter_topic_of(bus, args.topic)]
+            if (why := await unknown_topic(bus, topics[0], settings)) is not None:
+                return _refuse("list", why, url)
         else:
             topics = await dead_letter_topics(bus, processor_topics(settings))
         found = await asyncio.gather(*(pending(bus, topic, reason=args.reason) for topic in topics))
@@ -85,13 +110,22 @@ async def _list(args: argparse.Namespace) -> int:
     shown = letters[: args.limit] if args.limit else letters
     more = f" (showing {len(shown)}; --limit)" if len(shown) < total else ""
     show(shown, args.json, f"{total} dead letter(s) in {len({d.topic for d in letters})} topic(s){more}")
+    warn_if_private("dlq list", url)
     return 0
+
+
+def _refuse(action: str, why: str, url: str) -> int:
+    print(f"ragbus dlq {action}: error: {why}", file=sys.stderr)
+    warn_if_private(f"dlq {action}", url)
+    return 2
 
 
 async def _redrive(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     async with await connect(args.bus, settings.bus) as bus:
         topic = dead_letter_topic_of(bus, args.topic)
+        if (why := await unknown_topic(bus, topic, settings)) is not None:
+            return _refuse("redrive", why, bus.url)
         sent, skipped = await redrive(bus, topic, reason=args.reason, limit=args.limit)
         left = await pending(bus, topic)
     if args.json:

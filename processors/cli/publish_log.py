@@ -130,9 +130,14 @@ async def _run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     source = data_dir_of(args.data_dir or "")
-    wanted = args.collection or await asyncio.to_thread(collections, source)
+    held = await asyncio.to_thread(collections, source)
+    wanted = args.collection or held
     if not wanted:
         print(f"ragbus publish-log: error: {source} holds no collection (no library, no graph)", file=sys.stderr)
+        return 2
+    if missing := [c for c in wanted if c not in held]:
+        print(f"ragbus publish-log: error: {source} holds no collection {', '.join(map(repr, missing))} (no library, "
+              f"no graph); it holds: {', '.join(held) or 'none'}", file=sys.stderr)
         return 2
     procs = settings.processors
     documents_topic = procs.get("doc-embeddings-store", {}).get("log_topic") or DOCUMENTS_LOG

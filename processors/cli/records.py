@@ -9,24 +9,8 @@ from config.settings import load_settings
 from processors.bus import connect
 from processors.runtime.recording import record, replay
 
-from .common import add_bus_options, positive_float, positive_int, positive_seconds
+from .common import add_bus_options, positive_float, positive_int, positive_seconds, warn_if_private
 from .progress import progress_bar
-
-
-def _warn_if_private(command: str, url: str) -> None:
-    """memory:// lives inside this one process: a recorder there hears nothing, a replay reaches no one.
-
-    The default bus is memory://, so a user who forgot --bus would otherwise get
-    "recorded 0 message(s)" with no hint why.
-    """
-    if url.startswith("memory:"):
-        print(
-            f"ragbus {command}: warning: {url} is a bus private to this process, so no other process "
-            "publishes or consumes on it; name the shared bus with --bus (kafka://HOST:PORT, pulsar://HOST:PORT) "
-            "or RAGBUS_BUS__URL",
-            file=sys.stderr,
-            flush=True,
-        )
 
 
 def _parse_rename(pairs: list[str]) -> dict[str, str]:
@@ -41,7 +25,7 @@ def _parse_rename(pairs: list[str]) -> dict[str, str]:
 
 async def _record(args: argparse.Namespace) -> int:
     async with await connect(args.bus, load_settings().bus) as bus:
-        _warn_if_private("record", bus.url)
+        warn_if_private("record", bus.url)
 
         progress = progress_bar(unit="msg")
         count = 0
@@ -61,7 +45,7 @@ async def _record(args: argparse.Namespace) -> int:
 
 async def _replay(args: argparse.Namespace) -> int:
     async with await connect(args.bus, load_settings().bus) as bus:
-        _warn_if_private("replay", bus.url)
+        warn_if_private("replay", bus.url)
         n = await replay(bus, args.file, rename=_parse_rename(args.rename), speed=args.speed)
     print(f"replayed {n} message(s) from {args.file} onto {args.bus or bus.url}", file=sys.stderr)
     return 0

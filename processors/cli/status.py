@@ -18,7 +18,7 @@ from config.settings import load_settings
 from processors.bus import connect
 from processors.runtime.status import statuses, wiring
 
-from .common import add_bus_options
+from .common import add_bus_options, warn_if_private
 from .dlq import shown, table
 from .topics import _processors
 
@@ -66,6 +66,7 @@ async def _status(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     async with await connect(args.bus, settings.bus) as bus:
         found = msgspec.to_builtins(await statuses(bus, wiring(settings, args.processors)))
+        url = bus.url
     if args.json:
         print(json.dumps(found, indent=2))
     else:
@@ -73,6 +74,7 @@ async def _status(args: argparse.Namespace) -> int:
         if found["replicas"]:
             print()
             print_replicas(found["replicas"], time.time())
+    warn_if_private("status", url)
     return 0
 
 

@@ -197,6 +197,14 @@ async def test_the_command_lists_and_redrives_until_the_topic_is_empty(bus_url, 
     if bus_url.startswith("kafka"):  # Pulsar without metrics_url can only list the wiring's topics
         assert f"{topic}.dlq" in everything.stdout
 
+    unknown = ragbus("dlq", "redrive", f"no-{topic}", "--bus", bus_url)  # a typo: refused, not "redrove 0"
+    assert unknown.returncode == 2, (unknown.stdout, unknown.stderr)
+    assert unknown.stderr.startswith(f"ragbus dlq redrive: error: no topic 'no-{topic}.dlq' on {bus_url}" if
+                                     bus_url.startswith("kafka") else f"ragbus dlq redrive: error: 'no-{topic}.dlq' "
+                                     f"holds nothing on {bus_url}"), unknown.stderr
+    if bus_url.startswith("kafka"):
+        assert f"{topic}.dlq" in unknown.stderr  # the dead-letter topics it has
+
     redriven = ragbus("dlq", "redrive", f"{topic}.dlq", "--bus", bus_url)
     assert redriven.returncode == 0, redriven.stderr
     assert f"redrove 2 message(s) from {topic}.dlq; 0 left in it" in redriven.stdout, redriven.stdout
@@ -204,3 +212,16 @@ async def test_the_command_lists_and_redrives_until_the_topic_is_empty(bus_url, 
     assert f"redrove 0 message(s) from {topic}.dlq; 0 left in it" in again.stdout, again.stdout
     after = ragbus("dlq", "list", topic, "--bus", bus_url, "--json")
     assert json.loads(after.stdout)["dead_letters"] == []
+
+
+def test_on_the_embedded_bus_the_commands_say_it_is_their_own_and_refuse_a_topic_it_lacks():
+    """memory:// lives in the command's own process: empty, whatever workers elsewhere dead-lettered."""
+    private = "ragbus dlq {}: warning: memory:// is a bus private to this process"
+    listed = ragbus("dlq", "list", "--bus", "memory://")
+    assert listed.returncode == 0 and "0 dead letter(s)" in listed.stdout, listed.stderr
+    assert listed.stderr.startswith(private.format("list")) and "--bus" in listed.stderr, listed.stderr
+    redriven = ragbus("dlq", "redrive", "nosuchtopic", "--bus", "memory://")
+    assert redriven.returncode == 2 and redriven.stdout == "", redriven.stdout
+    first, second = redriven.stderr.splitlines()
+    assert first == "ragbus dlq redrive: error: no topic 'nosuchtopic.dlq' on memory:// (its dead-letter topics: none)"
+    assert second.startswith(private.format("redrive"))

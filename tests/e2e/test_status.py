@@ -175,6 +175,16 @@ def test_pulsar_gauges_are_read_as_pulsar_lite_and_pulsar_label_them():
     assert stats.topics == {"embed", "kg-query", "embed.dlq"}  # not the other namespace's
 
 
+def test_on_the_embedded_bus_status_says_the_bus_is_its_own():
+    """An empty table on memory:// is the command's own bus, not the deployment's: it says so, naming --bus."""
+    done = subprocess.run([sys.executable, "-m", "processors.cli", "status", "--processors", t.EMBED],
+                          capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=str(REPO), RAGBUS_BUS__URL="memory://"))
+    assert done.returncode == 0 and done.stdout.startswith("TOPIC"), done.stderr
+    assert done.stderr.startswith("ragbus status: warning: memory:// is a bus private to this process"), done.stderr
+    assert "--bus" in done.stderr and len(done.stderr.splitlines()) == 1
+
+
 @pytest.mark.parametrize("command", [["status"], ["dlq"], ["dlq", "list"], ["dlq", "redrive"]])
 def test_the_commands_explain_themselves(command):
     done = subprocess.run([sys.executable, "-m", "processors.cli", *command, "--help"], capture_output=True,

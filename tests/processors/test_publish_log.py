@@ -160,3 +160,11 @@ def test_the_command_refuses_a_bus_of_its_own_process(tmp_path, capsys, monkeypa
     monkeypatch.setenv("RAGBUS_DATA_DIR", str(tmp_path))
     assert ragbus(["publish-log", "--bus", "memory://x"]) == 2
     assert "its log would end with it" in capsys.readouterr().err
+
+
+def test_the_command_refuses_a_collection_the_data_dir_does_not_hold(tmp_path, capsys, monkeypatch):
+    """Refused before any broker is reached (nothing listens on this port): a typo publishes nothing, and says so."""
+    monkeypatch.setenv("RAGBUS_DATA_DIR", str(tmp_path))
+    assert ragbus(["publish-log", "--bus", "kafka://127.0.0.1:9", "--collection", "nothere"]) == 2
+    assert capsys.readouterr().err == (f"ragbus publish-log: error: {tmp_path} holds no collection 'nothere' "
+                                       "(no library, no graph); it holds: none\n")
