@@ -159,8 +159,12 @@ class GatewaySettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     keys_file: str = ""
     # A request body over this is refused with 413 before it is read whole (uploads included).
     max_body_bytes: PositiveInt = 8 * 1024 * 1024
-    # Requests answered at once; past this a request gets 503 with Retry-After at once, not a queue.
+    # Requests answered at once, each counted once its body is read (a body still arriving holds no
+    # place); past this a request gets 503 with Retry-After at once, not a queue.
     max_in_flight: PositiveInt = 64
+    # Of those, the most one key may have: past it that key gets 429 with Retry-After, so a key that
+    # fills its share leaves the rest to the others. Not applied with no keys set (there is one caller).
+    max_in_flight_per_key: PositiveInt = 16
     retry_after_s: PositiveInt = 1
     # Origins allowed by CORS (e.g. ["https://chat.example.com"], or ["*"]); none = CORS off.
     cors_origins: list[str] = []
@@ -176,6 +180,9 @@ class GatewaySettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # A connection silent this long is closed: before its first request, between requests
     # (uvicorn's keep-alive timeout), or in the middle of a request's body.
     idle_timeout_s: PositiveSeconds = 5.0
+    # From the end of a request's headers to the end of its body (8 MiB in 60 s is 140 KB/s); past it,
+    # 408 and the connection closed, however steadily the bytes come.
+    body_timeout_s: PositiveSeconds = 60.0
 
 
 class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

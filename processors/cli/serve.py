@@ -123,7 +123,7 @@ async def serve(args: argparse.Namespace) -> int:
     app = build_app(state, g, api_keys=keys, mcp_routes=face.http_routes(host))
     # No access log, no Server and Date headers: per-request work nobody here reads (a proxy adds its own).
     limits = HeadLimits(max_head_bytes=g.max_head_bytes, head_timeout_s=g.head_timeout_s,
-                        idle_timeout_s=g.idle_timeout_s)
+                        idle_timeout_s=g.idle_timeout_s, body_timeout_s=g.body_timeout_s)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off",
                                            access_log=False, server_header=False, date_header=False,
                                            timeout_graceful_shutdown=5, http=protocol_with(limits),

@@ -276,10 +276,10 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
         },
     )
     guarded = Guard(app, api_keys=keys, max_body_bytes=settings.max_body_bytes, max_in_flight=settings.max_in_flight,
-                    retry_after_s=settings.retry_after_s)
+                    max_in_flight_per_key=settings.max_in_flight_per_key, retry_after_s=settings.retry_after_s)
     if not settings.cors_origins:
         return guarded
-    # Outside the guard: a browser's preflight carries no key, and the guard's refusals (401, 413, 503) must
+    # Outside the guard: a browser's preflight carries no key, and the guard's refusals (401, 413, 429, 503) must
     # carry the allow headers for the page to read them.
     return CORSMiddleware(guarded, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"],
                           expose_headers=["Retry-After", "WWW-Authenticate"])

@@ -1,11 +1,12 @@
 """The limits of HTTP/1.1 itself that uvicorn's httptools protocol lacks: a bound on a request's head, and time
-limits on a head and on a silent connection.
+limits on a head, on a body and on a silent connection.
 
 httptools (llhttp) takes a head of any size, keeping a header's value whole until it ends, and uvicorn arms
 no timer before a connection's first response is sent (its keep-alive timer), so a client that never ends
-its head holds a connection, and as much memory as it sends, for ever. uvicorn offers neither for httptools
-(its ``h11_max_incomplete_event_size`` is h11's, answers 400, and has no time limit), nor does Starlette, which
-only sees a request once its head is whole. Hence a subclass of uvicorn's protocol, ``HeadLimitedProtocol``:
+its head holds a connection, and as much memory as it sends, for ever; so does one that sends a body a byte at
+a time. uvicorn offers none of these for httptools (its ``h11_max_incomplete_event_size`` is h11's, answers 400,
+and has no time limit), nor does Starlette, which only sees a request once its head is whole and has no time
+limit on reading a body. Hence a subclass of uvicorn's protocol, ``HeadLimitedProtocol``:
 
 - a head (request line and headers) is counted as it is given to the parser, which gets at most what the
   limit leaves while a head is read, so a body that shares a read with its head is not counted. Past
@@ -13,6 +14,10 @@ only sees a request once its head is whole. Hence a subclass of uvicorn's protoc
   read that ends the one before, is counted from the next read: its head may pass the limit by at most
   one more limit's worth before it is refused;
 - ``head_timeout_s`` from a head's first byte to its end: 408 and the connection closed;
+- ``body_timeout_s`` from a head's end to its body's end, however steadily the bytes come: 408 (if the
+  request is not answered yet; its app then finds the client gone) and the connection closed, logged once.
+  Time in which the server itself does not read the body does not count: a request pipelined behind
+  another's answer, or reading paused because the app has not taken what came;
 - ``idle_timeout_s`` of silence closes a connection: before its first request (uvicorn's keep-alive timer,
   armed at once rather than after the first response), between requests (the keep-alive timer itself),
   and in the middle of a body (while the body is awaited and reading is not paused by the server).
@@ -25,6 +30,7 @@ uvicorn was given. Everything else is HttpToolsProtocol's own: pipelining, keep-
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 from dataclasses import dataclass
 
@@ -33,12 +39,15 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from schema.http import ErrorBody, ErrorDetail
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class HeadLimits:
     max_head_bytes: int
     head_timeout_s: float
     idle_timeout_s: float
+    body_timeout_s: float
 
 
 def refusal(status: int, type_: str, message: str, default_headers=()) -> bytes:
@@ -57,7 +66,9 @@ class HeadLimitedProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self.head_used: int | None = 0  # bytes of the head being read; None while a body is
         self.head_timer: asyncio.TimerHandle | None = None
-        self.body_timer: asyncio.TimerHandle | None = None
+        self.body_timer: asyncio.TimerHandle | None = None  # while a body is read: _body_check
+        self.body_deadline = 0.0  # loop time by which the body being read must end
+        self.body_checked = 0.0  # when body_timer was last armed
         self.close_timer: asyncio.TimerHandle | None = None  # after a refusal
         self.last_read = 0.0
         self.refusal: bytes | None = None  # due once the answers before it are written
@@ -115,7 +126,9 @@ class HeadLimitedProtocol(HttpToolsProtocol):
             self.head_timer = None
         super().on_headers_complete()
         if self.body_timer is None:
-            self.body_timer = self.loop.call_later(self.limits.idle_timeout_s, self._body_idle)
+            now = self.loop.time()
+            self.body_deadline = now + self.limits.body_timeout_s
+            self._arm_body_check(now, min(self.limits.idle_timeout_s, self.limits.body_timeout_s))
 
     def on_message_complete(self) -> None:
         self.head_used = 0
@@ -138,23 +151,47 @@ class HeadLimitedProtocol(HttpToolsProtocol):
         self._refuse(408, "HeadTimeout", f"the request line and headers took over head_timeout_s="
                                          f"{self.limits.head_timeout_s:g} ([gateway] head_timeout_s)")
 
-    def _body_idle(self) -> None:
+    def _arm_body_check(self, now: float, after: float) -> None:
+        self.body_checked = now
+        self.body_timer = self.loop.call_later(after, self._body_check)
+
+    def _body_check(self) -> None:
+        """While a body is read, at least every idle_timeout_s: ends a body that is silent too long or too late."""
         self.body_timer = None
-        idle = self.limits.idle_timeout_s
-        silent = self.loop.time() - self.last_read
-        if silent < idle:  # a byte came meanwhile: wait for the rest of the interval
-            self.body_timer = self.loop.call_later(idle - silent, self._body_idle)
-            return
-        if self.flow.read_paused:  # the server stopped reading, not the client sending
-            self.body_timer = self.loop.call_later(idle, self._body_idle)
-            return
         if self.transport.is_closing():
+            return
+        now, idle = self.loop.time(), self.limits.idle_timeout_s
+        if self.flow.read_paused or self.pipeline:  # the server is not reading this body: its clock stops
+            self.body_deadline += now - self.body_checked
+            self._arm_body_check(now, idle)
+            return
+        if now >= self.body_deadline:
+            self._body_too_late()
+            return
+        silent = now - self.last_read
+        if silent < idle:  # a byte came meanwhile: wait for the rest of the interval, or the deadline
+            self._arm_body_check(now, min(idle - silent, self.body_deadline - now))
             return
         if self.cycle is not None and not self.cycle.response_started:
             self.transport.write(refusal(408, "BodyTimeout", f"no byte of the request body for idle_timeout_s="
                                          f"{self.limits.idle_timeout_s:g} ([gateway] idle_timeout_s)",
                                          self.server_state.default_headers))
         self.transport.close()
+
+    def _body_too_late(self) -> None:
+        timeout, cycle = self.limits.body_timeout_s, self.cycle
+        if cycle is None or cycle.response_started:  # answered without the body, or answering: nothing to say
+            log.warning("gateway: a request body from %s took over body_timeout_s=%g: connection closed",
+                        _peer(self.client), timeout)
+            self.transport.close()
+            return
+        log.warning("gateway: a request body from %s took over body_timeout_s=%g: answered 408, connection closed",
+                    _peer(self.client), timeout)
+        cycle.disconnected = True  # for its app, the client is gone: receive says so, an answer goes nowhere
+        cycle.message_event.set()
+        self.refusal = refusal(408, "BodyTimeout", f"the request body took over body_timeout_s={timeout:g} "
+                                                   "([gateway] body_timeout_s)", self.server_state.default_headers)
+        self._send_refusal()
 
     def _refuse(self, status: int, type_: str, message: str) -> None:
         self.refusal = refusal(status, type_, message, self.server_state.default_headers)
@@ -182,6 +219,10 @@ class HeadLimitedProtocol(HttpToolsProtocol):
             if timer is not None:
                 timer.cancel()
         self.head_timer = self.body_timer = self.timeout_keep_alive_task = None
+
+
+def _peer(client: tuple[str, int] | None) -> str:
+    return f"{client[0]}:{client[1]}" if client else "an unknown peer"
 
 
 def protocol_with(limits: HeadLimits) -> type[HeadLimitedProtocol]:

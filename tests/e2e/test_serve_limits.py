@@ -20,7 +20,7 @@ from processors.testing.gateway import GatewayProcess
 
 from ..helpers.serve_stores import stores
 
-LIMITS = HeadLimits(max_head_bytes=64 * 1024, head_timeout_s=1.0, idle_timeout_s=1.0)
+LIMITS = HeadLimits(max_head_bytes=64 * 1024, head_timeout_s=1.0, idle_timeout_s=1.0, body_timeout_s=2.0)
 BOUND_S = 5.0  # a connection the limits above end must end well within this
 
 
@@ -192,6 +192,31 @@ def test_a_body_that_stops_coming_gets_408_and_the_connection_closed(server):
         status, body, _ = read_answer(s)
         assert status == 408 and b"idle_timeout_s=1" in body
         assert closed(s)
+
+
+def test_a_body_sent_steadily_but_slowly_gets_408_at_the_body_timeout(server):
+    """A byte every 0.2 s never lets the connection idle: the body's own deadline ends it."""
+    with connect(server) as s:
+        s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
+        started = time.monotonic()
+        while not select.select([s], [], [], 0.2)[0]:
+            assert time.monotonic() - started < LIMITS.body_timeout_s + BOUND_S, "still open past the body timeout"
+            s.sendall(b"x")
+        status, body, headers = read_answer(s)
+        assert time.monotonic() - started >= LIMITS.body_timeout_s
+        assert status == 408 and b"body_timeout_s=2" in body and headers[b"connection"] == b"close"
+        assert closed(s)
+
+
+def test_a_body_within_the_body_timeout_is_read_whole_and_the_connection_kept(server):
+    with connect(server) as s:
+        s.sendall(b"POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n")
+        for _ in range(5):  # 1 s of a 2 s deadline
+            time.sleep(0.2)  # pacing the client's bytes, not waiting for a verdict
+            s.sendall(b"x")
+        assert read_answer(s)[:2] == (200, b"POST /slow 5")
+        s.sendall(head(10, "/again"))  # the next request's body clock starts afresh
+        assert read_answer(s)[:2] == (200, b"GET /again 0")
 
 
 # -- the real command ---------------------------------------------------------------------------------------
