@@ -14,6 +14,7 @@ import msgspec
 
 from .changelog import ReplicaReport
 from .common import Limit, MustSee
+from .ingest import Superseded
 from .rag import DocumentRagPiece, DocumentRagResponse, History
 from .retrieval import DEFAULT_COLLECTION
 
@@ -92,6 +93,8 @@ class DocumentStored(msgspec.Struct, kw_only=True, omit_defaults=True):
     chunks: int
     # With stores from the log: where it holds the document (an ask's ``must_see``); left out otherwise.
     seen: list[str] = []
+    # Another writer's version of the document is served instead (schema/ingest.py ``Superseded``).
+    superseded: Superseded | None = None
 
 
 class ErrorDetail(msgspec.Struct, kw_only=True):

@@ -38,6 +38,7 @@ from typing import Annotated, Any
 import msgspec
 
 from .common import BadRequest, Count, Entity, Error, Fact
+from .library import DocumentInfo
 from .retrieval import DEFAULT_COLLECTION
 
 
@@ -74,12 +75,15 @@ class Document(msgspec.Struct, kw_only=True):
 class DeleteDocument(msgspec.Struct, kw_only=True):
     """Change what a chunk store holds of a document, in one commit of that store.
 
-    - neither ``activate`` nor ``discard``: remove the document, every version, staged ones too;
+    - neither ``activate`` nor ``discard``: remove the document, every version queries could see;
     - ``activate=G``: version G, staged by ``EmbeddedChunks(staged=True)``, replaces whatever
-      version queries saw; other staged versions go. ``chunks`` is how many G must have: a store
+      version queries saw, and its staging goes. ``chunks`` is how many G must have: a store
       holding fewer staged refuses (a batch was lost) and changes nothing. Sent again once G is
       active, it changes nothing and succeeds;
     - ``discard=G``: drop staged version G (a failed load); what queries see stays as it was.
+
+    Neither a switch nor a removal drops another version staged meanwhile: a concurrent writer of
+    the document may still switch to it, and the last switch (the log's order) must find it whole.
     """
 
     document_id: str
@@ -87,6 +91,9 @@ class DeleteDocument(msgspec.Struct, kw_only=True):
     activate: str = ""
     discard: str = ""
     chunks: Count = 0
+    # With ``activate``: the library's entry of the version (the chunker's). With stores from the log, a
+    # replica applies it with the switch, so the library names the version the stores serve at once.
+    document: DocumentInfo | None = None
 
 
 class Chunk(msgspec.Struct, kw_only=True):
@@ -176,4 +183,15 @@ class IngestResult(msgspec.Struct, kw_only=True):
     # With stores made from the bus's logs: where the logs hold this write (``topic@position`` tokens); a
     # request that must see it carries them in ``must_see``.
     seen: list[str] = []
+    # A document's last part: set when, once its write was applied, another writer's version of the
+    # document was served instead (a concurrent write the log ordered after it, or a removal).
+    superseded: Superseded | None = None
     error: Error | None = None
+
+
+class Superseded(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What is served of a document instead of the version a writer stored: ``generation`` "" once removed."""
+
+    generation: str = ""
+    # With stores from the log: where the log holds the switch (or removal) that superseded it.
+    seen: str = ""

@@ -32,6 +32,8 @@ class DocumentInfo(msgspec.Struct, kw_only=True):
     # The version the stores serve (``schema.ingest.generation_of``); "" if recorded before versions.
     generation: str = ""
     collection: str = DEFAULT_COLLECTION
+    # With stores from the log: where the log holds the switch to this version (``topic@position``).
+    seen: str = ""
 
 
 class RecordDocument(msgspec.Struct, kw_only=True):

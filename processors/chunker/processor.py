@@ -30,8 +30,11 @@ flight at once, so none waits in the embedder's queue past its time-out.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
+import weakref
+from collections.abc import AsyncIterator
 
 import msgspec
 
@@ -51,6 +54,7 @@ from schema import (
     ListDocuments,
     LoadTriples,
     RecordDocument,
+    Superseded,
     encode,
     generation_of,
     parts_generation,
@@ -63,6 +67,20 @@ log = logging.getLogger(__name__)
 
 # msgpack's prefix of a string or an array: at most 5 bytes.
 _PREFIX = 5
+
+# One writer at a time per document in this process, from its switch to its library record: on the
+# embedded default (and a data dir shared by one process's writers) the stores and the library then
+# take concurrent writers of a document in one order. With stores from the log, the log's order does.
+_writing: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = weakref.WeakValueDictionary()
+
+
+@contextlib.asynccontextmanager
+async def writing(collection: str, document_id: str) -> AsyncIterator[None]:
+    lock = _writing.get((collection, document_id))
+    if lock is None:
+        lock = _writing[(collection, document_id)] = asyncio.Lock()
+    async with lock:
+        yield
 
 
 async def _call_all(client: RequestClient, topics: list[str], message, timeout: float) -> list[IngestResult]:
@@ -87,6 +105,11 @@ class _Calls(Processor):
     async def delete_everywhere(self, document_id: str, collection: str) -> IngestResult:
         """Remove the document from every chunk store, then from the library; the chunks removed (and,
         with stores from the log, where it holds the removal)."""
+        async with writing(collection, document_id):
+            return await self._remove_everywhere(document_id, collection)
+
+    async def _remove_everywhere(self, document_id: str, collection: str) -> IngestResult:
+        """``delete_everywhere`` by a caller that holds the document's ``writing`` already."""
         s = self.settings
         results = await _call_all(
             self.client,
@@ -164,11 +187,13 @@ class ChunkerProcessor(_Calls):
             seen: list[str] = []
             if doc.last:  # staged whole everywhere: switch every store to it, then the library lists it
                 total = doc.first_position + len(chunks)
-                await self._switch(doc, version, total)
-                seen = await self.record(DocumentInfo(
+                info = DocumentInfo(
                     document_id=doc.document_id, title=doc.title, source=doc.source, collection=doc.collection,
                     chunks=total, content_hash=doc.content_hash, chunking=self.chunking, generation=version,
-                ))
+                )
+                async with writing(doc.collection, doc.document_id):
+                    await self._switch(doc, version, total, info)
+                    seen = await self.record(info)
         except PartlySwitched:
             raise
         except Exception as exc:
@@ -176,12 +201,34 @@ class ChunkerProcessor(_Calls):
                         doc.document_id, doc.part)
             await self._discard(doc, version, exc)
             raise
-        return IngestResult(count=len(chunks), resume_at=resume_at, seen=seen)
+        superseded = await self.superseded(doc, version, seen) if doc.last else None
+        return IngestResult(count=len(chunks), resume_at=resume_at, seen=seen, superseded=superseded)
 
-    async def _switch(self, doc: Document, version: str, total: int) -> None:
+    async def superseded(self, doc: Document, version: str, seen: list[str]) -> Superseded | None:
+        """What the library names instead of ``version`` once it applied this write, if not it: another
+        writer's version of the document that came after (or its removal). None: served, or unknown."""
+        s = self.settings
+        if not s.documents_topic:
+            return None
+        request = ListDocuments(collection=doc.collection, document_ids=[doc.document_id], limit=1, must_see=seen)
+        try:
+            found = await self.client.request(s.documents_topic, request, DocumentList, timeout=s.call_timeout_s)
+            if found.error is not None:
+                raise RemoteError(s.documents_topic, found.error)
+        except Exception as exc:  # stored all the same: only whether another write came after is unknown
+            log.warning("%s is stored, but whether another writer's version came after it is unknown: %s",
+                        doc.document_id, exc)
+            return None
+        held = found.documents[0] if found.documents else None
+        if held is not None and held.generation == version:
+            return None
+        return Superseded(generation=held.generation, seen=held.seen) if held else Superseded()
+
+    async def _switch(self, doc: Document, version: str, total: int, info: DocumentInfo) -> None:
         """Every store switches to the staged ``version``; if only some could, the document leaves them all."""
         s = self.settings
-        switch = DeleteDocument(document_id=doc.document_id, collection=doc.collection, activate=version, chunks=total)
+        switch = DeleteDocument(document_id=doc.document_id, collection=doc.collection, activate=version,
+                                chunks=total, document=info)
         results = await asyncio.gather(
             *(_call_all(self.client, [topic], switch, s.call_timeout_s) for topic in s.delete_topics),
             return_exceptions=True,
@@ -194,7 +241,7 @@ class ChunkerProcessor(_Calls):
         log.warning("switching %s to version %s failed in a store after another switched; removing it everywhere",
                     doc.document_id, version)
         try:
-            await self.delete_everywhere(doc.document_id, doc.collection)
+            await self._remove_everywhere(doc.document_id, doc.collection)  # under the switch's ``writing``
         except Exception as exc:
             failed[0].add_note(f"removing the document from every store failed too: {exc}")
             raise PartlySwitched(str(failed[0])) from failed[0]

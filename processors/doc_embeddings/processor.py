@@ -22,8 +22,11 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar, overload
+
+import msgspec
 
 from config.settings import data_dir
 from processors.runtime.changelog import append_change, wait_seen
@@ -44,6 +47,7 @@ from schema import (
     check_generation,
 )
 from schema.changelog import CHUNKS, SWITCH, chunks_key, discard_key, document_order, state_key, token
+from schema.times import iso
 from schema.topics import DOCUMENTS_LOG
 
 from .settings import DocEmbeddingsSettings
@@ -333,9 +337,17 @@ class DocEmbeddingsDeleteProcessor(_StoreProcessor):
             key = state_key(collection, document_id)
             if request.activate:
                 check_generation(request.activate)
+                if request.document is not None and request.document.ingested_at is None:  # dated once, here
+                    stamped = msgspec.structs.replace(request.document, ingested_at=iso(datetime.now(UTC)))
+                    request = msgspec.structs.replace(request, document=stamped)
         position = await append_change(self.bus, self._log_topic, SWITCH, request, key=key,
                                        order_key=document_order(collection, document_id))
         return IngestResult(count=request.chunks if request.activate else 0, seen=[token(self._log_topic, position)])
+
+    def served_versions(self, collection: str) -> dict[str, str]:
+        """The version each document of ``collection`` is served as here (the stores' replica asks)."""
+        store = self._store(collection, create=False)
+        return {} if store is None else store.served_versions()
 
     def _delete(self, request: DeleteDocument) -> int:
         staging = self._staging(request.collection)
@@ -344,8 +356,7 @@ class DocEmbeddingsDeleteProcessor(_StoreProcessor):
             return 0
         if request.activate:
             return self._activate(request, staging)
-        store = self._store(request.collection, create=False)
-        self._drops.drop(staging, request.document_id, hold=self._deferring)
+        store = self._store(request.collection, create=False)  # what is staged stays (schema/ingest.py)
         return 0 if store is None else store.delete_document(request.document_id)
 
     def _activate(self, request: DeleteDocument, staging: Staging) -> int:
@@ -362,5 +373,5 @@ class DocEmbeddingsDeleteProcessor(_StoreProcessor):
                 f"not {request.chunks}: the version is incomplete and was not switched to"
             )
         count = store.replace_document(document_id, chunks, vectors)
-        self._drops.drop(staging, document_id, hold=self._deferring)
+        self._drops.drop(staging, document_id, version, hold=self._deferring)
         return count

@@ -418,6 +418,17 @@ class VectorStore:
                 counts[row.version] = counts.get(row.version, 0) + 1
         return counts
 
+    def served_versions(self) -> dict[str, str]:
+        """The version each document of the collection is served as, with what is deferred applied (no publish)."""
+        self.refresh()
+        served = {row.document_id: row.version for row in self._rows}
+        for document_id, value in (self._pending or {}).items():
+            if value is None:
+                served.pop(document_id, None)
+            else:
+                served[document_id] = value[0][0].version
+        return served
+
     def _defer_replace(self, document_id: str, chunks: Sequence[Chunk], matrix: np.ndarray) -> int:
         assert self._pending is not None
         pending_dimension = next((v[1].shape[1] for v in self._pending.values() if v is not None), 0)

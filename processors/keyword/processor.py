@@ -277,13 +277,12 @@ def _activate(worker: _Worker, request: DeleteDocument) -> int:
     except BaseException:
         index.rollback()  # or the next commit would carry this half-done switch
         raise
-    worker.drops.drop(staging, document_id, hold=worker.deferring)
+    worker.drops.drop(staging, document_id, version, hold=worker.deferring)
     return count
 
 
 def _delete(worker: _Worker, collection: str, document_id: str) -> int:
-    staging = Staging(staging_dir(worker.data_dir, collection, KEYWORD_STAGING))
-    worker.drops.drop(staging, document_id, hold=worker.deferring)
+    """What is staged stays: a concurrent writer's version may still be switched to (schema/ingest.py)."""
     index = _writer_index(worker, collection, create=False)
     if index is None:
         return 0

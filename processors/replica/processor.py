@@ -16,10 +16,17 @@ durable after the stores fsynced what it applied; one killed in between re-appli
 after it. A record the stores refuse (a dimension other than the collection's, a switch to a
 version not wholly staged) is logged and skipped, as it is on every replica.
 
+Concurrent writers of one document are ordinary: the last switch (or removal) in the log's
+order is what every store serves, and the library follows the switches, not the order the
+writers' records came in. A switch carrying the library's entry (the chunker's) is applied to
+the library with it, stamped with its own log token; a library record that names another version
+than the stores serve (a write the log ordered before another writer's switch) is skipped.
+
 With ``tombstones`` (one replica of a deployment, the ingestion host's), it also appends the
 tombstones that let the broker's compaction forget what a switch or a removal superseded: the
-runs of a document's other versions, a discarded version's runs and its discard, a removed
-document's runs. A replica starting from the compacted log then reads each document's live
+runs of a document's other versions that a switch before made live, a discarded version's runs
+and its discard. A run no switch has taken yet stays: a concurrent writer's switch to it may
+still come. A replica starting from the compacted log then reads each document's live
 version and nothing else. A removal and the library's record of it are not tombstoned: they stay
 the latest records of their keys (two small records per document removed), so a replica that
 lagged behind the log while compaction ran still reads the removal, however far behind it was
@@ -31,7 +38,10 @@ It answers ``ReplicaStatusRequest`` on its topic with where it stands.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from config.settings import data_dir
 from processors.doc_embeddings import DocEmbeddingsDeleteProcessor, DocEmbeddingsSettings, DocEmbeddingsStoreProcessor
@@ -43,7 +53,7 @@ from processors.runtime.changelog import CheckpointFile, LogFollower
 from processors.runtime.replica_reports import ReportLoop, replica_id
 from processors.runtime.envelope import Envelope, new_traceparent
 from processors.runtime.processor import Processor, RequestContext
-from schema import DeleteDocument, EmbeddedChunks, RecordDocument, decode
+from schema import DeleteDocument, DocumentInfo, EmbeddedChunks, RecordDocument, decode
 from schema.changelog import (
     CHUNKS,
     KIND,
@@ -53,6 +63,7 @@ from schema.changelog import (
     ReplicaStatusRequest,
     discard_key,
     document_order,
+    token,
 )
 from schema.topics import DOCUMENTS_LOG
 
@@ -61,6 +72,18 @@ from .settings import ReplicaSettings
 log = logging.getLogger(__name__)
 
 CHECKPOINT = "documents.checkpoint"
+
+
+@dataclass(slots=True)
+class _Run:
+    """A staged run of chunks the log holds: its version, where, and whether a switch to it came after it."""
+
+    version: str
+    at: tuple[str, tuple[int, ...]]
+    taken: bool = False
+
+    def before(self, at: tuple[str, tuple[int, ...]]) -> bool:
+        return self.at[0] == at[0] and self.at[1] < at[1]
 
 
 class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
@@ -84,8 +107,11 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
         self._types: dict[str, type] = {CHUNKS: EmbeddedChunks, SWITCH: DeleteDocument, RECORD: RecordDocument}
         self._started: list[Processor[Any, Any]] = []
         self.follower: LogFollower | None = None
-        # With ``tombstones``: every live run of chunks seen, by document (order key): run key -> version.
-        self._runs: dict[str, dict[str, str]] = {}
+        # With ``tombstones``: every live run of chunks seen, by document (order key), by its key.
+        self._runs: dict[str, dict[str, _Run]] = {}
+        # What the stores serve of each document, by collection: (version, the token of the switch to it;
+        # "" when learned from the stores at start). Absent: not served. The library follows it.
+        self._live: dict[str, dict[str, tuple[str, str]]] = {}
         # With ``tombstones``: where each key's latest record is, in the whole log as learned at start and
         # as applied since. A replica replaying the log behind its end must not tombstone a key a later
         # record of which it has not applied yet: an old switch would remove the live version's run.
@@ -155,10 +181,57 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
                               traceparent=new_traceparent()),
             topic=self.log_topic, delivery_attempt=1,
         )
+        if kind == RECORD:
+            request = self._as_served(request)
+            if request is None:
+                return
         for writer in self._writers[kind]:
             await writer.handle(request, context)
+        if kind == SWITCH:
+            await self._switched(request, token(self.log_topic, record.position), context)
         if self.settings.tombstones:
             await self._tombstone(record, kind, request)
+
+    def _served(self, collection: str) -> dict[str, tuple[str, str]]:
+        live = self._live.get(collection)
+        if live is None:  # first met since start: what this host's stores serve
+            faiss = self._writers[SWITCH][0]
+            assert isinstance(faiss, DocEmbeddingsDeleteProcessor)
+            live = self._live[collection] = {d: (v, "") for d, v in faiss.served_versions(collection).items()}
+        return live
+
+    async def _switched(self, change: DeleteDocument, seen: str, context: RequestContext) -> None:
+        """The stores took a switch or a removal: the library follows, with the entry the switch carries."""
+        if change.discard:
+            return
+        live = self._served(change.collection)
+        if change.activate:
+            live[change.document_id] = (change.activate, seen)
+            if change.document is None:  # a writer older than entries on switches: its record follows
+                return
+            entry = msgspec.structs.replace(change.document, document_id=change.document_id,
+                                            collection=change.collection, generation=change.activate, seen=seen)
+            record = RecordDocument(document=entry)
+        else:
+            live.pop(change.document_id, None)
+            record = RecordDocument(document=DocumentInfo(document_id=change.document_id,
+                                                          collection=change.collection), removed=True)
+        for writer in self._writers[RECORD]:
+            await writer.handle(record, context)
+
+    def _as_served(self, record: RecordDocument) -> RecordDocument | None:
+        """A library record as the stores serve it, or None when it names what they do not (superseded)."""
+        doc = record.document
+        held = self._served(doc.collection).get(doc.document_id)
+        if record.removed:
+            if held is None:
+                return record
+        elif held is not None and held[0] == doc.generation:
+            return msgspec.structs.replace(record, document=msgspec.structs.replace(doc, seen=held[1]))
+        log.info("%s: the record of %r (%s) is superseded: the stores serve %s", self.name, doc.document_id,
+                 "removed" if record.removed else f"version {doc.generation}",
+                 f"version {held[0]}" if held else "none of it")
+        return None
 
     async def _learn_runs(self) -> None:
         """Every live run of the log as it stands (its keys, and the versions of its runs)."""
@@ -170,7 +243,7 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
                 if record.body is None:
                     self._forget(record.key)
                 elif kind == CHUNKS:
-                    self._remember(record.key, decode(record.body, EmbeddedChunks))
+                    self._remember(record.key, decode(record.body, EmbeddedChunks), record.position)
                 elif kind == SWITCH:
                     self._superseded(decode(record.body, DeleteDocument), record.position)
 
@@ -186,10 +259,11 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
         held, at = self._latest.get(key), place(position)
         return held is None or (held[0] == at[0] and held[1] <= at[1])
 
-    def _remember(self, key: str, run: EmbeddedChunks) -> None:
+    def _remember(self, key: str, run: EmbeddedChunks, position: str) -> None:
         if run.chunks:
             first = run.chunks[0]
-            self._runs.setdefault(document_order(first.collection, first.document_id), {})[key] = first.generation
+            runs = self._runs.setdefault(document_order(first.collection, first.document_id), {})
+            runs[key] = _Run(first.generation, place(position))
 
     def _forget(self, key: str) -> None:
         for runs in self._runs.values():
@@ -200,13 +274,19 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
         not a key with a later record (replayed behind the log's end, an old switch supersedes nothing newer)."""
         order = document_order(change.collection, change.document_id)
         runs = self._runs.get(order, {})
+        at = place(position)
         if change.activate:
-            gone = [k for k, version in runs.items() if version != change.activate]
+            for run in runs.values():
+                if run.version == change.activate and run.before(at):
+                    run.taken = True
+            # Another version's runs go once a switch took them: one no switch took may be a concurrent
+            # writer's, whose switch the log orders after this one.
+            gone = [k for k, run in runs.items() if run.version != change.activate and run.taken and run.before(at)]
         elif change.discard:
-            gone = [k for k, version in runs.items() if version == change.discard]
+            gone = [k for k, run in runs.items() if run.version == change.discard and run.before(at)]
             gone.append(discard_key(change.collection, change.document_id, change.discard))
-        else:  # a removal: its runs go; the removal itself stays its state's latest record (see the module)
-            gone = [*runs]
+        else:  # a removal: the runs switches took go; the removal itself stays its state's latest record
+            gone = [k for k, run in runs.items() if run.taken and run.before(at)]
         gone = [key for key in gone if self._nothing_later(key, position)]
         for key in gone:
             runs.pop(key, None)
@@ -216,7 +296,7 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
 
     async def _tombstone(self, record, kind: str, request: Any) -> None:
         if kind == CHUNKS:
-            self._remember(record.key, request)
+            self._remember(record.key, request, record.position)
             return
         if kind != SWITCH:  # the library's record, of a document stored or removed: the latest of its key stays
             return

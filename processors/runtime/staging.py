@@ -16,8 +16,10 @@ checked to be a plain name. The write holding position 0 begins a load of the ve
 first clears what an earlier, failed load of it left (the chunker sends a version's writes in
 order, one after the other). Each write goes to a temporary file, is fsynced and renamed, so a
 write delivered twice replaces itself, and a crash leaves whole files or none. Only the
-store's writers touch it; query replicas never look. A switch drops the document's staged
-versions once it is published (``HeldDrops``: a replica's batch publishes at its end).
+store's writers touch it; query replicas never look. A switch drops the version it made live
+once it is published (``HeldDrops``: a replica's batch publishes at its end), and a discard the
+version discarded. Nothing else drops a staged version: one staged by a concurrent writer of the
+document may still be switched to, after this switch in the log's order (docs/stores-from-the-log.md).
 """
 
 from __future__ import annotations
@@ -92,21 +94,24 @@ class Staging:
     def drop(self, document_id: str, generation: str | None = None) -> None:
         """Forget one staged version of the document, or (``None``) every one."""
         directory = self._document(document_id)
-        if generation is not None:
-            directory = directory / check_generation(generation)
-        shutil.rmtree(directory, ignore_errors=True)
+        if generation is None:
+            shutil.rmtree(directory, ignore_errors=True)
+            return
+        shutil.rmtree(directory / check_generation(generation), ignore_errors=True)
+        with contextlib.suppress(OSError):  # the document's directory goes once nothing is staged in it
+            directory.rmdir()
 
-    def supersede(self, document_id: str) -> list[str]:
-        """Mark every version of the document staged now as superseded; the versions marked.
+    def supersede(self, document_id: str, generation: str) -> list[str]:
+        """Mark the document's staged ``generation`` as superseded; the versions marked (it, if staged).
 
         A mark is a file in the version's directory: a new load of the version (its write at
         position 0 clears the directory) takes it away, so ``drop_superseded`` keeps that load.
         """
-        directory = self._document(document_id)
-        versions = sorted(p.name for p in directory.iterdir() if p.is_dir()) if directory.is_dir() else []
-        for version in versions:
-            (directory / version / _SUPERSEDED).touch()
-        return versions
+        staged = self._document(document_id) / check_generation(generation)
+        if not staged.is_dir():
+            return []
+        (staged / _SUPERSEDED).touch()
+        return [generation]
 
     def drop_superseded(self, document_id: str, versions: list[str]) -> None:
         """Forget each of ``versions`` still marked superseded (one staged again since is kept)."""
@@ -119,7 +124,7 @@ class Staging:
 
 
 class HeldDrops:
-    """A switch's or a removal's drop of the document's staged versions, held while its store defers publishing.
+    """A switch's drop of the version it made live from staging, held while its store defers publishing.
 
     A replica catching up in batches publishes a switch only when its batch ends, and counts the
     batch applied only then: one killed before reads the batch again from its checkpoint and
@@ -132,11 +137,11 @@ class HeldDrops:
     def __init__(self) -> None:
         self._held: list[tuple[Staging, str, list[str]]] = []
 
-    def drop(self, staging: Staging, document_id: str, *, hold: bool) -> None:
+    def drop(self, staging: Staging, document_id: str, generation: str, *, hold: bool) -> None:
         if not hold:
-            staging.drop(document_id)
+            staging.drop(document_id, generation)
             return
-        self._held.append((staging, document_id, staging.supersede(document_id)))
+        self._held.append((staging, document_id, staging.supersede(document_id, generation)))
 
     def run(self) -> None:
         """What was switched to is published: drop what the held drops marked."""

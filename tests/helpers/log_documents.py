@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import numpy as np
 
 from processors.doc_embeddings import DocEmbeddingsDeleteProcessor, DocEmbeddingsSettings, DocEmbeddingsStoreProcessor
+from processors.doc_embeddings.store import VectorStore, collection_dir
+from processors.keyword import KeywordIndex, KeywordSettings
 from processors.library import DocumentRecordProcessor, LibrarySettings
+from processors.library.store import Library, library_path
 from processors.runtime.envelope import Envelope, new_traceparent
 from processors.runtime.processor import RequestContext
 from schema import Chunk, DeleteDocument, DocumentInfo, EmbeddedChunks, RecordDocument, generation_of
@@ -54,15 +58,32 @@ class LogWriters:
         await self.store.handle(EmbeddedChunks(chunks=chunks, vectors=vectors.tolist(), staged=True), _context())
 
     async def activate(self, i: int, edition: int = 0) -> None:
-        document_id, version = f"doc-{i}", self.version(i, edition)
-        await self.switch.handle(DeleteDocument(document_id=document_id, collection="c", activate=version,
-                                                chunks=3), _context())
-        await self.record.handle(RecordDocument(document=DocumentInfo(document_id=document_id, collection="c",
-                                                                      chunks=3, generation=version)), _context())
+        await self.switch_to(i, edition)
+        await self.record_of(i, edition)
+
+    def entry(self, i: int, edition: int = 0) -> DocumentInfo:
+        return DocumentInfo(document_id=f"doc-{i}", collection="c", chunks=3, generation=self.version(i, edition),
+                            title=f"doc {i}, edition {edition}")
+
+    async def switch_to(self, i: int, edition: int = 0, *, entry: bool = True) -> None:
+        """The stores' switch, carrying the library's entry as the chunker sends it (``entry=False``: as
+        a writer from before entries on switches did)."""
+        await self.switch.handle(DeleteDocument(
+            document_id=f"doc-{i}", collection="c", activate=self.version(i, edition), chunks=3,
+            document=self.entry(i, edition) if entry else None), _context())
+
+    async def record_of(self, i: int, edition: int = 0) -> None:
+        await self.record.handle(RecordDocument(document=self.entry(i, edition)), _context())
 
     async def remove(self, i: int) -> None:
         """The removal from the stores, then from the library, as a delete writes them."""
+        await self.remove_from_stores(i)
+        await self.record_removal(i)
+
+    async def remove_from_stores(self, i: int) -> None:
         await self.switch.handle(DeleteDocument(document_id=f"doc-{i}", collection="c"), _context())
+
+    async def record_removal(self, i: int) -> None:
         await self.record.handle(RecordDocument(document=DocumentInfo(document_id=f"doc-{i}", collection="c"),
                                                 removed=True), _context())
 
@@ -75,3 +96,44 @@ async def write_documents(bus, log: str, count: int) -> None:
             await writers.stage(i, edition)
             await writers.activate(i, edition)
         await writers.remove(count - 1)
+
+
+async def compacted(bus, log: str) -> dict[str, object]:
+    latest = {}
+    async with await bus.read_log(log) as reader:
+        while not await reader.caught_up():
+            record = await reader.next()
+            latest[record.key] = record
+    return {k: r for k, r in latest.items() if r.body is not None}
+
+
+async def caught_up(follower) -> None:
+    for _ in range(1500):  # polled: caught_up() asks the log, there is no event to wait on
+        if await follower.caught_up():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("the replica did not catch up")
+
+
+async def compact_past_retention(bus, log: str) -> str:
+    kept = {record.position for record in (await compacted(bus, log)).values()}
+    copy = f"{log}-compacted"
+    async with await bus.read_log(log) as reader:
+        while not await reader.caught_up():
+            record = await reader.next()
+            if record.position in kept:
+                await bus.append(copy, record.body, key=record.key, headers=record.headers)
+            else:
+                await bus.append(copy, None, key=f"gap\x1f{record.position}")
+    return copy
+
+
+def held(directory) -> tuple[set[str], set[str], set[str]]:
+    """The documents a data dir's faiss store, keyword index and library hold."""
+    vectors = VectorStore(collection_dir(directory, "c"), "c", readonly=True)
+    index = KeywordIndex.open_reader(directory, "c", KeywordSettings())
+    assert index is not None
+    library = Library(library_path(directory, "c"))
+    library.catch_up()
+    return ({r.document_id for r in vectors._rows}, {m.document_id for m in index.search("text", 10)},
+            set(library.documents))

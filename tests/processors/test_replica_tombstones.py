@@ -18,15 +18,12 @@ import pytest
 
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
-from processors.doc_embeddings.store import VectorStore, collection_dir
-from processors.keyword import KeywordIndex, KeywordSettings
-from processors.library.store import Library, library_path
 from processors.replica import DocumentsReplicaProcessor, ReplicaSettings
 from schema import DeleteDocument, EmbeddedChunks, RecordDocument
 from schema.changelog import KIND
 from schema.topics import CHANGELOG_PREFIX
 
-from ..helpers.log_documents import LogWriters, write_documents
+from ..helpers.log_documents import LogWriters, caught_up, compact_past_retention, compacted, held, write_documents
 
 COUNT = 9  # doc-0 .. doc-8; every third written twice; doc-8 removed
 
@@ -38,15 +35,6 @@ async def bus():
     yield bus
     await bus.close()
     drop_memory_broker(name)
-
-
-async def compacted(bus, log: str) -> dict[str, object]:
-    latest = {}
-    async with await bus.read_log(log) as reader:
-        while not await reader.caught_up():
-            record = await reader.next()
-            latest[record.key] = record
-    return {k: r for k, r in latest.items() if r.body is not None}
 
 
 def live_versions(kept) -> dict[str, set[str]]:
@@ -79,7 +67,7 @@ async def test_compaction_keeps_each_documents_live_version_whole(bus, tmp_path,
     assert replica.follower is not None
     for _ in range(2):  # caught up, then again once the tombstones it appended are read too
         await asyncio.sleep(0.2)
-        await asyncio.wait_for(_caught_up(replica.follower), 30)
+        await asyncio.wait_for(caught_up(replica.follower), 30)
     await replica.close()
     versions = live_versions(await compacted(bus, log))
     # Removed: no run of it is kept, its removal is (a replica that lagged past the compaction reads it).
@@ -125,20 +113,12 @@ async def test_a_version_written_again_is_not_tombstoned_by_a_tombstoner_behind_
         assert tombstoner.follower is not None
         for _ in range(2):
             await asyncio.sleep(0.2)
-            await asyncio.wait_for(_caught_up(tombstoner.follower), 30)
+            await asyncio.wait_for(caught_up(tombstoner.follower), 30)
     finally:
         release.set()
         await tombstoner.close()
     first = LogWriters.version(0, 0)
     assert live_versions(await compacted(bus, log)) == {"doc-0": {f"state {first}", f"run {first}"}}
-
-
-async def _caught_up(follower) -> None:
-    for _ in range(1500):  # polled: caught_up() asks the log, there is no event to wait on
-        if await follower.caught_up():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("the replica did not catch up")
 
 
 async def test_a_replica_that_lagged_past_the_compaction_of_a_removal_still_removes_the_document(bus, tmp_path):
@@ -156,33 +136,20 @@ async def test_a_replica_that_lagged_past_the_compaction_of_a_removal_still_remo
                 await writers.stage(i)
                 await writers.activate(i)
             await _replica(bus, log, lagging)  # holds both documents, then is gone for a while
-            assert _held(lagging) == ({"doc-0", "doc-1"}, {"doc-0", "doc-1"}, {"doc-0", "doc-1"})
+            assert held(lagging) == ({"doc-0", "doc-1"}, {"doc-0", "doc-1"}, {"doc-0", "doc-1"})
             await writers.remove(1)
         assert tombstoner.follower is not None
         for _ in range(2):  # the removal and the record applied, then the tombstones appended
             await asyncio.sleep(0.2)
-            await asyncio.wait_for(_caught_up(tombstoner.follower), 30)
+            await asyncio.wait_for(caught_up(tombstoner.follower), 30)
     finally:
         await tombstoner.close()
     # The broker's compaction, in the test's head, once its tombstones are past delete.retention.ms too: the lagging
     # replica comes back to a log holding each key's latest record only, at the positions it had (a copy whose
     # gaps are records of a key nothing else uses; its checkpoint is a position of the log it had read).
-    compacted_log = await _compact_past_retention(bus, log)
+    compacted_log = await compact_past_retention(bus, log)
     await _replica(bus, compacted_log, lagging)
-    assert _held(lagging) == ({"doc-0"}, {"doc-0"}, {"doc-0"})
-
-
-async def _compact_past_retention(bus, log: str) -> str:
-    kept = {record.position for record in (await compacted(bus, log)).values()}
-    copy = f"{log}-compacted"
-    async with await bus.read_log(log) as reader:
-        while not await reader.caught_up():
-            record = await reader.next()
-            if record.position in kept:
-                await bus.append(copy, record.body, key=record.key, headers=record.headers)
-            else:
-                await bus.append(copy, None, key=f"gap\x1f{record.position}")
-    return copy
+    assert held(lagging) == ({"doc-0"}, {"doc-0"}, {"doc-0"})
 
 
 async def _replica(bus, log: str, directory) -> None:
@@ -190,14 +157,3 @@ async def _replica(bus, log: str, directory) -> None:
     replica.bus = bus
     await replica.start()
     await replica.close()
-
-
-def _held(directory) -> tuple[set[str], set[str], set[str]]:
-    """The documents a data dir's faiss store, keyword index and library hold."""
-    vectors = VectorStore(collection_dir(directory, "c"), "c", readonly=True)
-    index = KeywordIndex.open_reader(directory, "c", KeywordSettings())
-    assert index is not None
-    library = Library(library_path(directory, "c"))
-    library.catch_up()
-    return ({r.document_id for r in vectors._rows}, {m.document_id for m in index.search("text", 10)},
-            set(library.documents))
