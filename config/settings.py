@@ -170,9 +170,6 @@ class GatewaySettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     cors_origins: list[str] = []
     # /ready asks the pipeline at most this often; an answer counts for that long.
     ready_check_s: PositiveSeconds = 5.0
-    # A question answered from nothing asks documents-query whether its collection holds anything
-    # (none: 404); a yes counts this long.
-    collection_check_s: PositiveSeconds = 5.0
     # A request's line and headers together over this get 431 and the connection closed.
     max_head_bytes: PositiveInt = 64 * 1024
     # From a request's first byte to the end of its headers; past it, 408 and the connection closed.

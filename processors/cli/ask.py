@@ -6,7 +6,9 @@ use was interrupted), the writers start too, the default corpus (the Python
 language reference) is ingested and the sample graph loaded, with progress
 shown (``seed.py``). A question to another collection that holds nothing is
 an error saying how to fill it. With a Kafka or Pulsar URL the command only
-publishes the question and waits for the workers' answer.
+publishes the question and waits for the workers' answer; document-rag itself
+refuses a collection that holds nothing (``EmptyCollection``), said as the same
+error.
 
 On a terminal the answer is printed as it is written (a streamed request);
 piped, or with ``--json``, it is printed whole, once it is complete.
@@ -38,7 +40,7 @@ from .common import (
     positive_int,
     question,
 )
-from .seed import first_use_plan
+from .seed import first_use_plan, said_plainly
 
 
 def _cites_fact(answer: str, fact: Fact) -> bool:
@@ -112,10 +114,11 @@ async def ask(args: argparse.Namespace) -> int:
             rag = DocumentRagClient(client, timeout=timeout)
             question = dict(mode=args.mode, at_time=args.at, doc_limit=args.doc_limit, collection=args.collection,
                             must_see=args.must_see)
-            if not args.json and sys.stdout.isatty():  # someone is watching: show the answer as it comes
-                await show_stream(rag.ask_stream(args.question, **question))
-                return 0
-            response = await rag.ask(args.question, **question)
+            with said_plainly():
+                if not args.json and sys.stdout.isatty():  # someone is watching: show the answer as it comes
+                    await show_stream(rag.ask_stream(args.question, **question))
+                    return 0
+                response = await rag.ask(args.question, **question)
     if args.json:
         print(msgspec.json.encode(response).decode())
     else:

@@ -1,8 +1,9 @@
 """``ragbus kg load`` and ``ragbus kg query``: the graph from the command line, over the bus.
 
 On ``memory://`` the command starts the processor it talks to in its own
-process; the graph persists in the data directory either way, so a later
-command (or a worker) sees what an earlier one loaded.
+process (``kg query`` documents-query too, which tells kg-query that a
+collection holds nothing at all); the graph persists in the data directory
+either way, so a later command (or a worker) sees what an earlier one loaded.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from .common import (
 )
 from processors.kg.files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology, report
 from .progress import progress_bar
+from .seed import said_plainly
 
 
 async def kg_load(args: argparse.Namespace) -> int:
@@ -60,14 +62,15 @@ async def kg_query(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     url = args.bus or settings.bus.url
     async with (
-        embedded_processors(settings, pipelines.GRAPH_QUERY, url),
+        embedded_processors(settings, (*pipelines.GRAPH_QUERY, *pipelines.LIST), url),
         await connect(url, settings.bus) as bus,
         command_client(bus, settings, "kg-query") as client,
     ):
         kg = KgClient(client, timeout=call_timeout(args, settings))
-        response = await kg.query(
-            args.question, at_time=args.at, as_of=args.as_of, limit=args.limit, collection=args.collection
-        )
+        with said_plainly():
+            response = await kg.query(
+                args.question, at_time=args.at, as_of=args.as_of, limit=args.limit, collection=args.collection
+            )
     if args.json:
         print(msgspec.json.encode(response).decode())
     else:

@@ -24,15 +24,18 @@ fill a data directory of their own with ``processors.testing.stores.build_stores
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from config import pipelines
 from config.settings import Settings
 from processors.bus import connect
 from processors.ingestion import builtin_corpus, empty_collection, ingest
 from processors.kg.files import load_sample_graph
+from processors.runtime.collection_check import EmptyCollection
 from processors.runtime.request_client import RequestClient
+from processors.runtime.typed_clients import RemoteError
 from schema import DEFAULT_COLLECTION, Document, check_collection
 
 from .common import embedded_processors
@@ -40,8 +43,16 @@ from .library import list_collections, list_documents
 from .progress import progress_bar
 
 
-class EmptyCollection(ValueError):
-    """A question to a collection that holds nothing, and that first use does not fill."""
+@contextlib.contextmanager
+def said_plainly() -> Iterator[None]:
+    """The pipeline's ``EmptyCollection`` answer (on a broker, where no first use asks before) raised as the
+    error the first-use check raises, so the command says it in the same words on every bus."""
+    try:
+        yield
+    except RemoteError as exc:
+        if exc.error.type != EmptyCollection.__name__:
+            raise
+        raise EmptyCollection(exc.error.message) from None
 
 
 async def corpus_stored(client: RequestClient, collection: str, timeout: float) -> set[str] | None:

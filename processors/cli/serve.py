@@ -66,7 +66,6 @@ async def run_pipeline(state, settings: Settings, url: str, stop: asyncio.Event,
                 client, timeout_s=c.request_timeout_s, store_timeout_s=c.store_timeout_s,
                 store_client=store_client,
                 ready_check_s=settings.gateway.ready_check_s,
-                collection_check_s=settings.gateway.collection_check_s,
                 wiring=wiring(settings),
             )
             if up is not None:

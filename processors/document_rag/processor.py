@@ -4,13 +4,17 @@ It builds one ``DocumentRag`` in ``start()`` from typed clients on its own
 ``RequestClient``; the core holds no per-query state, so every request
 shares it. A request's ``mode``, ``doc_limit``, ``at_time`` and
 ``collection`` go to ``DocumentRag.query``; bad input and failed sub-requests
-become error responses (or degraded answers, see ``core.py``).
+become error responses (or degraded answers, see ``core.py``). An answer
+drawn on no chunk and no fact asks documents-query whether the collection
+holds anything (``processors/runtime/collection_check.py``): one that holds
+nothing is answered with an ``EmptyCollection`` error, on every bus and face.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+from processors.runtime.collection_check import CollectionCheck
 from processors.runtime.processor import Processor, RequestContext
 from processors.runtime.request_client import RequestClient
 from processors.runtime.typed_clients import (
@@ -40,12 +44,15 @@ class DocumentRagProcessor(Processor[DocumentRagRequest, DocumentRagResponse]):
         super().__init__(name, settings)
         self._client: RequestClient | None = None
         self._rag: DocumentRag | None = None
+        self._holdings: CollectionCheck | None = None
 
     async def start(self) -> None:
         s = self.settings
         self._client = client = await RequestClient(
             self.bus, name=self.name, timeout_s=s.call_timeout_s, resend_after_s=s.resend_after_s or None
         ).start()
+        self._holdings = CollectionCheck(self.bus, name=f"{self.name}-collections", topic=s.documents_topic,
+                                         timeout_s=s.call_timeout_s)
         self._rag = DocumentRag(
             PromptClient(client, topic=s.prompt_topic),
             EmbedClient(client, topic=s.embed_topic),
@@ -66,6 +73,9 @@ class DocumentRagProcessor(Processor[DocumentRagRequest, DocumentRagResponse]):
         )
 
     async def close(self) -> None:
+        if self._holdings is not None:
+            holdings, self._holdings = self._holdings, None
+            await holdings.close()
         if self._client is not None:
             client, self._client = self._client, None
             await client.close()
@@ -80,6 +90,8 @@ class DocumentRagProcessor(Processor[DocumentRagRequest, DocumentRagResponse]):
             )
         finally:
             handling_must_see.reset(seeing)
+        if not r.chunks and not r.facts:
+            await self._must_hold(request)
         return _response(r)
 
     async def stream(self, request: DocumentRagRequest, context: RequestContext) -> AsyncIterator[DocumentRagPiece]:
@@ -92,6 +104,8 @@ class DocumentRagProcessor(Processor[DocumentRagRequest, DocumentRagResponse]):
         )
         async for kind, value in events:
             if kind == "sources":
+                if not value.chunks and not value.facts:
+                    await self._must_hold(request)
                 yield DocumentRagPiece(
                     kind=kind, chunks=value.chunks, facts=value.facts, rejected=value.rejected, paths=value.paths,
                     degraded=value.degraded, problems=value.problems, at_time=value.at_time, header=value.header,
@@ -103,6 +117,11 @@ class DocumentRagProcessor(Processor[DocumentRagRequest, DocumentRagResponse]):
 
     def is_final(self, piece: DocumentRagPiece) -> bool:
         return piece.response is not None
+
+    async def _must_hold(self, request: DocumentRagRequest) -> None:
+        """``EmptyCollection`` when the collection an answer drew nothing from holds nothing at all."""
+        if self._holdings is not None:
+            await self._holdings.require(request.collection, request.must_see)
 
     def _checked(self, request: DocumentRagRequest) -> DocumentRag:
         if self._rag is None:

@@ -67,6 +67,9 @@ class DocumentRagSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields
     fetch_chunk_topic: str = t.FETCH_CHUNK
     keyword_topic: str = t.KEYWORD_QUERY
     kg_topic: str = t.KG_QUERY
+    # An answer drawn on no chunk and no fact asks documents-query here whether the collection holds
+    # anything: one that holds nothing is refused (EmptyCollection), saying how to fill it.
+    documents_topic: str = t.DOCUMENTS_QUERY
 
     def __post_init__(self) -> None:
         if self.path_timeout_s > self.call_timeout_s:

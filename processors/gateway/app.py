@@ -27,7 +27,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from config.settings import GatewaySettings
-from processors.ingestion import DocumentSource, UnreadableDocument, UnsupportedFormat, empty_collection, open_bytes
+from processors.ingestion import DocumentSource, UnreadableDocument, UnsupportedFormat, open_bytes
 from schema import Document, DocumentRagPiece, DocumentRagRequest, KgQueryRequest, ListDocuments, check_collection
 from schema.http import (
     AskRequest,
@@ -74,7 +74,7 @@ def _sse(data: bytes, event: str | None = None) -> bytes:
 
 
 async def _first(
-    pieces: AsyncIterator[DocumentRagPiece], fields
+    pieces: AsyncIterator[DocumentRagPiece], fields, collection: str
 ) -> tuple[DocumentRagPiece, AsyncIterator[DocumentRagPiece]]:
     """The first piece (its failure is the request's HTTP error) and the iterator of the rest."""
     try:
@@ -82,7 +82,7 @@ async def _first(
     except StopAsyncIteration:
         raise HTTPError(502, "EmptyStream", "the pipeline ended the answer before its first piece") from None
     except Exception as exc:
-        raise from_pipeline(exc, fields) from None
+        raise from_pipeline(exc, fields, collection=collection) from None
     return first, pieces
 
 
@@ -119,11 +119,9 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
             try:
                 answer = await pipeline.ask(question)
             except Exception as exc:
-                raise from_pipeline(exc, ASK_FIELDS) from None
-            await _found(pipeline, question.collection, answer)
+                raise from_pipeline(exc, ASK_FIELDS, collection=question.collection) from None
             return json_response(answer)
-        first, rest = await _first(pipeline.ask_stream(question), ASK_FIELDS)
-        await _found(pipeline, question.collection, first, rest)
+        first, rest = await _first(pipeline.ask_stream(question), ASK_FIELDS, question.collection)
 
         async def events() -> AsyncIterator[bytes]:
             piece = first
@@ -147,11 +145,9 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
             try:
                 answer = await pipeline.ask(question)
             except Exception as exc:
-                raise from_pipeline(exc, CHAT_FIELDS) from None
-            await _found(pipeline, question.collection, answer)
+                raise from_pipeline(exc, CHAT_FIELDS, collection=question.collection) from None
             return json_response(chat.completion(body, answer))
-        first, rest = await _first(pipeline.ask_stream(question), CHAT_FIELDS)
-        await _found(pipeline, question.collection, first, rest)
+        first, rest = await _first(pipeline.ask_stream(question), CHAT_FIELDS, question.collection)
         maker = chat.ChunkMaker(body)
 
         async def chunks() -> AsyncIterator[bytes]:
@@ -226,7 +222,7 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
         try:
             return json_response(await pipeline.kg_query(query))
         except Exception as exc:
-            raise from_pipeline(exc, KG_FIELDS) from None
+            raise from_pipeline(exc, KG_FIELDS, collection=query.collection) from None
 
     async def pipeline_status(request: Request) -> Response:
         if not allows(request.scope, "admin", EVERY):
@@ -283,20 +279,6 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
     # carry the allow headers for the page to read them.
     return CORSMiddleware(guarded, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"],
                           expose_headers=["Retry-After", "WWW-Authenticate"])
-
-
-async def _found(pipeline: BusPipeline, collection: str, drawn_from, rest: AsyncIterator | None = None) -> None:
-    """404 for an answer drawn from nothing because its collection holds nothing, as ``ragbus ask`` says.
-
-    ``drawn_from`` is the whole response or a stream's ``sources`` piece; only one with no chunks and no
-    facts makes the gateway ask (``BusPipeline.holds``). A stream refused here is closed unread."""
-    if drawn_from.chunks or drawn_from.facts or getattr(drawn_from, "kind", "sources") != "sources":
-        return
-    if await pipeline.holds(collection) is not False:
-        return
-    if rest is not None and hasattr(rest, "aclose"):
-        await rest.aclose()
-    raise HTTPError(404, "EmptyCollection", empty_collection(collection, upload="POST /v1/documents"), "$.collection")
 
 
 def _allow(request: Request, role: Role, collection: str) -> None:

@@ -3,6 +3,8 @@
 - a body that is not JSON: 400; one that does not validate: 422, ``param`` naming the field;
 - the pipeline's refusal of the caller's input (``BadRequest``, ``ValidationError``,
   ``TimeError``...): 400, ``param`` the request field its message names;
+- a question to a collection that holds nothing (``EmptyCollection``, document-rag's and
+  kg-query's answer): 404, ``param`` ``$.collection``, saying how to fill it;
 - the pipeline's own failures: 504 when it ran out of time, 502 otherwise (the gateway is
   fine, what it fronts failed), 503 while it is not there at all (no worker consumes the
   topic, on a bus that can tell).
@@ -15,6 +17,7 @@ import re
 import msgspec
 from starlette.responses import Response
 
+from processors.runtime.collection_check import EmptyCollection, empty_collection
 from processors.runtime.request_client import NotServed, RequestTimeout
 from processors.runtime.typed_clients import RemoteError
 from schema.http import ErrorBody, ErrorDetail
@@ -75,12 +78,16 @@ def param_named(message: str, fields) -> str | None:
     return None
 
 
-def from_pipeline(exc: Exception, fields=()) -> HTTPError:
-    """The HTTP error for what a call of the pipeline raised."""
+def from_pipeline(exc: Exception, fields=(), *, collection: str | None = None) -> HTTPError:
+    """The HTTP error for what a call of the pipeline raised; ``collection``: the one the call named, so that
+    an ``EmptyCollection`` answer says the HTTP way to fill it too."""
     if isinstance(exc, HTTPError):
         return exc
     if isinstance(exc, RemoteError):
         e = exc.error
+        if e.type == EmptyCollection.__name__:
+            told = empty_collection(collection, upload="POST /v1/documents") if collection else e.message
+            return HTTPError(404, e.type, told, "$.collection")
         if e.type in CALLER_ERRORS:
             return HTTPError(400, e.type, e.message, param_named(e.message, fields))
         if e.type == "Timeout":

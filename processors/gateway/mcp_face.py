@@ -12,8 +12,9 @@ adds no retrieval of its own and scales like any gateway:
 - ``documents``: the collections, or a page of one collection's documents (documents-query).
 
 A caller's mistake (an empty question, an unknown mode, a time that is no time, a bad
-collection name) comes back as a tool error (``is_error``) that says what to change, as the
-REST routes' 4xx bodies do; so does a pipeline that is not ready or did not answer in time.
+collection name, a collection that holds nothing: the pipeline's ``EmptyCollection``) comes back
+as a tool error (``is_error``) that says what to change, as the REST routes' 4xx bodies do; so
+does a pipeline that is not ready or did not answer in time.
 
 Transports: ``run_stdio`` for ``ragbus mcp``; ``http_routes`` and ``running`` mount streamable
 HTTP at ``/mcp`` inside ``ragbus serve`` (behind the same key check as every route there).
@@ -35,7 +36,6 @@ from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from pydantic import Field
 from starlette.routing import BaseRoute
 
-from processors.ingestion import empty_collection
 from schema import (
     DEFAULT_COLLECTION,
     MAX_TURNS,
@@ -116,13 +116,6 @@ def _allow(ctx: Context, role: Role, collection: str) -> None:
         raise ToolError(f"Forbidden (argument collection): this API key may not {role} collection {collection!r}")
 
 
-async def _holds(pipeline: BusPipeline, collection: str) -> None:
-    """A tool error for a collection that holds nothing (found nothing because there is nothing), as the
-    REST routes' 404 and ``ragbus ask`` say; nothing when it holds something or documents-query cannot say."""
-    if await pipeline.holds(collection) is False:
-        raise ToolError(f"EmptyCollection (argument collection): {empty_collection(collection)}")
-
-
 def _chunk(c) -> dict[str, Any]:
     return {"chunk_id": c.chunk_id, "score": c.score, "document_id": c.document_id, "title": c.title,
             "text": c.text}
@@ -193,8 +186,6 @@ class McpFace:
             final = await pipeline.ask(request)
         except Exception as exc:
             raise _failed(exc, ASK_FIELDS, {"at_time": "at"}) from None
-        if not final.chunks and not final.facts:
-            await _holds(pipeline, request.collection)
         return final
 
     @staticmethod
@@ -207,15 +198,11 @@ class McpFace:
         try:
             async for piece in pipeline.ask_stream(msgspec.structs.replace(request, answer_pieces=False)):
                 if piece.kind == "sources":
-                    if not piece.chunks and not piece.facts:
-                        await _holds(pipeline, request.collection)
                     await ctx.report_progress(1, 3, f"{len(piece.chunks)} chunks and {len(piece.facts)} facts "
                                                     "found")
                     await ctx.report_progress(2, 3, "writing the answer")  # the prompt is asked next
                 elif piece.response is not None:
                     final = piece.response
-        except ToolError:
-            raise
         except Exception as exc:
             raise _failed(exc, ASK_FIELDS, {"at_time": "at"}) from None
         if final is None:
@@ -233,8 +220,6 @@ class McpFace:
             found = await pipeline.ask(request)
         except Exception as exc:
             raise _failed(exc, ["query", "mode", "limit", "collection"], {"doc_limit": "limit"}) from None
-        if not found.chunks:
-            await _holds(pipeline, request.collection)
         chunks = [{"rank": n, **_chunk(c)} for n, c in enumerate(found.chunks, 1)]
         return {"chunks": chunks, "paths": [p for p in found.paths if p != "kg"],
                 "degraded": found.degraded, "problems": found.problems}

@@ -2,22 +2,18 @@
 
 Storing a document goes through the ingestion layer (``processors/ingestion``), as ``ragbus
 ingest`` does: a large upload in parts, on a client of its own that does not resend (loads are slow).
-
-Whether a collection holds anything is documents-query's to say, as for ``ragbus collections``;
-the gateway asks only when an answer was drawn from nothing, and a yes counts for
-``collection_check_s``, so a question answered from a collection costs no extra round trip.
+A question to a collection that holds nothing is refused by the pipeline itself (document-rag and
+kg-query answer ``EmptyCollection``), as for every other client of the bus.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import AsyncIterator
 
 from config.settings import GatewaySettings
-from processors.bus.base import BusError
 from processors.ingestion import DocumentSource, Sent, send_document
-from processors.runtime.request_client import RequestClient, RequestTimeout
+from processors.runtime.request_client import RequestClient
 from processors.runtime.status import statuses
 from processors.runtime.typed_clients import DocumentRagClient, RemoteError
 from schema import (
@@ -34,8 +30,7 @@ from schema import (
 from schema import topics as t
 from schema.http import PipelineStatus
 
-log = logging.getLogger(__name__)
-PROBE_TIMEOUT_S = 10.0  # at most, for the questions the gateway asks for itself (readiness, collections)
+PROBE_TIMEOUT_S = 10.0  # at most, for the question the gateway asks for itself (readiness)
 
 
 class BusPipeline:
@@ -47,7 +42,6 @@ class BusPipeline:
         store_timeout_s: float,
         store_client: RequestClient | None = None,
         ready_check_s: float = GatewaySettings().ready_check_s,
-        collection_check_s: float = GatewaySettings().collection_check_s,
         wiring: list[tuple[str, str, str]] | None = None,
     ) -> None:
         self.client = client
@@ -57,8 +51,6 @@ class BusPipeline:
         self.rag = DocumentRagClient(client, timeout=timeout_s)
         self.ready_check_s = ready_check_s
         self._ready_until = 0.0
-        self.collection_check_s = collection_check_s
-        self._holding_until: dict[str, float] = {}  # collection -> until when its yes counts
         self.wiring = wiring  # (processor, topic, group) of what ``status`` shows
 
     async def status(self) -> PipelineStatus:
@@ -115,25 +107,3 @@ class BusPipeline:
         if r.error is None or r.error.type != "BadRequest":  # any other answer: not the orchestrator we know
             raise RuntimeError(f"document-rag answered the readiness probe unexpectedly: {r.error}")
         self._ready_until = time.monotonic() + self.ready_check_s
-
-    async def holds(self, collection: str) -> bool | None:
-        """Whether ``collection`` holds documents or a graph, as documents-query lists the collections;
-        None when it cannot say (not served, failed): then the pipeline's answer stands as it is.
-
-        Only a yes is remembered: a collection filled a moment ago is found at once."""
-        if time.monotonic() < self._holding_until.get(collection, 0.0):
-            return True
-        request = ListDocuments(collection=collection, collections=True)
-        try:
-            found = await self.client.request(t.DOCUMENTS_QUERY, request, DocumentList,
-                                              timeout=min(self.timeout_s, PROBE_TIMEOUT_S))
-        except (RequestTimeout, BusError) as exc:
-            log.warning("gateway: documents-query cannot say which collections hold anything: %s", exc)
-            return None
-        if found.error is not None:
-            log.warning("gateway: documents-query failed to list the collections: %s", found.error)
-            return None
-        if collection not in found.collections:
-            return False
-        self._holding_until[collection] = time.monotonic() + self.collection_check_s
-        return True

@@ -8,7 +8,9 @@ maps them by type. A library rather than a step on the bus: converting reads the
 so a converter on the bus would first need the whole file carried to it.
 """
 
-from .errors import DocumentRejected, UnreadableDocument, UnsupportedFormat, empty_collection
+from processors.runtime.collection_check import empty_collection
+
+from .errors import DocumentRejected, UnreadableDocument, UnsupportedFormat
 from .files import builtin_corpus, find_files, load_documents
 from .send import IngestSummary, Sent, ingest, send_document
 from .sources import DocumentSource, Section, document_id, file_hash, open_bytes, open_document

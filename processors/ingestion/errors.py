@@ -31,12 +31,3 @@ class DocumentRejected(RemoteError):
 
     def __str__(self) -> str:
         return self.args[0]
-
-
-def empty_collection(collection: str, *, upload: str | None = None) -> str:
-    """What to say of a question to ``collection`` when it holds nothing: how to fill it, in every face's words
-    alike (``upload``: the face's own way, e.g. ``POST /v1/documents``, named first)."""
-    ways = f"{upload} or " if upload else ""
-    return (f"collection {collection!r} has no documents: ingest some with {ways}"
-            f"`ragbus ingest PATH... --collection {collection}` (or load a graph with "
-            f"`ragbus kg load FILE --collection {collection}`)")

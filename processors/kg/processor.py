@@ -5,6 +5,9 @@
   ``text`` and provenance), and the facts that break the ontology with why.
   Any number of replicas; each replays the collection's log at start (ready
   only once loaded) and picks up what was appended since before every query.
+  A question to a collection whose graph is empty asks documents-query whether
+  the collection holds anything (``processors/runtime/collection_check.py``):
+  one that holds nothing is answered with an ``EmptyCollection`` error.
 - ``KgStoreProcessor``: ``LoadTriples`` from ``triples-load`` -> applied, what
   it changed logged and fsynced -> ``IngestResult(count, rejected)``. One per ``data_dir``:
   it holds the data directory's kg writer lock (``processors/runtime/store_lock.py``)
@@ -28,6 +31,7 @@ import msgspec
 
 from config.settings import data_dir
 from processors.runtime.changelog import wait_seen
+from processors.runtime.collection_check import CollectionCheck
 from processors.runtime.processor import Processor, RequestContext
 from processors.runtime.store_lock import WriterLock, take_writer_lock
 from processors.runtime.threads import OneThread
@@ -142,21 +146,37 @@ class KgQueryProcessor(_GraphProcessor[KgQueryRequest, KgQueryResponse]):
 
     A negative ``limit`` is refused, one above ``max_limit`` clamped; a bad
     ``at_time`` or ``as_of``, an empty or overlong question are refused with
-    an error response naming the field. A collection with no graph has no facts.
+    an error response naming the field. A collection with no graph has no facts; one that holds no
+    documents either is refused (``EmptyCollection``), unless the question is an answer's graph path
+    (``answering``: document-rag checks the whole answer).
     """
 
     request_type = KgQueryRequest
     response_type = KgQueryResponse
     writer = False
 
+    def __init__(self, name: str, settings: KgSettings) -> None:
+        super().__init__(name, settings)
+        self._holdings: CollectionCheck | None = None
+
     async def start(self) -> None:
         await super().start()
+        self._holdings = CollectionCheck(self.bus, name=f"{self.name}-collections",
+                                         topic=self.settings.documents_topic)
         if self._from_log is not None:
             return  # caught up with the log already
         graphs = self._require_graphs()
         for collection in graphs.existing():
             store, _ = await graphs.run(graphs.open, collection)
             log.info("%s: %s: %d fact versions, %d entities", self.name, collection, len(store), len(store.nodes))
+
+    async def close(self) -> None:
+        try:
+            if self._holdings is not None:
+                holdings, self._holdings = self._holdings, None
+                await holdings.close()
+        finally:
+            await super().close()
 
     async def handle(self, request: KgQueryRequest, context: RequestContext) -> KgQueryResponse:
         if request.limit < 0:
@@ -178,10 +198,13 @@ class KgQueryProcessor(_GraphProcessor[KgQueryRequest, KgQueryResponse]):
         limit = min(request.limit, self.settings.max_limit)
 
         def query(store: GraphStore):
-            return store.query(request.question, at_time=at_time, as_of=as_of, limit=limit,
-                               answering=request.answering)
+            found = store.query(request.question, at_time=at_time, as_of=as_of, limit=limit,
+                                answering=request.answering)
+            return found, not store.nodes and not len(store)
 
-        found = await self._on_graph(request.collection, query)
+        found, graphless = await self._on_graph(request.collection, query)
+        if graphless and not request.answering and self._holdings is not None:
+            await self._holdings.require(request.collection, request.must_see)
         return KgQueryResponse(
             entities=found.entities,
             facts=found.facts,

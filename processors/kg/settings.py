@@ -18,6 +18,7 @@ from typing import Annotated
 import msgspec
 
 from config.settings import StoreSettings
+from schema import topics as t
 
 
 class KgSettings(StoreSettings, kw_only=True, forbid_unknown_fields=True):
@@ -29,3 +30,6 @@ class KgSettings(StoreSettings, kw_only=True, forbid_unknown_fields=True):
     # How long kg-store waits for its own copy of the graph to apply a batch it appended, before the
     # request fails (the batch is in the log all the same, and is applied when the replica catches up).
     apply_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    # kg-query: a graph question that found nothing in a collection whose graph is empty asks documents-query
+    # here whether the collection holds anything: one that holds nothing is refused (EmptyCollection).
+    documents_topic: str = t.DOCUMENTS_QUERY

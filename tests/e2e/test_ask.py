@@ -98,6 +98,43 @@ async def test_ask_in_every_mode_against_a_real_broker(which, request, tmp_path,
         assert not (tmp_path / "unused").exists()  # no store was opened: no processor ran there
 
 
+async def ragbus_on(url: str, *args: str, data_dir) -> tuple[int, str, str]:
+    """``ragbus ARGS --bus URL`` in a process of its own: its exit status, output and errors."""
+    env = {**os.environ, "RAGBUS_DATA_DIR": str(data_dir)}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "processors.cli", *args, "--bus", url,
+        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_a_collection_that_holds_nothing_is_refused_on_kafka_as_on_the_embedded_bus(
+        kafka_broker, tmp_path, monkeypatch):
+    """On a broker, no first use asks documents-query before the question (that is memory://'s), so the
+    pipeline itself refuses: document-rag for a question, whole or streamed, kg-query for a graph question."""
+    url = kafka_broker.url
+    empty = f"empty-{uuid.uuid4().hex[:8]}"
+    says = (f"collection {empty!r} has no documents: ingest some with `ragbus ingest PATH... --collection {empty}` "
+            f"(or load a graph with `ragbus kg load FILE --collection {empty}`)")
+    async with pipeline(url, tmp_path, monkeypatch, bus_settings=settings_for_tests(),
+                        without=("document-load",)) as ask:  # nothing ingested: every collection holds nothing
+        with pytest.raises(RemoteError) as whole:
+            await ask("What does the else clause of a for loop do?", collection=empty)
+        with pytest.raises(RemoteError) as streamed:
+            async for _ in ask.stream("What does the else clause of a for loop do?", collection=empty):
+                pass
+        for refused in (whole.value, streamed.value):
+            assert (refused.error.type, refused.error.message) == ("EmptyCollection", says)
+        code, out, err = await ragbus_on(url, "ask", "What does the else clause of a for loop do?",
+                                         "--collection", empty, data_dir=tmp_path / "unused")
+        assert (code, out, err) == (2, "", f"ragbus: error: {says}\n")
+        code, out, err = await ragbus_on(url, "kg", "query", "Who was head of government of the United Kingdom?",
+                                         "--collection", empty, data_dir=tmp_path / "unused")
+        assert (code, out, err) == (2, "", f"ragbus: error: {says}\n")
+    assert not (tmp_path / "unused").exists()
+
+
 async def test_hybrid_survives_a_dead_keyword_worker(tmp_path, monkeypatch):
     url = f"memory://{tmp_path.name}"
     async with pipeline(url, tmp_path, monkeypatch):

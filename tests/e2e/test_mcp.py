@@ -138,10 +138,12 @@ def test_ask_and_graph_pass_must_see_to_every_read(data_dir):
 
 
 def test_a_collection_that_holds_nothing_is_a_tool_error_saying_how_to_fill_it(data_dir):
+    """The pipeline's answer (document-rag's, kg-query's for graph), so every tool says it alike."""
     async def main():
         async with connected(ragbus_mcp({"RAGBUS_DATA_DIR": str(data_dir)})) as client:
             for tool, arguments in (("ask", {"question": QUESTION, "collection": "nothing-here"}),
-                                    ("search", {"query": QUESTION, "collection": "nothing-here"})):
+                                    ("search", {"query": QUESTION, "collection": "nothing-here"}),
+                                    ("graph", {"question": UK, "collection": "nothing-here"})):
                 r = await client.call_tool(tool, arguments)
                 assert r.is_error, (tool, r.structured_content)
                 text = r.content[0].text

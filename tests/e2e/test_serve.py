@@ -144,11 +144,14 @@ def test_a_question_to_a_collection_that_holds_nothing_is_404_as_the_command_lin
     empty = {"question": QUESTION, "collection": "nothing-here"}
     whole = httpx.post(f"{gateway.url}/v1/ask", json=empty, timeout=60)
     streamed = httpx.post(f"{gateway.url}/v1/ask", json={**empty, "stream": True}, timeout=60)
-    for answer in (whole, streamed):
+    graph = httpx.get(f"{gateway.url}/v1/kg/query", params={"question": "Who was chancellor of Germany?",
+                                                           "collection": "nothing-here"}, timeout=60)
+    for answer in (whole, streamed, graph):
         assert answer.status_code == 404, answer.text
         error = answer.json()["error"]
         assert error["type"] == "EmptyCollection" and error["param"] == "$.collection"
-        assert "collection 'nothing-here' has no documents: ingest some with" in error["message"]
+        assert ("collection 'nothing-here' has no documents: ingest some with POST /v1/documents or "
+                "`ragbus ingest PATH... --collection nothing-here`") in error["message"]
     client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="unused")
     messages = [{"role": "user", "content": QUESTION}]
     for stream in (False, True):
