@@ -17,9 +17,10 @@ import socket
 import sys
 
 from config import pipelines
-from config.settings import GatewaySettings, Settings, load_settings
+from config.settings import GatewaySettings, Settings, load_settings, processor_settings
 from processors.bus import connect
 from processors.bus.base import BusError
+from processors.document_rag.settings import DocumentRagSettings
 from processors.runtime.request_client import RequestClient
 from processors.runtime.status import wiring
 from schema import DEFAULT_COLLECTION
@@ -67,6 +68,7 @@ async def run_pipeline(state, settings: Settings, url: str, stop: asyncio.Event,
                 store_client=store_client,
                 ready_check_s=settings.gateway.ready_check_s,
                 wiring=wiring(settings),
+                max_query_chars=processor_settings(settings, "document-rag", DocumentRagSettings).max_query_chars,
             )
             if up is not None:
                 up.set()

@@ -138,7 +138,7 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
 
     async def chat_completions(request: Request) -> Response:
         body: ChatRequest = decode_body(await request.body(), ChatRequest)
-        question = chat.question_of(body)
+        question = chat.question_of(body, state.pipeline.max_query_chars if state.pipeline is not None else None)
         _allow(request, "read", _collection(body.collection))
         pipeline = state.need()
         if not body.stream:

@@ -3,13 +3,17 @@
 Storing a document goes through the ingestion layer (``processors/ingestion``), as ``ragbus
 ingest`` does: a large upload in parts, on a client of its own that does not resend (loads are slow).
 A question to a collection that holds nothing is refused by the pipeline itself (document-rag and
-kg-query answer ``EmptyCollection``), as for every other client of the bus.
+kg-query answer ``EmptyCollection``), as for every other client of the bus. A question longer than
+document-rag's ``max_query_chars`` is refused here, before it is published, naming that limit: a
+long enough one would otherwise be refused by the bus, for its message's bytes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import cast
 
 from config.settings import GatewaySettings
 from processors.ingestion import DocumentSource, Sent, send_document
@@ -17,6 +21,7 @@ from processors.runtime.request_client import RequestClient
 from processors.runtime.status import statuses
 from processors.runtime.typed_clients import DocumentRagClient, RemoteError
 from schema import (
+    BadRequest,
     DeleteDocument,
     DocumentList,
     DocumentRagPiece,
@@ -33,6 +38,17 @@ from schema.http import PipelineStatus
 PROBE_TIMEOUT_S = 10.0  # at most, for the question the gateway asks for itself (readiness)
 
 
+class QuestionTooLong(BadRequest):
+    """A question over document-rag's ``max_query_chars``."""
+
+
+def too_long(length: int, limit: int, what: str = "the question") -> str:
+    """Why a question of ``length`` characters is refused: the limit, and the setting that sets it."""
+    return (f"{what} is {length:,} characters, over the question limit of {limit:,} characters (document-rag's "
+            "max_query_chars: [processors.document-rag] max_query_chars, "
+            "or RAGBUS_PROCESSORS__DOCUMENT_RAG__MAX_QUERY_CHARS)")
+
+
 class BusPipeline:
     def __init__(
         self,
@@ -43,6 +59,7 @@ class BusPipeline:
         store_client: RequestClient | None = None,
         ready_check_s: float = GatewaySettings().ready_check_s,
         wiring: list[tuple[str, str, str]] | None = None,
+        max_query_chars: int | None = None,
     ) -> None:
         self.client = client
         self.timeout_s = timeout_s
@@ -52,6 +69,7 @@ class BusPipeline:
         self.ready_check_s = ready_check_s
         self._ready_until = 0.0
         self.wiring = wiring  # (processor, topic, group) of what ``status`` shows
+        self.max_query_chars = max_query_chars  # document-rag's, as configured; None: its answer says
 
     async def status(self) -> PipelineStatus:
         """Every processor topic of the wiring: its group's members, what waits, its dead letters."""
@@ -59,15 +77,27 @@ class BusPipeline:
             raise RuntimeError("this gateway was started without the wiring, so it cannot show the pipeline's status")
         return await statuses(self.client.bus, self.wiring)
 
+    def check(self, question: str) -> None:
+        """``QuestionTooLong`` for a question document-rag would refuse for its length."""
+        if self.max_query_chars is not None and len(question) > self.max_query_chars:
+            raise QuestionTooLong(too_long(len(question), self.max_query_chars))
+
     async def ask(self, r: DocumentRagRequest) -> DocumentRagResponse:
+        self.check(r.query)
         return await self.rag.ask(r.query, mode=r.mode, at_time=r.at_time, doc_limit=r.doc_limit,
                                   collection=r.collection, fusion=r.fusion, as_of=r.as_of, answer=r.answer,
                                   history=r.history, must_see=r.must_see)
 
-    def ask_stream(self, r: DocumentRagRequest) -> AsyncIterator[DocumentRagPiece]:
-        return self.rag.ask_stream(r.query, mode=r.mode, at_time=r.at_time, doc_limit=r.doc_limit,
-                                   collection=r.collection, as_of=r.as_of, history=r.history,
-                                   answer_pieces=r.answer_pieces, must_see=r.must_see)
+    async def ask_stream(self, r: DocumentRagRequest) -> AsyncIterator[DocumentRagPiece]:
+        """The answer's pieces; a refusal (``check``, the pipeline's) is raised at the first."""
+        self.check(r.query)
+        pieces = cast(AsyncGenerator[DocumentRagPiece, None],  # an async generator, typed as its iterator
+                      self.rag.ask_stream(r.query, mode=r.mode, at_time=r.at_time, doc_limit=r.doc_limit,
+                                          collection=r.collection, as_of=r.as_of, history=r.history,
+                                          answer_pieces=r.answer_pieces, must_see=r.must_see))
+        async with contextlib.aclosing(pieces):  # a stream its reader leaves is closed at once
+            async for piece in pieces:
+                yield piece
 
     async def documents(self, request: ListDocuments) -> DocumentList:
         """A page of a collection's documents, or (``collections``) the collections, from documents-query."""

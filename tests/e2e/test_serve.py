@@ -99,6 +99,45 @@ def test_chat_reads_the_conversation_and_asks_a_follow_up_standalone(gateway):
     assert alone.ragbus["standalone"] is None
 
 
+def test_a_question_over_the_question_limit_is_refused_naming_that_limit_and_its_setting(gateway):
+    """A 5 MB question fits the body limit but not a bus message: it is refused for what it is, too long a
+    question (document-rag's max_query_chars), before the bus's own limit could speak of message bytes."""
+    huge = "x" * 5_000_000
+    chats = [
+        ([{"role": "user", "content": huge}], "$.messages[0].content"),
+        ([{"role": "system", "content": "Be brief."}, {"role": "user", "content": [{"type": "text", "text": huge}]}],
+         "$.messages[1].content"),
+    ]
+    refused = [(httpx.post(f"{gateway.url}/v1/chat/completions", json={"model": "ragbus", "messages": messages,
+                                                                         "stream": stream}, timeout=60), param)
+               for messages, param in chats for stream in (False, True)]
+    refused.append((httpx.post(f"{gateway.url}/v1/ask", json={"question": huge}, timeout=60), "$.question"))
+    for answer, param in refused:
+        assert answer.status_code == 400, answer.text[:500]
+        error = answer.json()["error"]
+        assert error["type"] == "QuestionTooLong" and error["param"] == param, error
+        assert "5,000,000 characters" in error["message"] and "max_query_chars" in error["message"]
+        assert "over the question limit of 10,000 characters" in error["message"]
+        assert "max_message_bytes" not in error["message"]
+
+
+def test_a_chat_message_of_no_chat_role_is_refused_naming_the_role_and_the_roles_there_are(gateway):
+    for messages, at in (([{"role": "wizard", "content": QUESTION}], 0),
+                         ([{"role": "user", "content": "hello"}, {"role": "wizard", "content": QUESTION}], 1)):
+        answer = httpx.post(f"{gateway.url}/v1/chat/completions", json={"model": "ragbus", "messages": messages},
+                            timeout=60)
+        assert answer.status_code == 400, answer.text
+        error = answer.json()["error"]
+        assert error["param"] == f"$.messages[{at}].role", error
+        assert error["message"] == (f"message {at} has role 'wizard', which is no chat role: the roles are system, "
+                                    "developer, user, assistant, tool and function (the last user message is the "
+                                    "question)"), error
+    # Known roles but no user among them: the question is missing, as before.
+    answer = httpx.post(f"{gateway.url}/v1/chat/completions", timeout=60,
+                        json={"model": "ragbus", "messages": [{"role": "system", "content": "Be brief."}]})
+    assert answer.status_code == 400 and "no message has role 'user'" in answer.json()["error"]["message"]
+
+
 def test_ask_whole_and_as_server_sent_events(gateway):
     whole = httpx.post(f"{gateway.url}/v1/ask", json={"question": QUESTION, "mode": "hybrid"}, timeout=60)
     assert whole.status_code == 200
