@@ -85,14 +85,19 @@ async def settled(*replicas: DocumentsReplicaProcessor) -> None:
 
 
 def served(directory) -> tuple[dict[str, int], dict[str, int], str | None, str]:
-    """What a data dir serves of doc-0: faiss's versions, tantivy's, the library's version and its token."""
-    vectors = VectorStore(collection_dir(directory, "c"), "c", readonly=True)
-    index = KeywordIndex.open_reader(directory, "c", KeywordSettings())  # None: never held a chunk
-    library = Library(library_path(directory, "c"))
+    return served_document(directory, "c", "doc-0")
+
+
+def served_document(directory, collection: str, document_id: str) -> tuple[dict[str, int], dict[str, int], str | None,
+                                                                            str]:
+    """What a data dir serves of a document: faiss's versions, tantivy's, the library's version and its token."""
+    vectors = VectorStore(collection_dir(directory, collection), collection, readonly=True)
+    index = KeywordIndex.open_reader(directory, collection, KeywordSettings())  # None: never held a chunk
+    library = Library(library_path(directory, collection))
     library.catch_up()
-    entry = library.documents.get("doc-0")
-    return (vectors.versions("doc-0"), index.versions("doc-0") if index else {}, entry.generation if entry else None,
-            entry.seen if entry else "")
+    entry = library.documents.get(document_id)
+    return (vectors.versions(document_id), index.versions(document_id) if index else {},
+            entry.generation if entry else None, entry.seen if entry else "")
 
 
 @pytest.mark.parametrize("case", INTERLEAVINGS)
