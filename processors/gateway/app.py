@@ -175,7 +175,8 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
         except Exception as exc:
             raise from_pipeline(exc, ["text", "document_id", "title", "collection"]) from None
         return json_response(DocumentStored(document_id=document.document_id, collection=document.collection,
-                                            chunks=sent.chunks, seen=list(sent.seen)), 201)
+                                            chunks=sent.chunks, seen=list(sent.seen), superseded=sent.superseded),
+                             201)
 
     async def delete_document(request: Request) -> Response:
         document_id = request.path_params["document_id"]

@@ -24,8 +24,9 @@ from config.settings import ClientSettings
 from processors.bus.positions import latest
 from processors.runtime.request_client import RequestClient
 from processors.runtime.sizing import body_budget
-from schema import DeleteDocument, Document, IngestResult, Section, encode, parts_generation
+from schema import DeleteDocument, Document, IngestResult, Section, Superseded, encode, parts_generation
 from schema import topics as t
+from schema.document_ids import check_document_id
 
 from .errors import DocumentRejected
 from .sources import DocumentSource
@@ -49,6 +50,15 @@ class IngestSummary:
     # an ask that must see them carries them (``DocumentRagRequest.must_see``), and each replica answers
     # once it applied them.
     seen: list[str] = field(default_factory=list)
+    # Stored, but another writer's version of the document came after and is served instead: one line each.
+    superseded: list[str] = field(default_factory=list)
+
+
+def superseded_by(superseded: Superseded) -> str:
+    """What a writer is told when another writer's version of its document is served instead of its own."""
+    what = f"version {superseded.generation}" if superseded.generation else "its removal"
+    where = f" (written at {superseded.seen})" if superseded.seen else ""
+    return f"stored, then superseded by another writer's {what}{where}, which is what is served"
 
 
 class Sent(NamedTuple):
@@ -56,6 +66,8 @@ class Sent(NamedTuple):
     parts: int  # parts sent
     unchanged: bool = False  # the stores held this content already: nothing was stored
     seen: tuple[str, ...] = ()  # with stores from the log: where they hold it (a read that must see it carries it)
+    # Another writer's version of the document came after this one and is served instead.
+    superseded: Superseded | None = None
 
 
 def _fill(buffer: str, blocks: Iterator[str], room: int) -> tuple[str, bool]:
@@ -94,7 +106,9 @@ async def send_document(
     Each part waits at most ``timeout``. ``on_part(characters done, parts done)`` follows a
     document of several parts. Raises ``DocumentRejected`` for an error answer, else what
     went wrong (a time-out, a read error), after discarding what was staged of this version (an earlier one stays).
+    An id holding a control character is refused here, before anything is sent (``BadRequest``).
     """
+    check_document_id(doc.document_id)
     empty = Document(
         document_id=doc.document_id, text="", title=doc.title, collection=doc.collection, source=doc.source,
         content_hash=doc.content_hash,
@@ -125,7 +139,7 @@ async def send_document(
             part += 1
             position += result.count
             if last:
-                return Sent(position, part, seen=tuple(result.seen))
+                return Sent(position, part, seen=tuple(result.seen), superseded=result.superseded)
             if not 0 < result.resume_at <= cut:
                 raise ValueError(f"document-load answered part {part - 1} with resume_at={result.resume_at}, "
                                  f"outside its {cut} characters")
@@ -235,6 +249,8 @@ async def ingest(
                     summary.chunks += sent.chunks
                     summary.parts += sent.parts
                     summary.seen.extend(sent.seen)
+                    if sent.superseded is not None:
+                        summary.superseded.append(f"{doc.document_id}: {superseded_by(sent.superseded)}")
                 if on_stored is not None:
                     on_stored(doc)
             done += 1
