@@ -166,7 +166,8 @@ class GatewaySettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # fills its share leaves the rest to the others. Not applied with no keys set (there is one caller).
     max_in_flight_per_key: PositiveInt = 16
     retry_after_s: PositiveInt = 1
-    # Origins allowed by CORS (e.g. ["https://chat.example.com"], or ["*"]); none = CORS off.
+    # Origins allowed by CORS (e.g. ["https://chat.example.com"], or ["*"]); none = CORS off. MCP at /mcp
+    # takes the same list: on loopback its check of a browser's Origin allows these besides loopback's own.
     cors_origins: list[str] = []
     # /ready asks the pipeline at most this often; an answer counts for that long.
     ready_check_s: PositiveSeconds = 5.0

@@ -121,7 +121,7 @@ async def serve(args: argparse.Namespace) -> int:
         return state.need()
 
     face = McpFace(ready_pipeline, version=ragbus_version())
-    app = build_app(state, g, api_keys=keys, mcp_routes=face.http_routes(host))
+    app = build_app(state, g, api_keys=keys, mcp_routes=face.http_routes(host, g.cors_origins))
     # No access log, no Server and Date headers: per-request work nobody here reads (a proxy adds its own).
     limits = HeadLimits(max_head_bytes=g.max_head_bytes, head_timeout_s=g.head_timeout_s,
                         idle_timeout_s=g.idle_timeout_s, body_timeout_s=g.body_timeout_s)

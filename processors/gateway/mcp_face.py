@@ -17,14 +17,15 @@ as a tool error (``is_error``) that says what to change, as the REST routes' 4xx
 does a pipeline that is not ready or did not answer in time.
 
 Transports: ``run_stdio`` for ``ragbus mcp``; ``http_routes`` and ``running`` mount streamable
-HTTP at ``/mcp`` inside ``ragbus serve`` (behind the same key check as every route there).
+HTTP at ``/mcp`` inside ``ragbus serve`` (behind the same key check as every route there, and
+allowing the same browser origins as its CORS: ``transport_security``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Annotated, Any, Literal
 
 from typing_extensions import TypedDict
@@ -32,6 +33,7 @@ from typing_extensions import TypedDict
 import msgspec
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from pydantic import Field
 from starlette.routing import BaseRoute
@@ -53,6 +55,8 @@ from .keys import Role, allows, key_of
 from .pipeline import BusPipeline
 
 MCP_PATH = "/mcp"
+# The addresses on which the SDK checks Host and Origin (its own choice, kept): loopback, by these names.
+LOOPBACK = {"127.0.0.1": "127.0.0.1", "localhost": "localhost", "::1": "[::1]"}
 ASK_FIELDS = ["question", "mode", "at", "as_of", "collection", "doc_limit", "history", "must_see"]
 GRAPH_FIELDS = ["question", "at", "as_of", "limit", "collection", "must_see"]
 
@@ -89,6 +93,23 @@ def _failed(exc: Exception, fields: list[str], renamed: dict[str, str] | None = 
         param = ours if param == theirs else param
     where = f" (argument {param})" if param else ""
     return ToolError(f"{e.type}{where}: {message}")
+
+
+def transport_security(host: str, origins: Sequence[str]) -> TransportSecuritySettings | None:
+    """The SDK's Host and Origin check of ``/mcp`` on ``host``, allowing the gateway's CORS ``origins``.
+
+    On loopback the check is on, so that a page elsewhere cannot drive a local server through the user's
+    browser (nor a name rebound to loopback): the Host must be a loopback name, and a browser's Origin
+    loopback's own or one of ``origins``, the pages the gateway's CORS lets read its answers: one
+    allow-list. ``*`` there allows every page, so then nothing is checked. On another address the SDK
+    checks nothing (None), as before: CORS alone governs what a page may read."""
+    if host not in LOOPBACK:
+        return None
+    if "*" in origins:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    names = LOOPBACK.values()
+    return TransportSecuritySettings(allowed_hosts=[f"{n}:*" for n in names],
+                                     allowed_origins=[*(f"http://{n}:*" for n in names), *origins])
 
 
 def _collection(name: str) -> str:
@@ -265,14 +286,15 @@ class McpFace:
         """Serve one client on this process's standard input and output until it closes them."""
         await self.server.run_stdio_async()
 
-    def http_routes(self, host: str) -> list[BaseRoute]:
+    def http_routes(self, host: str, origins: Sequence[str] = ()) -> list[BaseRoute]:
         """The streamable HTTP endpoint at ``/mcp``, for the gateway's router.
 
-        ``host`` is the address the gateway binds: on loopback the SDK checks the Host and
-        Origin headers against loopback names (a page elsewhere cannot drive it through the
-        user's browser)."""
+        ``host`` is the address the gateway binds, ``origins`` its ``cors_origins``: on loopback the
+        SDK checks the Host and Origin headers (``transport_security``)."""
         if self._routes is None:
-            self._routes = list(self.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host).routes)
+            app = self.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host,
+                                                  transport_security=transport_security(host, origins))
+            self._routes = list(app.routes)
         return self._routes
 
     @contextlib.asynccontextmanager

@@ -161,16 +161,23 @@ def test_the_tools_over_stdio_on_the_memory_bus(data_dir):
     asyncio.run(main())
 
 
+PAGE_ORIGIN = "https://chat.example.com"  # a page elsewhere that the gateway's CORS allows
+
+
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
     # A data dir of its own: a gateway on memory:// runs the writers, one process per data dir.
-    env = {"RAGBUS_DATA_DIR": str(stores(tmp_path_factory)), "RAGBUS_API_KEYS": "sk-mcp"}
+    config = tmp_path_factory.mktemp("mcp-config") / "ragbus.toml"
+    config.write_text(f'[gateway]\ncors_origins = ["{PAGE_ORIGIN}"]\n')
+    env = {"RAGBUS_DATA_DIR": str(stores(tmp_path_factory)), "RAGBUS_API_KEYS": "sk-mcp", "RAGBUS_CONFIG": str(config)}
     with GatewayProcess(env=env, log_path=tmp_path_factory.mktemp("mcp-serve") / "serve.log") as g:
         yield g
 
 
-def over_http(gateway, key: str | None):
+def over_http(gateway, key: str | None, origin: str | None = None):
     headers = {"Authorization": f"Bearer {key}"} if key else {}
+    if origin:
+        headers["Origin"] = origin
     return streamable_http_client(f"{gateway.url}/mcp", http_client=httpx2.AsyncClient(headers=headers, timeout=120))
 
 
@@ -180,6 +187,35 @@ def test_the_tools_over_streamable_http_inside_serve(gateway):
             await check_tools(client)
 
     asyncio.run(main())
+
+
+def test_an_origin_the_gateways_cors_allows_is_allowed_by_mcp_too(gateway):
+    """One allow-list: the origin whose preflight CORS answers is let through by the SDK's Origin check, which
+    still refuses every other origin (the gateway serves loopback, where that check is on)."""
+    preflight = {"Access-Control-Request-Method": "POST",
+                 "Access-Control-Request-Headers": "authorization, content-type, mcp-protocol-version"}
+    allowed = httpx2.options(f"{gateway.url}/mcp", headers={"Origin": PAGE_ORIGIN, **preflight})
+    assert allowed.status_code == 200 and allowed.headers["access-control-allow-origin"] == PAGE_ORIGIN
+
+    async def main():
+        async with connected(over_http(gateway, "sk-mcp", PAGE_ORIGIN)) as client:
+            return await client.call_tool("graph", {"question": UK, "at": "2012-01-01"})
+
+    graph = asyncio.run(main())
+    assert not graph.is_error and "David Cameron" in heads(graph.structured_content["facts"]), graph.content
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+               "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                          "clientInfo": {"name": "test", "version": "0"}}}
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": "Bearer sk-mcp"}
+    let_in = httpx2.post(f"{gateway.url}/mcp", json=listing, headers={**headers, "Origin": PAGE_ORIGIN})
+    assert let_in.status_code == 200 and let_in.headers["access-control-allow-origin"] == PAGE_ORIGIN
+    for elsewhere in ("https://elsewhere.example", "http://chat.example.com"):
+        refused = httpx2.post(f"{gateway.url}/mcp", json=listing, headers={**headers, "Origin": elsewhere})
+        assert (refused.status_code, refused.text) == (403, "Invalid Origin header")
+        assert "access-control-allow-origin" not in httpx2.options(
+            f"{gateway.url}/mcp", headers={"Origin": elsewhere, **preflight}).headers
+    own = httpx2.post(f"{gateway.url}/mcp", json=listing, headers={**headers, "Origin": gateway.url})
+    assert own.status_code == 200, own.text  # the gateway's own page, on loopback
 
 
 def leaves(group: BaseException) -> list[BaseException]:
