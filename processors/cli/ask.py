@@ -40,6 +40,7 @@ from .common import (
     positive_int,
     question,
 )
+from .printable import printable
 from .seed import first_use_plan, said_plainly
 
 
@@ -55,7 +56,7 @@ def show(r: DocumentRagResponse, out=sys.stdout) -> None:
     snapshot header), so listing every fact again below it showed them twice; a cited fact
     only adds its source to ``Sources``.
     """
-    print(r.answer, file=out)
+    print(printable(r.answer, lines=True), file=out)
     show_sources(r, out)
 
 
@@ -67,16 +68,16 @@ def show_sources(r: DocumentRagResponse, out=sys.stdout) -> None:
         print("\nSources:", file=out)
         for chunk_id in r.cited:
             c = by_id[chunk_id]
-            print(f"  [{chunk_id}] {c.title or c.document_id or ''}", file=out)
+            print(f"  [{printable(chunk_id)}] {printable(c.title or c.document_id or '')}", file=out)
         if cited_facts:
-            sources = dict.fromkeys(f.source or "no source" for f in cited_facts)
+            sources = dict.fromkeys(printable(f.source or "no source") for f in cited_facts)
             print(f"  [fact: ...] {', '.join(sources)}", file=out)
     others = [f for f in r.facts if not _cites_fact(r.answer, f)]
     if others:
         when = f" valid at {r.at_time}" if r.at_time else ""
         print(f"\n{'Other facts' if cited_facts else 'Facts'}{when}:", file=out)
         for f in others:
-            print(f"  {f.text}  ({f.source or 'no source'})", file=out)
+            print(f"  {printable(f.text or '', lines=True)}  ({printable(f.source or 'no source')})", file=out)
     if r.degraded:
         print(f"\nDegraded: {'; '.join(r.problems or r.degraded)}", file=sys.stderr)
 
@@ -85,7 +86,7 @@ async def show_stream(pieces: AsyncIterator[DocumentRagPiece], out=sys.stdout) -
     """Print the answer piece by piece as it arrives (flushed each time), then its sources; return the response."""
     async for piece in pieces:
         if piece.kind == "answer":
-            out.write(piece.text)
+            out.write(printable(piece.text, lines=True))
             out.flush()
         elif piece.response is not None:
             print(file=out)

@@ -35,6 +35,7 @@ from .common import (
 )
 from .interrupted import discard_staged, drop_staged, report
 from .library import list_documents
+from .printable import printable
 from .progress import progress_bar
 
 __all__ = ["add_parsers", "ingest"]  # ``ingest`` is the library's, here for callers that knew it here
@@ -45,7 +46,7 @@ async def _ingest(args: argparse.Namespace) -> int:
     documents, skipped = load_documents(args.paths, args.collection)
     url = args.bus or settings.bus.url
     for problem in skipped:  # before anything is sent: the user sees at once what will not be read
-        print(f"  skipped: {problem}", file=sys.stderr)
+        print(f"  skipped: {printable(problem)}", file=sys.stderr)
     summary, progress, undiscarded = IngestSummary(), progress_bar(interval_s=settings.client.progress_interval_s), []
     try:
         async with embedded_processors(settings, pipelines.INGEST, url):
@@ -70,7 +71,7 @@ async def _ingest(args: argparse.Namespace) -> int:
                undiscarded, on_broker=not url.startswith("memory"))
         raise
     for problem in summary.failed:
-        print(f"  failed: {problem}", file=sys.stderr)
+        print(f"  failed: {printable(problem)}", file=sys.stderr)
     parts = f" (sent in {summary.parts} parts)" if summary.parts > summary.documents else ""
     print(f"{summary.documents} document(s), {summary.chunks} chunk(s) in {summary.seconds:.1f}s{parts}"
           f"{f', {summary.unchanged} unchanged (held already with the same content)' if summary.unchanged else ''}"
@@ -98,14 +99,14 @@ async def _vanished(client: RequestClient, args: argparse.Namespace, found: list
     gone = dict.fromkeys(await asyncio.to_thread(_missing, listed), False)
     for document_id in gone:
         if not args.prune:
-            print(f"  vanished: {document_id}: ingested before, no longer in its folder (--prune removes it)",
-                  file=sys.stderr)
+            print(f"  vanished: {printable(document_id)}: ingested before, no longer in its folder "
+                  "(--prune removes it)", file=sys.stderr)
             continue
         request = DeleteDocument(document_id=document_id, collection=args.collection)
         result = await client.request(t.DOCUMENT_DELETE, request, IngestResult, timeout=timeout)
         if result.error is not None:
-            print(f"  vanished: {document_id}: could not be removed: {result.error.type}: {result.error.message}",
-                  file=sys.stderr)
+            print(f"  vanished: {printable(document_id)}: could not be removed: {result.error.type}: "
+                  f"{result.error.message}", file=sys.stderr)
         else:
             gone[document_id] = True
             print(f"  pruned: {document_id}: no longer in its folder; removed {result.count} chunk(s)", file=sys.stderr)

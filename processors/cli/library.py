@@ -21,6 +21,7 @@ from schema import DEFAULT_COLLECTION, DocumentInfo, DocumentList, ListDocuments
 from schema import topics as t
 
 from .common import add_bus_options, add_collection_option, add_timeout_option, call_timeout, embedded_processors
+from .printable import printable
 
 
 async def list_documents(
@@ -60,8 +61,9 @@ async def _documents(args: argparse.Namespace) -> int:
     if args.json:
         print(msgspec.json.encode(documents).decode())
         return 0
-    for d in documents:
-        print(f"{d.document_id}\t{d.title}\t{d.source}\t{d.chunks} chunk(s)\t{d.content_hash}\t{d.ingested_at or ''}")
+    for d in documents:  # a tab or newline in an id, title or source is escaped too: one row a document
+        print(f"{printable(d.document_id)}\t{printable(d.title)}\t{printable(d.source)}\t{d.chunks} chunk(s)\t"
+              f"{d.content_hash}\t{d.ingested_at or ''}")
     print(f"{len(documents)} document(s) in collection {args.collection!r}", file=sys.stderr)
     return 0
 

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Never, TextIO
 
 from config.settings import ClientSettings
 
+from .printable import printable
+
 if TYPE_CHECKING:
     from tqdm import tqdm
 
@@ -56,7 +58,7 @@ class Progress:
     def __call__(self, done: int, total: int | None, label: str) -> None:
         if self._closed:
             return
-        label = label[:LABEL_CHARS]
+        label = printable(label)[:LABEL_CHARS]  # a document's title: its control characters escaped
         self._last = (done, total, label)
         if self.terminal:
             self._draw(done, total, label)
