@@ -3,6 +3,7 @@
     python -m scripts.eval_answers [--split dev|test|both] [--mode hybrid] [--data-dir DIR] [--show]
                                    [--against stems=false,definitions_first=false]
                                    [--backend openai [--max-tokens 128] [--against context='"chunks"']]
+                                   [--save FILE] [--replay FILE] [--unlabelled FILE]
 
 The questions are the project's own (``scripts/eval/questions.jsonl``), each with the reference's
 sentence(s) that answer it (``evidence``) and its stored half (``split``: choose on dev, report test).
@@ -24,7 +25,10 @@ each question over the memory bus. Measured per half
   copy the prompt's example);
 - failed: questions answered with an error (a prompt longer than the model's context is one);
 - the answer step's recall by question kind and by how far the question's words are its evidence's
-  (``evalset.overlap``: none, under a third, ...): where the misses are.
+  (``evalset.overlap``: none, under a third, ...): where the misses are;
+- unrelated lines: the answer lines a person labelled as not answering the question
+  (``scripts/eval/answer_lines_dev.jsonl`` and ``_test.jsonl``, ``answers.unrelated``), per answer, the
+  share of answers with none, and the lines no label covers yet (counted apart, never guessed).
 
 ``--show`` prints every fragment (whole) and duplicate pair (each shortened at a word, marked "…"), and the
 questions the answer step missed. ``--against`` asks every question again with those settings of the
@@ -51,14 +55,15 @@ import msgspec
 from config import pipelines
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
-from processors.prompt.answer import NOTHING_FOUND
-from processors.prompt.settings import PromptSettings
+from processors.prompt.answer import NOTHING_FOUND, compose
+from processors.prompt.settings import ExtractiveSettings, PromptSettings
 from processors.prompt.lexical import shorten
+from processors.prompt.variables import PromptInput
 from processors.runtime.request_client import RequestClient
 from processors.runtime.typed_clients import DocumentRagClient, RemoteError
 from processors.runtime.worker import processors_running
 from processors.testing.llama import API_KEY, MODEL_ALIAS, LlamaServer, smollm2_gguf
-from schema import DocumentRagResponse
+from schema import ChunkMatch, DocumentRagResponse
 from scripts.eval import answers, evalset
 from scripts.eval.corpus import ingest_corpus
 from scripts.eval_conversations import settings_for
@@ -98,8 +103,11 @@ def report(questions: list[evalset.Question], relevant: dict[str, list[str]],
            "|---|---|---|---|---|---|---|---|---|---|"]
     shown: list[str] = []
     misses_by: list[tuple[str, dict[str, list[bool]]]] = []
+    unrelated_rows: list[str] = []
     for split in splits:
         qs = [q for q in questions if q.split == split]
+        labels = answers.load_labels(answers.labels_path(split))
+        off = off_answers = unlabelled = said_lines = 0
         hit = step_hit = step_n = frag_lines = all_lines = frag_answers = dupes = 0
         citing = answering = invented = failed = 0
         reasons: Counter[str] = Counter()
@@ -136,21 +144,73 @@ def report(questions: list[evalset.Question], relevant: dict[str, list[str]],
             frag_answers += bool(bad)
             pairs = answers.duplicates(answer_lines)
             dupes += len(pairs)
+            said = [] if r.answer.startswith(NOTHING_FOUND) else answer_lines  # "nothing found" says no line
+            off_lines, unknown = answers.unrelated(q.id, said, labels)
+            said_lines += len(said)
+            off += len(off_lines)
+            off_answers += bool(off_lines)
+            unlabelled += len(unknown)
             if show:
+                shown += [f"{q.id} [{split}] unrelated: {line!r}" for line in off_lines]
+                shown += [f"{q.id} [{split}] unlabelled: {line!r}" for line in unknown]
                 # whole lines: a line cut here for the listing would read as a cut answer ("formatt")
                 shown += [f"{q.id} [{split}] fragment ({w}): {line!r}" for line, w in bad]
                 shown += [f"{q.id} [{split}] duplicate: {shorten(a, 80)!r} ~ {shorten(b, 80)!r}" for a, b in pairs]
         n = len(qs) or 1
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(reasons.items()))
         misses_by.append((split, step_by))
+        unrelated_rows.append(f"| {split} | {len(qs)} | {said_lines} | {off} | {off / n:.2f} | "
+                              f"{(len(qs) - off_answers) / n:.0%} | {unlabelled} |")
         out.append(f"| {split} | {len(qs)} | {hit / n:.3f} | {step_hit / (step_n or 1):.3f} ({step_n}) | "
                    f"{frag_lines} of {all_lines} ({kinds or 'none'}) | {frag_answers / n:.0%} | {dupes} | "
                    f"{citing / (answering or 1):.0%} of {answering} | {invented} | {failed} |")
+    out += ["", "lines that do not answer the question (labelled by hand, scripts/eval/answer_lines_*.jsonl):",
+            "| half | answers | lines (not \"nothing found\") | unrelated lines | per answer | answers with none "
+            "| lines unlabelled |",
+            "|---|---|---|---|---|---|---|", *unrelated_rows]
     out += ["", "the answer step's recall by kind, and by the share of the question's content words its "
             "evidence holds:", "| half | " + " | ".join(GROUPS) + " |", "|---" * (len(GROUPS) + 1) + "|"]
     out += [f"| {split} | " + " | ".join(f"{sum(hits)} of {len(hits)}" for hits in by.values()) + " |"
             for split, by in misses_by]
     return out + shown
+
+
+def unlabelled_rows(questions: list[evalset.Question], got: dict[str, DocumentRagResponse | str],
+                    splits: list[str]) -> list[str]:
+    """The answer lines no label covers, as rows of the labels' files with the label left empty."""
+    rows = []
+    for split in splits:
+        labels = answers.load_labels(answers.labels_path(split))
+        for q in (q for q in questions if q.split == split):
+            r = got[q.id]
+            if isinstance(r, str):
+                continue
+            if r.answer.startswith(NOTHING_FOUND):
+                continue
+            _, unknown = answers.unrelated(q.id, answers.lines(r.answer), labels)
+            rows += [msgspec.json.encode({"id": q.id, "split": split, "question": q.question, "line": line,
+                                          "label": ""}).decode() for line in unknown]
+    return rows
+
+
+Responses = dict[str, DocumentRagResponse | str]
+
+
+def replayed(questions: list[evalset.Question], recorded: Responses, settings: ExtractiveSettings) -> Responses:
+    """Each question's recorded response answered again from its chunks, offline, by the extractive
+    backend with ``settings``: what the prompt processor says given the same chunks (a failure stays one)."""
+    out: Responses = {}
+    for q in questions:
+        qid, r = q.id, recorded[q.id]
+        if isinstance(r, str):
+            out[qid] = r
+            continue
+        inp = PromptInput(query=q.question, documents=tuple(c.text or "" for c in r.chunks),
+                          citations=tuple(f"[{c.chunk_id}]" for c in r.chunks), facts=(), header=None, raw={})
+        text = compose(inp, settings)
+        out[qid] = DocumentRagResponse(answer=text, chunks=[ChunkMatch(c.chunk_id, text=c.text) for c in r.chunks],
+                                       cited=[c.chunk_id for c in r.chunks if f"[{c.chunk_id}]" in text])
+    return out
 
 
 GROUPS = (*evalset.KINDS, "overlap 0", "under 1/3", "1/3 to 2/3", "2/3 or more")
@@ -164,10 +224,31 @@ def groups_of(q: evalset.Question) -> tuple[str, str]:
     return q.kind, band
 
 
+def replay(args: argparse.Namespace, questions: list[evalset.Question]) -> tuple[Responses, Responses | None]:
+    """``--replay``: the answers from the recorded chunks, with the defaults and with ``--against``."""
+    if args.backend != "extractive":
+        raise SystemExit("--replay answers with the extractive backend only")
+    recorded = msgspec.json.decode(Path(args.replay).read_bytes(), type=Responses)
+    if missing := [q.id for q in questions if q.id not in recorded]:
+        raise SystemExit(f"{args.replay} holds no response for {', '.join(missing[:5])}: record it again (--save)")
+    defaults = ExtractiveSettings()
+    against = None
+    if args.against:
+        values = tomllib.loads("\n".join(pair.strip() for pair in args.against.split(",") if pair.strip()))
+        against = replayed(questions, recorded, msgspec.convert({**msgspec.to_builtins(defaults), **values},
+                                                                 ExtractiveSettings))
+    return replayed(questions, recorded, defaults), against
+
+
 async def main_async(args: argparse.Namespace) -> int:
     splits = ["dev", "test"] if args.split == "both" else [args.split]
     questions = [q for q in evalset.load_questions() if q.split in splits]
     relevant = evalset.resolve(questions, evalset.corpus_chunks())
+    against: Responses | None = None
+    if args.replay:
+        got, against = replay(args, questions)
+        print(f"extractive backend, replaying {args.replay}")
+        return finish(args, questions, relevant, splits, got, against)
     data_dir = Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="ragbus-eval-answers-"))
     server: LlamaServer | None = None
     try:
@@ -187,11 +268,26 @@ async def main_async(args: argparse.Namespace) -> int:
         if not args.data_dir:
             shutil.rmtree(data_dir, ignore_errors=True)
     print(f"{args.backend} backend" + (f" (SmolLM2-135M, max_tokens {args.max_tokens})" if server else ""))
-    if args.against:
+    return finish(args, questions, relevant, splits, got, against)
+
+
+def finish(args: argparse.Namespace, questions: list[evalset.Question], relevant: dict[str, list[str]],
+           splits: list[str], got: Responses, against: Responses | None) -> int:
+    """The tables (``--against``'s first); the responses (``--save``) and the unlabelled lines
+    (``--unlabelled``) written out."""
+    if args.save:
+        Path(args.save).write_bytes(msgspec.json.encode(got))
+    if against is not None:
         print(f"with {args.against}:")
         print("\n".join(report(questions, relevant, against, splits, show=False)))
         print("\nwith the defaults:")
     print("\n".join(report(questions, relevant, got, splits, args.show)))
+    if args.unlabelled:
+        rows = unlabelled_rows(questions, got, splits)
+        if against is not None:
+            rows += [row for row in unlabelled_rows(questions, against, splits) if row not in rows]
+        Path(args.unlabelled).write_text("".join(f"{row}\n" for row in rows), encoding="utf-8")
+        print(f"{len(rows)} unlabelled lines written to {args.unlabelled}", file=sys.stderr)
     return 0
 
 
@@ -240,6 +336,10 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=128, help="of each model answer (--backend openai)")
     parser.add_argument("--against", default="", metavar="NAME=VALUE,...",
                         help="also answer with these settings of the backend, and report both")
+    parser.add_argument("--save", metavar="FILE", help="write every response (answer, chunks) here as JSON")
+    parser.add_argument("--replay", metavar="FILE",
+                        help="answer again offline from the chunks of responses --save wrote (extractive)")
+    parser.add_argument("--unlabelled", metavar="FILE", help="write the answer lines no label covers here")
     sys.exit(asyncio.run(main_async(parser.parse_args())))
 
 

@@ -15,13 +15,22 @@ citations (``[doc#3]``, ``[fact: ...]``) are not part of what is judged.
   an assignment or grammar rule (``iter = ...``, ``integer ::= ...``), or a signature after its kind
   (``classmethod fromkeys(iterable)``, ``alias [name]``).
 - ``duplicates``: pairs of lines whose term sets have a Jaccard similarity of at least ``NEAR``.
+- ``unrelated``: the lines a person labelled as not answering the question (``answer_lines_dev.jsonl``,
+  ``answer_lines_test.jsonl``: one line of an answer a row, keyed by the question's id and the line's
+  text without its citations, so a label survives the lines being reordered or cited otherwise). A line
+  ``answers`` when it says what was asked or part of it (what the thing asked about is, does, when, how,
+  a condition or exception of that); it is ``unrelated`` when it says something else, however near its
+  words are the question's (another use of the same name, exceptions in general for a question about
+  cleanup code). A line with no label is counted apart (``unlabelled``), never guessed.
 """
 
 from __future__ import annotations
 
+import json
 import keyword
 import re
 from itertools import combinations
+from pathlib import Path
 
 from processors.prompt.lexical import terms
 from scripts.eval.evalset import bare, content_words
@@ -29,6 +38,12 @@ from scripts.eval.evalset import bare, content_words
 GIST = 0.8
 MIN_WORDS = 4
 NEAR = 0.8
+ANSWERS, UNRELATED = "answers", "unrelated"  # the two labels of an answer line
+
+
+def labels_path(split: str) -> Path:
+    """Where the hand labels of ``split``'s answer lines are kept."""
+    return Path(__file__).with_name(f"answer_lines_{split}.jsonl")
 
 # a chunk id (``[pydoc:with#3]``), a position (``[2]``) or a fact; not the brackets of code
 # (``import __future__ [as name]``, ``"return" [expression_list]``)
@@ -105,3 +120,32 @@ def duplicates(answer_lines: list[str]) -> list[tuple[str, str]]:
     sets = [set(terms(line)) for line in answer_lines]
     return [(answer_lines[i], answer_lines[j]) for i, j in combinations(range(len(sets)), 2)
             if sets[i] | sets[j] and len(sets[i] & sets[j]) >= NEAR * len(sets[i] | sets[j])]
+
+
+def line_key(question_id: str, line: str) -> tuple[str, str]:
+    """What a label is found by: the question and the line's text, spacing aside."""
+    return question_id, " ".join(line.split())
+
+
+def load_labels(path: Path) -> dict[tuple[str, str], str]:
+    """The labels in ``path`` (JSON lines of ``id``, ``line``, ``label``); none when it does not exist."""
+    if not path.is_file():
+        return {}
+    out: dict[tuple[str, str], str] = {}
+    for n, row in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not row.strip():
+            continue
+        item = json.loads(row)
+        if item["label"] not in (ANSWERS, UNRELATED):
+            raise ValueError(f"{path}:{n}: label {item['label']!r} is neither {ANSWERS!r} nor {UNRELATED!r}")
+        key = line_key(item["id"], item["line"])
+        if out.setdefault(key, item["label"]) != item["label"]:
+            raise ValueError(f"{path}:{n}: {key} is labelled both ways")
+    return out
+
+
+def unrelated(question_id: str, answer_lines: list[str],
+              labels: dict[tuple[str, str], str]) -> tuple[list[str], list[str]]:
+    """The lines of one answer labelled unrelated, and those with no label at all."""
+    found = [(line, labels.get(line_key(question_id, line))) for line in answer_lines]
+    return [line for line, label in found if label == UNRELATED], [line for line, label in found if label is None]
