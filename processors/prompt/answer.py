@@ -28,7 +28,9 @@ facts already say; choosing and citing is the whole job:
   name often outscore it (``definitions_first``); so does a sentence that defines what the
   question asks to have defined ("What is a future statement?" and "A future statement is a
   directive to the compiler ...", ``asked.py``);
-- the best ``max_sentences`` document sentences come first, most relevant
+- of the best ``max_sentences`` document sentences, those that answer the question (``answering``:
+  not a cross-reference, and saying the name or showing the operator the question asks about,
+  ``answering.py``) come first, most relevant
   first, each picked balancing its relevance against what the sentences picked before it
   already say (maximal marginal relevance, ``diversity``), each followed by its document's
   citation (``[doc#3]``, or ``[2]`` by position); then the best ``max_facts`` facts, each as its citation
@@ -50,6 +52,7 @@ from dataclasses import dataclass
 
 from processors.ingestion.markup import plain
 
+from .answering import Asked
 from .asked import asked_names, asked_subject, defined_subject
 from .lexical import bm25, sentences, shorten, stems, terms
 from .settings import ExtractiveSettings
@@ -225,9 +228,11 @@ def compose(inp: PromptInput, settings: ExtractiveSettings, reweigh: Reweigh | N
 
 
 def choose(inp: PromptInput, settings: ExtractiveSettings, max_sentences: int,
-           reweigh: Reweigh | None = None) -> tuple[list[Passage], list[tuple[int, list[str]]], list[int]]:
+           reweigh: Reweigh | None = None,
+           answering: bool = False) -> tuple[list[Passage], list[tuple[int, list[str]]], list[int]]:
     """The passages of ``inp``, the best ``max_sentences`` sentences of them with every citation each
-    has, and the best ``max_facts`` facts: what an answer (or a model's prompt) is made of."""
+    has, and the best ``max_facts`` facts: what an answer (or a model's prompt) is made of. With
+    ``answering``, of those sentences only the ones that answer the question (``answering.py``)."""
     found = passages(inp, settings.max_sentence_chars if settings.refer_back else 0,
                      settings.max_sentence_chars if settings.entries else 0)
     words = stems if settings.stems else terms
@@ -245,13 +250,17 @@ def choose(inp: PromptInput, settings: ExtractiveSettings, max_sentences: int,
                      or (subject and defined_subject(found[i].head or found[i].text) == subject))
     picked_sentences = best_once(found, scores, sentence_ids, max_sentences, settings.min_score, lead,
                                  settings.diversity)
+    if answering:
+        question = Asked.of(inp.query, settings.name_words, words)
+        picked_sentences = [(i, c) for i, c in picked_sentences if question.answers(found[i].text, i in lead)]
     picked_facts = best(scores, fact_ids, settings.max_facts, settings.min_score) if settings.max_facts else []
     return found, picked_sentences, picked_facts
 
 
 def compose_lines(inp: PromptInput, settings: ExtractiveSettings, reweigh: Reweigh | None = None) -> list[str]:
     """The answer's lines: each cited sentence, then the header and each cited fact (the pieces of a stream)."""
-    found, picked_sentences, picked_facts = choose(inp, settings, settings.max_sentences, reweigh)
+    found, picked_sentences, picked_facts = choose(inp, settings, settings.max_sentences, reweigh,
+                                                   answering=settings.answering)
     if not picked_sentences and not picked_facts:
         return [NOTHING_FOUND + shorten(one_line(inp.query), MAX_ECHO_CHARS)]
     lines = [f"{shorten(found[i].text, settings.max_sentence_chars)} {' '.join(cited)}"

@@ -339,7 +339,9 @@ def test_an_emphasised_name_that_starts_a_sentence_is_quoted():
 
 def test_the_reference_markup_is_shown_as_plain_text():
     docs = ['The value *n* is an integer. See ``__index__`` and **PEP 357** for the conversion of *n*.']
-    assert answer({"query": "value n integer __index__ conversion", "documents": docs}).splitlines() == [
+    # (a cross-reference, which an answer leaves out: shown here with every sentence picked said)
+    assert answer({"query": "value n integer __index__ conversion", "documents": docs},
+                  answering=False).splitlines() == [
         'See "__index__" and PEP 357 for the conversion of n. [1]', "The value n is an integer. [1]"]
 
 
@@ -545,6 +547,83 @@ def test_an_evaluation_can_reweigh_the_scores_and_the_answer_follows_them():
     assert compose(inp, ExtractiveSettings(max_sentences=1), meaning) == (
         "The sorted order of equal items is kept stable. [2]")
     assert seen[0][0] == "How do lists sort?" and seen[0][1] == docs and seen[0][2][0] > seen[0][2][1]
+
+
+def test_a_padded_answer_loses_the_lines_that_meet_the_question_only_through_part_of_its_name():
+    # "How is __index__ used?" ended with two lines about slicing: they share "index" with it, not the name
+    docs = ['The value n is an integer, or an object implementing "__index__()".',
+            'The arguments to the range constructor must be integers or objects that implement "__index__()".',
+            'Sequences also support slicing: "a[i:j]" selects all items with index k such that i <= k < j.',
+            "When used as an expression, a slice is a sequence of the same type: the index set is renumbered."]
+    variables = {"query": "How is __index__ used?", "documents": docs, "document_ids": ["a#0", "b#0", "c#0", "c#1"]}
+    assert answer(variables).splitlines() == [
+        'The value n is an integer, or an object implementing "__index__()". [a#0]',
+        'The arguments to the range constructor must be integers or objects that implement "__index__()". [b#0]']
+    assert len(answer(variables, answering=False).splitlines()) == 4  # every sentence picked, as before
+
+
+def test_a_question_about_a_name_alone_gets_only_the_lines_that_say_it():
+    # "What is __debug__?" ended with pdb's post-mortem debugging; the README's "What does the with
+    # statement do?" with a line that says "with" only as a preposition
+    debug = ['In the current implementation, the built-in variable "__debug__" is "True" under normal circumstances.',
+             "Assignments to __debug__ are illegal.",
+             "When invoked as a module, pdb will automatically enter post-mortem debugging."]
+    lines = answer({"query": "What is __debug__?", "documents": debug}).splitlines()
+    assert sorted(lines) == [f"{debug[1]} [2]", f"{debug[0]} [1]"]
+    with_docs = ['The "with" statement is used to wrap the execution of a block with methods of a context manager.',
+                 'A Python program can also explicitly raise an exception with the "raise" statement.',
+                 'Context managers are normally invoked using the "with" statement.']
+    lines = answer({"query": "What does the with statement do?", "documents": with_docs}).splitlines()
+    assert lines == [f"{with_docs[0]} [1]", f"{with_docs[2]} [3]"]
+    # a question that says more than the name keeps a line that shares those words
+    more = answer({"query": "What is __debug__ used for when an assert statement raises?", "documents": [
+        "An assert statement raises AssertionError when its expression is false.", *debug]}).splitlines()
+    assert "An assert statement raises AssertionError when its expression is false. [1]" in more
+
+
+def test_an_operator_asked_about_as_a_symbol_must_be_shown_and_a_cross_reference_is_no_answer():
+    docs = ['The power operator "**" binds more tightly than unary operators on its left.',
+            'The "%" operator is also used for string formatting.', "See PEP 465 for details.",
+            'The "@" (at) operator is intended to be used for matrix multiplication.']
+    lines = answer({"query": "What is the @ operator for?", "documents": docs}).splitlines()
+    assert lines == [f"{docs[3]} [4]"]
+    nothing = answer({"query": "What is the @ operator for?", "documents": docs[:3]})
+    assert nothing == "No relevant information was found for: What is the @ operator for?"
+    # "//" is not "/": a line is judged by the operator itself
+    floor = answer({"query": "What does / do to integers?", "documents": [
+        'Division of integers with "//" yields an integer.', 'Division of integers with "/" yields a float.']})
+    assert floor.splitlines() == ['Division of integers with "/" yields a float. [2]']
+
+
+def test_an_answer_whose_evidence_spans_several_lines_keeps_them_all():
+    entry = ("object.__getattr__(self, name)\n\nCalled when the default attribute access fails with an "
+             "AttributeError.\n\nobject.__setattr__(self, name, value)\n\nCalled when an attribute assignment "
+             "is attempted.")
+    talk = ['Note that if the attribute is found through the normal mechanism, "__getattr__()" is not called.',
+            'If an "AttributeError" is raised and the object has a "__getattr__()" method, that method is called as '
+            "a fallback.", "This is done both for efficiency reasons and because of the instance attributes."]
+    lines = answer({"query": "When is __getattr__ called?", "documents": [entry, *talk]}).splitlines()
+    assert lines[0].startswith("object.__getattr__(self, name) — Called when the default attribute access fails")
+    assert f"{talk[0]} [2]" in lines and f"{talk[1]} [3]" in lines and len(lines) == 3
+    # several concepts, in words: each line that shares the question's words stays
+    docs = ['The optional "else" clause is executed if the control flow leaves the "try" suite and no exception '
+            "was raised.", 'If "finally" is present, it specifies a cleanup handler.',
+            'The "finally" clause is executed on the way out when a "return" statement is executed in the "try" suite.']
+    query = "When does the else clause of a try run, and when does finally run?"
+    assert sorted(answer({"query": query, "documents": docs}).splitlines()) == sorted(
+        f"{d} [{n}]" for n, d in enumerate(docs, 1))
+
+
+def test_what_a_question_names_is_read_from_its_words():
+    from processors.prompt.answering import code_names, keyword_names, symbols
+
+    assert code_names("How do str.split() and divmod() treat __index__ and with_traceback?") == {
+        "str.split", "divmod", "__index__", "with_traceback"}
+    assert code_names("How do I print a value in a fixed-width column?") == set()  # a hyphen makes no code
+    assert keyword_names("What does the with statement do, and the else clause?") == {"with", "else"}
+    assert keyword_names("What happens with a statement?") == set()
+    assert symbols("How do / and // differ, and how is % tied to //?") == {"/", "//", "%"}
+    assert symbols("Why is -1**2 negative - and 2**-1 is 0.5?") == set()
 
 
 def test_the_answer_is_the_same_every_time():
