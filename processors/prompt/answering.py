@@ -18,18 +18,20 @@ What the question names is what sets them apart. ``Asked.of(question)`` reads it
 
 - the names of code it says (``__index__``, ``str.casefold``, ``with_traceback()``, ``divmod()``) and
   the keywords it names as such ("the with statement", "the else clause", "lambda expressions");
-- the operators it shows as symbols of their own (``@``, ``^``, ``/``, ``//``, ``%``).
+- the operators it shows as symbols of their own (``@``, ``^``, ``/``, ``//``, ``%``), which no word
+  of it stands for.
 
 ``Asked.answers(sentence)`` then says whether a sentence answers:
 
 - a cross-reference ("See PEP 570 for details.", "For more information on context managers, see
   ...", "... are described in more detail in section Calls.") does not: it says where an answer is;
-- when the question shows an operator, a sentence that shows none of its operators does not;
-- when the question names code or a keyword, a sentence that does not say any of those names does not
-  when the words it shares with the question are all the names' own (``__index__`` and "index"), or
-  when the question says at most ``name_words`` words besides the names: it asks about the name
-  ("What does __contains__ implement?", "What is the value of __debug__?"), and another name's
-  sentence is about something else;
+- when the question names code, a keyword or an operator, a sentence that does not say any of those
+  names does not when the words it shares with the question are all the names' own (``__index__`` and
+  "index"), or when the question says at most ``name_words`` words besides what it names: it asks
+  about the name ("What does __contains__ implement?", "What is the value of __debug__?", "What is the
+  @ operator for?"), and another name's sentence is about something else. A question that says more
+  is answered in words too: the reference names an operator in words as often as by its symbol
+  ("floor division" for ``//``);
 - otherwise the reference's own entry for an asked name, or the sentence that defines what the
   question asks to have defined (``answer.choose``'s ``lead``), answers.
 
@@ -53,6 +55,7 @@ _CROSS_REFERENCE = re.compile(
     r"|\b(?:described|explained|discussed|documented) in (?:more|greater|further) detail\b",
     re.IGNORECASE,
 )
+_JOINED = re.compile(r"[/:@\-]+")  # what joins two names in one identifier-like run of the question
 _CALLED = re.compile(r"([^\W\d]\w*(?:\.\w+)*)\(\)")  # divmod(), str.split(), property()
 _KEYWORDS = {k.casefold(): k for k in {*keyword.kwlist, *keyword.softkwlist} - {"_"}}
 # "the with statement", "an else clause", "lambda expressions", "the in operator"
@@ -71,7 +74,8 @@ def code_names(question: str) -> frozenset[str]:
     """The names of code the question says, case-folded: identifiers with an underscore or a dot
     (``__index__``, ``str.casefold``, ``with_traceback``) and names it calls (``divmod()``)."""
     folded = question.casefold()
-    found = {m for m in IDENT.findall(folded) if ("_" in m or "." in m) and any(c.isalpha() for c in m)}
+    found = {name for m in IDENT.findall(folded) for name in _JOINED.split(m)  # __aiter__/__anext__: two names
+             if ("_" in name or "." in name) and any(c.isalpha() for c in name)}
     return frozenset(found | set(_CALLED.findall(folded)))
 
 
@@ -108,10 +112,10 @@ class Asked:
 
     code: frozenset[str]  # code names, case-folded (``__index__``, ``str.casefold``)
     keywords: frozenset[str]  # keywords named as such (``with``)
-    operators: frozenset[str]  # operator symbols (``@``)
-    parts: frozenset[str]  # the words of all those names, as ``words`` gives them ("index", "casefold")
+    operators: frozenset[str]  # operators shown as symbols (``@``)
+    parts: frozenset[str]  # the words of the code names and keywords, as ``words`` gives them ("index")
     question: frozenset[str]  # the question's words, as ``words`` gives them
-    only_the_name: bool  # the question says at most ``name_words`` words besides the names
+    only_the_name: bool  # the question says at most ``name_words`` words besides what it names
     words: Callable[[str], list[str]]  # ``lexical.stems`` or ``lexical.terms``, as the answer compares words
 
     @classmethod
@@ -127,10 +131,13 @@ class Asked:
         return cls(code, named_keywords, symbols(question), frozenset(parts), asked, len(others) <= name_words, words)
 
     def says_a_name(self, text: str, sentence_words: set[str]) -> bool:
-        """Whether the sentence says one of the asked code names or keywords: whole, by its last part
+        """Whether the sentence says one of the asked names: a code name whole, by its last part
         (``casefold()`` for ``str.casefold``, ``x.__del__()`` for ``__del__``), that part as a word
-        ("casefolding" for ``casefold``, not for a dunder), or a keyword quoted as the reference quotes
-        code ("with") or, when it is no stopword, as a word ("globals" for ``global``)."""
+        ("casefolding" for ``casefold``, not for a dunder); a keyword quoted as the reference quotes
+        code ("with") or, when it is no stopword, as a word ("globals" for ``global``); an operator
+        shown as itself (``shows``)."""
+        if any(shows(text, s) for s in self.operators):
+            return True
         if self.code:
             idents = {t for t in terms(text) if not t.isalnum()}
             ends = {_bare(t) for t in idents}
@@ -150,18 +157,17 @@ class Asked:
         return False
 
     def answers(self, text: str, lead: bool = False) -> bool:
-        """Whether the sentence ``text`` answers the question (a ``lead``, the reference's entry for
-        an asked name or its definition of what was asked, does unless it is a cross-reference or does
-        not show the operator asked about: "What is the @ operator for?" asks to have "operator"
-        defined, and 'The "%" operator is ...' defines one)."""
+        """Whether the sentence ``text`` answers the question. A ``lead`` (the reference's entry for an
+        asked name, or its definition of what the question asks to have defined) does, unless it is a
+        cross-reference, or the question asks about an operator the lead does not show: the definition
+        was found by the question's words, and an operator is no word ("What is the @ operator for?"
+        asks to have "operator" defined, and 'The "%" operator is ...' defines one)."""
         if _CROSS_REFERENCE.search(text):
             return False
-        if self.operators and not any(shows(text, s) for s in self.operators):
-            return False
-        if lead or not (self.code or self.keywords):
+        if not (self.code or self.keywords or self.operators):
             return True
         sentence_words = set(self.words(text))
-        if self.says_a_name(text, sentence_words):
+        if self.says_a_name(text, sentence_words) or (lead and not self.operators):
             return True
         shared = sentence_words & self.question
         return not (shared <= self.parts or self.only_the_name)

@@ -65,21 +65,21 @@ class ExtractiveSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=Tru
     # overlap (Jaccard) with the closest sentence already picked. 0 = by relevance alone.
     diversity: Annotated[float, msgspec.Meta(ge=0)] = 0.5
     # A sentence picked is said only when it answers (``answering.py``): not a cross-reference ("See PEP
-    # 570 for details."); when the question shows an operator (``@``), one that shows it; when it names
-    # code or a keyword (``__index__``, "the with statement"), one that says the name, unless it shares
-    # with the question words besides the name's own parts ("index") and the question says more than
-    # name_words words besides the name. So an answer stops when its evidence does, at fewer than
-    # max_sentences lines, and says that nothing was found when no line answers. false = always say
-    # the best max_sentences.
+    # 570 for details."); when the question names code, a keyword or an operator (``__index__``, "the
+    # with statement", ``@``), one that says the name, unless it shares with the question words besides
+    # the name's own parts ("index") and the question says more than name_words words besides it. So an
+    # answer stops when its evidence does, at fewer than max_sentences lines, and says that nothing was
+    # found when no line answers. false = always say the best max_sentences.
     answering: bool = True
     # The words besides an asked name up to which a question asks about the name alone ("What does
-    # __contains__ implement?", "What is the value of __debug__?"): a sentence that does not say the
-    # name is left out. Chosen on the dev half of scripts/eval (``python -m scripts.eval_answers
-    # --replay``, lines labelled by hand in scripts/eval/answer_lines_dev.jsonl): 0 / 1 / 2 / 3 leave
-    # 173 / 163 / 160 / 156 of the 222 unrelated lines of 96 answers (32 / 40 / 41 / 43% of the answers
-    # with none), and 3 loses the evidence of two questions of several concepts ("How does the del
-    # statement relate to the __del__ method?"), the answer step's recall 0.919 -> 0.892: 1 is a step
-    # short of where the evidence goes, 2 adding three lines left out for one that answered.
+    # __contains__ implement?", "What is the value of __debug__?", "What is the @ operator for?"): a
+    # sentence that does not say the name is left out. Chosen on the dev half of scripts/eval
+    # (``python -m scripts.eval_answers --replay``, lines labelled by hand in
+    # scripts/eval/answer_lines_dev.jsonl): 0 / 1 / 2 / 3 leave 188 / 168 / 165 / 159 of the 222
+    # unrelated lines of 96 answers (28 / 38 / 39 / 42% of the answers with none), and 3 loses the
+    # evidence of two questions of several concepts ("How does the del statement relate to the __del__
+    # method?"), the answer step's recall 0.919 -> 0.892: 1 is a step short of where the evidence goes,
+    # 2 leaving out three lines more, one of them an answering one.
     name_words: NonNegativeInt = 1
 
 

@@ -590,9 +590,13 @@ def test_an_operator_asked_about_as_a_symbol_must_be_shown_and_a_cross_reference
     nothing = answer({"query": "What is the @ operator for?", "documents": docs[:3]})
     assert nothing == "No relevant information was found for: What is the @ operator for?"
     # "//" is not "/": a line is judged by the operator itself
-    floor = answer({"query": "What does / do to integers?", "documents": [
-        'Division of integers with "//" yields an integer.', 'Division of integers with "/" yields a float.']})
-    assert floor.splitlines() == ['Division of integers with "/" yields a float. [2]']
+    floor = answer({"query": "What does the / operator do?", "documents": [
+        'The "//" operator divides integers to an integer.', 'The "/" operator divides integers to a float.']})
+    assert floor.splitlines() == ['The "/" operator divides integers to a float. [2]']
+    # a question that says more than the operator is answered in words too: the reference names it so
+    words = answer({"query": "What does the // operator return for two integers?", "documents": [
+        "Division of integers yields a float, while floor division of integers results in an integer."]})
+    assert words == "Division of integers yields a float, while floor division of integers results in an integer. [1]"
 
 
 def test_an_answer_whose_evidence_spans_several_lines_keeps_them_all():
@@ -620,6 +624,7 @@ def test_what_a_question_names_is_read_from_its_words():
     assert code_names("How do str.split() and divmod() treat __index__ and with_traceback?") == {
         "str.split", "divmod", "__index__", "with_traceback"}
     assert code_names("How do I print a value in a fixed-width column?") == set()  # a hyphen makes no code
+    assert code_names("How does async for use __aiter__/__anext__?") == {"__aiter__", "__anext__"}
     assert keyword_names("What does the with statement do, and the else clause?") == {"with", "else"}
     assert keyword_names("What happens with a statement?") == set()
     assert symbols("How do / and // differ, and how is % tied to //?") == {"/", "//", "%"}
