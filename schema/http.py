@@ -62,6 +62,17 @@ class CollectionList(msgspec.Struct, kw_only=True):
     collections: list[str] = []
 
 
+class KeyScope(msgspec.Struct, kw_only=True):
+    """``GET /v1/key``: what the request's API key may do, so a client (the page) offers only that.
+
+    ``role``: ``read`` (ask, search, read the graph, list), ``ingest`` (also add and delete documents)
+    or ``admin`` (every role), each including the one before; over ``collections`` (``*``: every one).
+    With no keys configured every request may do everything: admin over ``*``."""
+
+    role: Literal["read", "ingest", "admin"]
+    collections: list[str]
+
+
 class ProcessorStatus(msgspec.Struct, kw_only=True):
     """One processor topic of the wiring: its group's live members, what waits for it, its dead letters.
 
@@ -91,7 +102,7 @@ class DocumentStored(msgspec.Struct, kw_only=True, omit_defaults=True):
     document_id: str
     collection: str
     chunks: int
-    # With stores from the log: where it holds the document (an ask's ``must_see``); left out otherwise.
+    # Where the stores hold the document (an ask's ``must_see``): log tokens, or a write to a data dir's files.
     seen: list[str] = []
     # Another writer's version of the document is served instead (schema/ingest.py ``Superseded``).
     superseded: Superseded | None = None

@@ -39,6 +39,7 @@ from schema.http import (
     ErrorBody,
     ErrorDetail,
     Health,
+    KeyScope,
 )
 
 from . import chat, openapi, page
@@ -214,6 +215,12 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
         key = key_of(request.scope)
         return json_response(CollectionList(collections=key.shown(found.collections) if key else found.collections))
 
+    async def key_scope(request: Request) -> Response:
+        key = key_of(request.scope)
+        scope = KeyScope(role=key.role, collections=list(key.collections)) if key else KeyScope(role="admin",
+                                                                                              collections=[EVERY])
+        return json_response(scope)
+
     async def kg_query(request: Request) -> Response:
         query = _query(request, KgQueryRequest, KG_FIELDS)
         if not query.question.strip():
@@ -260,6 +267,7 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
             Route("/v1/documents", add_document, methods=["POST"]),
             Route("/v1/documents", list_documents, methods=["GET"]),
             Route("/v1/collections", list_collections, methods=["GET"]),
+            Route("/v1/key", key_scope, methods=["GET"]),
             Route("/v1/documents/{document_id:path}", delete_document, methods=["DELETE"]),
             Route("/v1/kg/query", kg_query, methods=["GET"]),
             Route("/v1/status", pipeline_status, methods=["GET"]),

@@ -12,7 +12,8 @@ Roles, each including the one before: ``read`` asks, searches, reads the graph a
 documents; ``ingest`` also adds and deletes documents; ``admin`` is every role, and an admin of
 every collection (``*``) also sees the pipeline's status (``GET /v1/status``). A key for
 collection A never reads, writes or lists B: a route or tool that names B answers 403, and
-the list of collections shows only those the key may read.
+the list of collections shows only those the key may read. ``GET /v1/key`` tells a key its
+role and collections, so a client (the page) offers only what the key may do.
 
 Checked the same way by REST, chat and MCP: the gateway's guard finds the request's key and
 puts it on the ASGI scope (``scope["state"][KEY_STATE]``); each route and tool asks

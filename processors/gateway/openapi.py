@@ -21,6 +21,7 @@ from schema.http import (
     DocumentUpload,
     ErrorBody,
     Health,
+    KeyScope,
     ModelList,
     PipelineStatus,
 )
@@ -28,7 +29,7 @@ from schema.http import (
 _REF = "#/components/schemas/{name}"  # msgspec fills {name} in its own components
 TYPES = (AskRequest, DocumentRagResponse, DocumentRagPiece, ChatRequest, ChatCompletion, ChatCompletionChunk,
          ModelList, DocumentUpload, DocumentStored, IngestResult, KgQueryResponse, ErrorBody, Health, DocumentList,
-         CollectionList, PipelineStatus)
+         CollectionList, KeyScope, PipelineStatus)
 
 
 def _ref(kind: type) -> dict:
@@ -79,6 +80,11 @@ def document(title: str = "ragbus", version: str = "0.1.0", *, auth: bool = Fals
         "/v1/collections": {"get": {
             "summary": "the collections holding documents or a graph, those the key may read",
             "responses": {"200": _json(CollectionList, "collections"), **failures},
+        }},
+        "/v1/key": {"get": {
+            "summary": "what the request's key may do: its role (read, ingest, admin) over its collections (*: every "
+                       "one); without keys configured, admin over every collection",
+            "responses": {"200": _json(KeyScope, "the key's role and collections"), **_errors(401)},
         }},
         "/v1/documents": {"get": {
             "summary": "a page of a collection's documents in id order (after: the last id of the page before), "

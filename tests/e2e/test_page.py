@@ -70,8 +70,8 @@ def page(browser, gateway):
 SHOTS = screenshots("page")
 
 
-def shot(page: Page, name: str) -> None:
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=False)
+def shot(page: Page, name: str, *, full_page: bool = False) -> None:
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=full_page)
 
 
 def answer_lines(page: Page) -> list[str]:
@@ -248,3 +248,82 @@ def test_the_page_asks_for_a_key_and_shows_only_what_it_may_read(browser, keyed)
         {headers: {Authorization: 'Bearer ' + sessionStorage.getItem('ragbus.key')}})).status""")
     assert status == 403
     context.close()
+
+
+def key_page(browser, gateway, key: str, viewport: dict | None = None) -> tuple:
+    """A new page on ``gateway`` given ``key`` in its dialog, once it has listed the key's collections."""
+    context = browser.new_context(viewport=viewport or {"width": 1366, "height": 900})
+    page = context.new_page()
+    page.goto(gateway.url + "/")
+    page.fill("#key-input", key)
+    page.keyboard.press("Enter")
+    expect(page.locator("#key-dialog")).to_be_hidden()
+    expect(page.locator("#documents tr").first).to_be_visible()
+    return context, page
+
+
+def test_a_read_only_key_is_offered_no_upload_and_no_delete_and_a_writer_is(browser, keyed):
+    """The page asks the gateway what the key may do (GET /v1/key): a key of role read sees neither the
+    upload nor a Delete it would only be refused after a click; an admin key sees both."""
+    context, page = key_page(browser, keyed, "sk-atlas")
+    expect(page.locator("#documents tr", has_text="atlas-hours")).to_be_visible()
+    expect(page.locator("#upload-form")).to_be_hidden()
+    expect(page.get_by_role("button", name=re.compile("Delete"))).to_have_count(0)
+    expect(page.locator("#write-note")).to_have_text("This key may read collection atlas, not add or delete "
+                                                     "documents (its role is read).")
+    shot(page, "13-read-only-key")
+    context.close()
+    context, page = key_page(browser, keyed, "sk-admin")
+    page.select_option("#collection", "atlas")
+    expect(page.locator("#upload-form")).to_be_visible()
+    expect(page.locator("#documents tr", has_text="atlas-hours").get_by_role("button", name=re.compile("Delete"))
+           ).to_be_visible()
+    shot(page, "14-admin-key")
+    context.close()
+
+
+ODD_ID = "notes <draft> & plans v2"  # an id with markup characters, an ampersand and spaces
+
+
+@pytest.fixture(scope="module")
+def odd_document(gateway):
+    doc = {"text": "The greenhouse vents open at twenty-six degrees.", "document_id": ODD_ID,
+           "collection": "odd-ids"}
+    stored = httpx.post(f"{gateway.url}/v1/documents", json=doc, timeout=60)
+    assert stored.status_code == 201, stored.text
+    return doc
+
+
+def test_a_citation_of_an_id_with_markup_characters_and_spaces_is_a_chip_shown_as_text(page, odd_document):
+    page.select_option("#collection", "odd-ids")
+    page.select_option("#mode", "keyword")
+    ask(page, "When do the greenhouse vents open?")
+    chip = page.locator(".turn .answer .cite").first
+    expect(chip).to_have_attribute("title", f"{ODD_ID}#0")
+    assert all(f"[{ODD_ID}" not in line for line in answer_lines(page))  # no citation left as raw text
+    expect(page.locator(".turn .sources button").first).to_have_text(f"1. {ODD_ID}")
+    assert page.locator(".turn .answer draft").count() == 0  # the id is text, never markup
+    shot(page, "15-odd-id-citation")
+    chip.click()
+    expect(page.locator("#drawer-document")).to_contain_text(ODD_ID)
+    shot(page, "16-odd-id-drawer")
+
+
+def test_on_a_phone_the_question_box_and_the_page_fit_the_screen(browser, gateway):
+    context = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True,
+                                  has_touch=True)
+    page = context.new_page()
+    page.goto(gateway.url + "/")
+    expect(page.locator("html")).to_have_attribute("data-ready", "true")
+    expect(page.locator("#collection")).to_have_value("default")
+    shot(page, "17-phone")
+    ask(page, QUESTION)
+    shot(page, "18-phone-answer")
+    shot(page, "19-phone-whole-page", full_page=True)
+    width = page.evaluate("document.documentElement.clientWidth")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width  # nothing runs off to the side
+    for box in ("#question", "#ask-form", "#ask-button", ".bar", "#graph-question", "#upload-form"):
+        bounds = page.locator(box).bounding_box()
+        assert bounds is not None and bounds["x"] >= 0 and bounds["x"] + bounds["width"] <= width, (box, bounds)
+    context.close()
+

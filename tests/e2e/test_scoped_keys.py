@@ -55,6 +55,18 @@ def test_writing_needs_ingest_on_the_collection(gateway):
         assert c.delete("/v1/documents/scoped").status_code == 200
 
 
+@pytest.mark.parametrize("key, scope", [
+    ("sk-admin", {"role": "admin", "collections": ["*"]}),
+    ("sk-reader", {"role": "read", "collections": ["default"]}),
+    ("sk-writer", {"role": "ingest", "collections": ["default"]}),
+])
+def test_a_key_is_told_what_it_may_do(gateway, key, scope):
+    """GET /v1/key: what the page asks to offer a key only what it may do."""
+    with rest(gateway, key) as c:
+        assert c.get("/v1/key").json() == scope
+    assert httpx.get(f"{gateway.url}/v1/key").status_code == 401
+
+
 def test_listings_show_only_what_the_key_may_read(gateway):
     with rest(gateway, "sk-other") as c:
         assert c.get("/v1/collections").json() == {"collections": []}

@@ -3,7 +3,10 @@
 
 const $ = (id) => document.getElementById(id);
 const KEY = "ragbus.key";
-const CITATION = /\[([^\[\]\s]+#\d+)\]/g;
+// A citation: [<chunk id>], the id being a document id (any characters but brackets and line breaks: spaces,
+// "<", "&" too) and "#<n>". Only an id the answer's sources hold becomes a chip; the rest stays text.
+const CITATION = /\[([^\[\]\n]+?#\d+)\]/g;
+const ROLES = ["read", "ingest", "admin"];  // each including the one before (GET /v1/key)
 const FIRST_MONTH = { year: 1945, month: 0 };
 
 const state = {
@@ -12,6 +15,7 @@ const state = {
   busy: false,
   documentsAfter: "",
   graphTimer: 0,
+  key: null,          // {role, collections} of the key in use, as GET /v1/key says; null: not known
 };
 
 class ApiError extends Error {
@@ -128,6 +132,34 @@ async function loadCollections(keep = state.collection) {
   state.collection = names.includes(keep) ? keep : names.includes("default") ? "default" : names[0];
   select.value = state.collection;
   $("collection-note").textContent = collections.length ? "" : "(nothing ingested yet)";
+}
+
+// -- what the key may do ----------------------------------------------------------------------------
+
+async function loadKey() {
+  try {
+    state.key = await json("/v1/key");
+  } catch (error) {
+    state.key = null;  // not known: everything is offered, and the gateway refuses what the key may not do
+    if (error instanceof ApiError && error.status === 401) throw error;
+  }
+}
+
+function mayWrite(collection) {
+  if (!state.key) return true;
+  const { role, collections } = state.key;
+  return ROLES.indexOf(role) >= ROLES.indexOf("ingest") && (collections.includes("*") || collections.includes(collection));
+}
+
+// Upload and Delete only for a key that may add and delete documents in the chosen collection.
+function showWriting() {
+  const may = mayWrite(state.collection);
+  $("upload-form").hidden = !may;
+  $("documents-panel").classList.toggle("read-only", !may);
+  const note = $("write-note");
+  note.hidden = may;
+  note.textContent = may ? "" : `This key may read collection ${state.collection}, not add or delete documents `
+    + `(its role is ${state.key.role}).`;
 }
 
 // -- asking -----------------------------------------------------------------------------------------
@@ -524,6 +556,8 @@ function documentRow(doc) {
   chunks.textContent = String(doc.chunks);
   const added = document.createElement("td");
   added.textContent = doc.ingested_at ? day(doc.ingested_at) : "";
+  tr.append(name, chunks, added);
+  if (!mayWrite(state.collection)) return tr;
   const actions = document.createElement("td");
   const remove = document.createElement("button");
   remove.type = "button";
@@ -531,7 +565,7 @@ function documentRow(doc) {
   remove.setAttribute("aria-label", `Delete ${doc.title || doc.document_id}`);
   remove.addEventListener("click", () => removeDocument(doc, remove));
   actions.append(remove);
-  tr.append(name, chunks, added, actions);
+  tr.append(actions);
   return tr;
 }
 
@@ -683,17 +717,19 @@ function pairs(entries) {
 
 async function start() {
   try {
-    await loadCollections();
+    await Promise.all([loadCollections(), loadKey()]);
     say("");
   } catch (error) {
     say(problem(error), true);
     return;
   }
+  showWriting();
   await Promise.all([loadDocuments(), refreshGraph()]);
 }
 
 $("collection").addEventListener("change", () => {
   state.collection = $("collection").value;
+  showWriting();
   loadDocuments();
   refreshGraph();
 });
