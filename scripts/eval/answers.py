@@ -18,10 +18,15 @@ citations (``[doc#3]``, ``[fact: ...]``) are not part of what is judged.
 - ``unrelated``: the lines a person labelled as not answering the question (``answer_lines_dev.jsonl``,
   ``answer_lines_test.jsonl``: one line of an answer a row, keyed by the question's id and the line's
   text without its citations, so a label survives the lines being reordered or cited otherwise). A line
-  ``answers`` when it says what was asked or part of it (what the thing asked about is, does, when, how,
-  a condition or exception of that); it is ``unrelated`` when it says something else, however near its
-  words are the question's (another use of the same name, exceptions in general for a question about
-  cleanup code). A line with no label is counted apart (``unlabelled``), never guessed.
+  ``answers`` when it is about what the question asks about, in the sense it asks: what the thing is,
+  does, when, how, a condition or exception of that, its grammar or an example of it, also when it
+  answers another side of the thing than the one asked; it is ``unrelated`` when it is about something
+  else, however near its words are the question's (another name sharing a word: slicing for
+  ``__index__``, the ``del`` statement for ``__del__``, another pdb command; the topic in general:
+  exceptions in general for a question about cleanup code), or only points elsewhere ("See PEP 570 for
+  details."; a "See also:" entry unless the question asks which PEP). Both halves were labelled on the
+  answers from before lines were left out (``answering = false``), the dev half before the rule was
+  chosen, the test half after. A line with no label is counted apart (``unlabelled``), never guessed.
 """
 
 from __future__ import annotations
