@@ -58,6 +58,13 @@ def record_key(collection: str, document_id: str) -> str:
     return f"{document_order(collection, document_id)}{_SEP}record"
 
 
+# The log name of a write's token where the stores are files of a data dir, not the log (the embedded
+# default, a shared data dir): there is nothing to wait for, and a read that carries one reloads its
+# stores from the files first, so it sees every write answered before it was sent. Its position is the
+# library's length after the write.
+FILE_WRITES = "ragbus.changelog.files"
+
+
 def token(topic: str, position: str) -> str:
     """What a write answers with (``IngestResult.seen``) and a read carries (``must_see``)."""
     return f"{topic}@{position}"

@@ -30,6 +30,7 @@ import msgspec
 
 from config.settings import data_dir
 from processors.runtime.changelog import append_change, wait_seen
+from processors.runtime.local_writes import Freshness, published
 from processors.runtime.processor import Processor, RequestContext
 from processors.runtime.staging import FAISS_STAGING, HeldDrops, Staging, staging_dir
 from processors.runtime.threads import OneThread
@@ -73,6 +74,10 @@ class _StoreProcessor(Processor):
         self._deferring = False  # every store's publishing waits for publish_deferred (a replica's catch-up)
         self._drops = HeldDrops()  # staged versions a deferred switch or removal superseded
         self._saver: asyncio.Task[None] | None = None  # a reader's periodic index save
+        # A writer says what it published to this process's readers; a replica's writers do not (its
+        # reads carry must_see, and a reload per record applied would cost a query host its speed).
+        self.announce = True
+        self._fresh = Freshness()  # a reader: the writes published here it has reloaded after
 
     async def start(self) -> None:
         self.data_dir = data_dir(self.settings.data_dir)
@@ -173,11 +178,19 @@ class _StoreProcessor(Processor):
     def _log_topic(self) -> str:
         return self.settings.log_topic or DOCUMENTS_LOG
 
-    async def _seen(self, must_see: list[str]) -> bool:
-        """Wait until this host's replica applied the writes a request must see; whether there were any."""
+    async def _seen(self, must_see: list[str], collection: str) -> bool:
+        """Wait until this host's replica applied the writes a request must see; whether to reload first
+        (there were some, or a writer of this process published to the collection since the last read)."""
         assert self.data_dir is not None
         s = self.settings
-        return await wait_seen(must_see, self.data_dir, self._log_topic, s.fresh_wait_s, from_log=s.changelog)
+        seen = await wait_seen(must_see, self.data_dir, self._log_topic, s.fresh_wait_s, from_log=s.changelog)
+        return self._fresh.stale(self.data_dir, collection) or seen
+
+    def _published(self, collections) -> None:
+        if self.announce:
+            assert self.data_dir is not None
+            for collection in set(collections):
+                published(self.data_dir, collection)
 
     def _staging(self, collection: str) -> Staging:
         assert self.data_dir is not None
@@ -197,7 +210,7 @@ class DocEmbeddingsQueryProcessor(_StoreProcessor):
     response_type = DocEmbeddingsResponse
 
     async def handle(self, request: DocEmbeddingsRequest, context: RequestContext) -> DocEmbeddingsResponse:
-        fresh = await self._seen(request.must_see)
+        fresh = await self._seen(request.must_see, request.collection)
         return DocEmbeddingsResponse(matches=await self._blocking(self._query, request, fresh))
 
     def _query(self, request: DocEmbeddingsRequest, fresh: bool = False) -> list[ChunkMatch]:
@@ -223,7 +236,7 @@ class FetchChunkProcessor(_StoreProcessor):
     response_type = FetchChunkResponse
 
     async def handle(self, request: FetchChunkRequest, context: RequestContext) -> FetchChunkResponse:
-        fresh = await self._seen(request.must_see)
+        fresh = await self._seen(request.must_see, request.collection)
         return FetchChunkResponse(chunks=await self._blocking(self._fetch, request, fresh))
 
     def _fetch(self, request: FetchChunkRequest, fresh: bool = False) -> list[ChunkMatch]:
@@ -253,7 +266,10 @@ class DocEmbeddingsStoreProcessor(_StoreProcessor):
     async def handle(self, request: EmbeddedChunks, context: RequestContext) -> IngestResult:
         if self.settings.changelog:
             return await self._append(request, context.envelope.request_id)
-        return IngestResult(count=await self._blocking(self._upsert, request))
+        count = await self._blocking(self._upsert, request)
+        if not request.staged:  # staged chunks are seen by nobody until their switch
+            self._published(c.collection for c in request.chunks)
+        return IngestResult(count=count)
 
     async def _append(self, request: EmbeddedChunks, write: str) -> IngestResult:
         """The write, a run of one document's version at a time, appended to the log (``schema/changelog.py``)."""
@@ -325,7 +341,10 @@ class DocEmbeddingsDeleteProcessor(_StoreProcessor):
     async def handle(self, request: DeleteDocument, context: RequestContext) -> IngestResult:
         if self.settings.changelog:
             return await self._append(request)
-        return IngestResult(count=await self._blocking(self._delete, request))
+        count = await self._blocking(self._delete, request)
+        if not request.discard:  # a switch or a removal: what queries see changed
+            self._published([request.collection])
+        return IngestResult(count=count)
 
     async def _append(self, request: DeleteDocument) -> IngestResult:
         """The switch, discard or removal appended to the log; the chunks switched to (a removal's count

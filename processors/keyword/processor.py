@@ -42,6 +42,7 @@ import msgspec
 
 from config.settings import data_dir
 from processors.runtime.changelog import wait_seen
+from processors.runtime.local_writes import Freshness, published
 from processors.runtime.processor import Processor, RequestContext
 from processors.runtime.staging import KEYWORD_STAGING, HeldDrops, Staging, staging_dir
 from processors.runtime.store_lock import WriterLock, take_writer_lock
@@ -164,6 +165,14 @@ class _KeywordWriter(Processor[Req, IngestResult]):
     def __init__(self, name: str, settings: KeywordSettings) -> None:
         super().__init__(name, settings)
         self._worker: _Worker | None = None
+        # A writer says what it committed to this process's readers; a replica's writers do not
+        # (processors/runtime/local_writes.py).
+        self.announce = True
+
+    def _published(self, worker: _Worker, collections) -> None:
+        if self.announce:
+            for collection in set(collections):
+                published(worker.data_dir, collection)
 
     async def start(self) -> None:
         if not self.settings.changelog:  # from the log, a replica's documents-replica writes the indexes
@@ -210,6 +219,7 @@ class KeywordStoreProcessor(_KeywordWriter[EmbeddedChunks]):
         if request.staged:
             return IngestResult(count=await worker.run(_stage, worker, by_collection))
         count = await worker.run(_store, worker, by_collection)
+        self._published(worker, by_collection)
         return IngestResult(count=count)
 
 
@@ -247,13 +257,15 @@ class KeywordDeleteProcessor(_KeywordWriter[DeleteDocument]):
         if self.settings.changelog:  # the doc-embeddings delete writer logs the same switch or removal
             return IngestResult(count=request.chunks if request.activate else 0)
         worker = self._require_worker()
-        if request.activate:
-            return IngestResult(count=await worker.run(_activate, worker, request))
         if request.discard:
             staging = Staging(staging_dir(worker.data_dir, request.collection, KEYWORD_STAGING))
             await worker.run(staging.drop, request.document_id, request.discard)
             return IngestResult(count=0)
-        count = await worker.run(_delete, worker, request.collection, request.document_id)
+        if request.activate:
+            count = await worker.run(_activate, worker, request)
+        else:
+            count = await worker.run(_delete, worker, request.collection, request.document_id)
+        self._published(worker, [request.collection])
         return IngestResult(count=count)
 
 
@@ -310,6 +322,7 @@ class KeywordQueryProcessor(Processor[KeywordQueryRequest, KeywordQueryResponse]
     def __init__(self, name: str, settings: KeywordSettings) -> None:
         super().__init__(name, settings)
         self._worker: _Worker | None = None
+        self._fresh = Freshness()  # the writes published here it has reloaded after
 
     async def start(self) -> None:
         self._worker = _Worker("keyword-query", data_dir(self.settings.data_dir), self.settings)
@@ -329,6 +342,7 @@ class KeywordQueryProcessor(Processor[KeywordQueryRequest, KeywordQueryResponse]
         s = self.settings
         fresh = await wait_seen(request.must_see, self._worker.data_dir, s.log_topic or DOCUMENTS_LOG, s.fresh_wait_s,
                                 from_log=s.changelog)
+        fresh = self._fresh.stale(self._worker.data_dir, request.collection) or fresh
         if not request.query.strip():
             return KeywordQueryResponse(matches=[])
         matches = await self._worker.run(_search, self._worker, request.collection, request.query, limit, fresh)

@@ -22,7 +22,7 @@ from processors.runtime.changelog import append_change, wait_seen
 from processors.runtime.processor import Processor, RequestContext
 from processors.runtime.store_lock import WriterLock, take_writer_lock
 from schema import DocumentList, IngestResult, ListDocuments, RecordDocument, check_collection
-from schema.changelog import RECORD, document_order, record_key, token
+from schema.changelog import FILE_WRITES, RECORD, document_order, record_key, token
 from schema.times import iso
 from schema.topics import DOCUMENTS_LOG
 
@@ -80,7 +80,7 @@ class DocumentRecordProcessor(_LibraryProcessor):
             )
         library.append(request)  # logged before applied: what a reader replays is what this writer holds
         library.apply(request)
-        return IngestResult(count=1)
+        return IngestResult(count=1, seen=[token(FILE_WRITES, str(library.offset))])
 
     async def _append(self, request: RecordDocument) -> IngestResult:
         """The record, dated here, appended to the log: every replica's library applies it the same way."""

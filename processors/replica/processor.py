@@ -97,7 +97,7 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
         self.data_dir = data_dir(settings.data_dir)
         self.log_topic = settings.log_topic or DOCUMENTS_LOG
         here = str(self.data_dir)  # the stores' own writers, in file mode, on this host's dir
-        self._writers: dict[str, list[Processor[Any, Any]]] = {
+        self._writers: dict[str, list[Any]] = {  # processors; the stores' have ``announce``
             CHUNKS: [DocEmbeddingsStoreProcessor(f"{name}/faiss", DocEmbeddingsSettings(data_dir=here)),
                      KeywordStoreProcessor(f"{name}/keyword", KeywordSettings(data_dir=here))],
             SWITCH: [DocEmbeddingsDeleteProcessor(f"{name}/faiss-switch", DocEmbeddingsSettings(data_dir=here)),
@@ -123,6 +123,7 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
             for writers in self._writers.values():
                 for writer in writers:
                     writer.bus = self.bus
+                    writer.announce = False  # the host's reads carry must_see (processors/runtime/local_writes.py)
                     await writer.start()  # the data dir's writer locks: a second replica on it is refused
                     self._started.append(writer)
             if self.settings.tombstones:

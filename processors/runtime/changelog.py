@@ -52,7 +52,7 @@ from processors.bus import Bus, LogReader, LogRecord
 from processors.runtime.processor import Unavailable
 from processors.runtime.threads import OneThread
 from schema import BadRequest, encode
-from schema.changelog import KIND, parse_token
+from schema.changelog import FILE_WRITES, KIND, parse_token
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -420,17 +420,22 @@ async def wait_seen(tokens: list[str], data_dir: Path, topic: str, timeout_s: fl
 
     ``topic`` is the caller's own log, and ``from_log`` whether its stores come from it (its
     ``changelog`` setting): then a token of it needs a follower here (else ``ReplicaMissing``, saying
-    how replicas are laid out); a store of a shared data dir has no log to wait for, and sees a
-    write within its ``refresh_interval_s``. A token of another log is waited for where this process
-    follows that log for ``data_dir`` too. ``BadRequest`` for a token that is not one;
-    ``NotYetApplied`` past ``timeout_s``.
+    how replicas are laid out). A store of a shared data dir has no log to wait for: given the token
+    of a write to files (``FILE_WRITES``) it is told to reload them now (True), since the write was
+    on disk before it was answered; without one it sees a write within its ``refresh_interval_s``.
+    A token of another log is waited for where this process follows that log for ``data_dir`` too.
+    ``BadRequest`` for a token that is not one; ``NotYetApplied`` past ``timeout_s``.
     """
     waits: list[tuple[LogFollower, str, str]] = []
+    reload = False
     for value in tokens:
         try:
             log_topic, position = parse_token(value)
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
+        if log_topic == FILE_WRITES:
+            reload = reload or not from_log
+            continue
         followers = _FOLLOWING.get((log_topic, _dir(data_dir)))
         if followers:
             waits.append((followers[0], log_topic, position))
@@ -445,4 +450,4 @@ async def wait_seen(tokens: list[str], data_dir: Path, topic: str, timeout_s: fl
         if not await follower.wait_for(position, max(0.0, deadline - loop.time())):
             raise NotYetApplied(f"{log_topic}@{position} is not applied on this replica within {timeout_s} s: "
                                 f"it is behind the log (see its status)")
-    return bool(waits)
+    return bool(waits) or reload
