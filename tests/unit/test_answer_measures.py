@@ -137,3 +137,19 @@ def test_the_answer_steps_misses_are_counted_by_kind_and_by_how_far_the_words_ar
     assert list(cells) == list(GROUPS)
     assert (cells["identifier"], cells["paraphrase"], cells["multi-concept"]) == ("1 of 1", "0 of 1", "0 of 0")
     assert (cells["overlap 0"], cells["2/3 or more"]) == ("0 of 1", "1 of 1")
+
+
+def test_unrelated_lines_are_found_by_question_and_text_and_unlabelled_ones_counted_apart(tmp_path):
+    path = tmp_path / "labels.jsonl"
+    path.write_text('{"id": "q1", "line": "The with statement wraps a block.", "label": "answers"}\n'
+                    '{"id": "q1", "line": "Sequences  support slicing.", "label": "unrelated"}\n', encoding="utf-8")
+    labels = answers.load_labels(path)
+    # reordered, cited otherwise, spaced otherwise: still the same lines
+    said = answers.lines("Sequences support slicing. [c#2]\nThe with statement wraps a block. [w#0] [x#1]\nNew line.")
+    assert answers.unrelated("q1", said, labels) == (["Sequences support slicing."], ["New line."])
+    assert answers.unrelated("q2", said[:1], labels) == ([], ["Sequences support slicing."])  # another question's
+    assert answers.load_labels(tmp_path / "none.jsonl") == {}
+    path.write_text('{"id": "q1", "line": "A.", "label": "answers"}\n'
+                    '{"id": "q1", "line": "A.", "label": "unrelated"}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match="both ways"):
+        answers.load_labels(path)
