@@ -32,8 +32,9 @@ What the question names is what sets them apart. ``Asked.of(question)`` reads it
   @ operator for?"), and another name's sentence is about something else. A question that says more
   is answered in words too: the reference names an operator in words as often as by its symbol
   ("floor division" for ``//``);
-- otherwise the reference's own entry for an asked name, or the sentence that defines what the
-  question asks to have defined (``answer.choose``'s ``lead``), answers.
+- the reference's own entry for an asked name, or the sentence that defines what the question asks
+  to have defined (``answer.choose``'s ``lead``), answers without saying the name, unless it is a
+  cross-reference or the question names an operator it does not show.
 
 A question that names nothing, in words other than the reference's, gets no help here: its words
 cannot tell a sentence that answers it from one that shares them by chance.
