@@ -22,6 +22,7 @@ import contextlib
 import random
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,8 +117,14 @@ class LogChaos:
             await w.stop(timeout=15)
 
     async def run(self, client: RequestClient, *, seconds: float, kill_every: float, restart_after: float,
-                  seed: int = 1, progress=None) -> ChaosReport:
-        """The load for ``seconds`` with a kill every ``kill_every`` (0: none), then the final check."""
+                  seed: int = 1, progress=None, until: Callable[[ChaosReport], bool] | None = None,
+                  deadline: float | None = None) -> ChaosReport:
+        """The load for ``seconds`` with a kill every ``kill_every`` (0: none), then the final check.
+
+        With ``until``, the load goes on past ``seconds`` until ``until(report)`` holds (looked at every
+        second), for at most ``deadline`` seconds in all: a run that must have done something (so many
+        kills, versions, reads) is not judged on how much of it a machine got done in a fixed time.
+        """
         started = time.perf_counter()
         self._stop.clear()
         tasks = [asyncio.ensure_future(self._ingest_load(client))]
@@ -126,6 +133,11 @@ class LogChaos:
         faults = asyncio.ensure_future(self._faults(kill_every, restart_after, random.Random(seed), progress))
         try:
             await asyncio.sleep(seconds)
+            end = started + max(seconds, deadline or 0.0)
+            while until is not None and time.perf_counter() < end:
+                if until(self.report):  # a condition of the report, which no one signals: looked at each second
+                    break
+                await asyncio.sleep(1.0)
         finally:
             self._stop.set()  # a restart under way is finished, not cancelled: no worker is left behind
             await asyncio.gather(faults, *tasks)
