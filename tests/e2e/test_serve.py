@@ -208,7 +208,10 @@ def test_documents_go_in_and_out_through_the_pipeline(gateway):
         "text": "Pumpkins are orange squashes harvested in autumn.", "document_id": "pumpkin", "title": "Pumpkins",
         "collection": "garden"}, timeout=60)
     assert stored.status_code == 201, stored.text
-    assert stored.json() == {"document_id": "pumpkin", "collection": "garden", "chunks": 1}
+    body = stored.json()
+    (seen,) = body.pop("seen")  # the token of its write to the data dir's files, for an ask's must_see
+    assert body == {"document_id": "pumpkin", "collection": "garden", "chunks": 1}
+    assert seen.startswith("ragbus.changelog.files@"), seen
     upload = httpx.post(f"{url}/v1/documents", files={"file": ("beans.txt", b"Runner beans climb poles in summer.")},
                         data={"document_id": "beans", "collection": "garden"}, timeout=60)
     assert upload.status_code == 201 and upload.json()["chunks"] == 1

@@ -108,8 +108,11 @@ async def compacted(bus, log: str) -> dict[str, object]:
 
 
 async def caught_up(follower) -> None:
+    """Until the follower has read the whole log and applied all of it: ``caught_up()`` alone holds while the
+    last record read is still being applied (what applying it appends, a tombstone, not yet in the log);
+    ``behind()`` counts that record."""
     for _ in range(1500):  # polled: caught_up() asks the log, there is no event to wait on
-        if await follower.caught_up():
+        if await follower.caught_up() and await follower.behind() == 0:
             return
         await asyncio.sleep(0.02)
     raise AssertionError("the replica did not catch up")
@@ -137,3 +140,15 @@ def held(directory) -> tuple[set[str], set[str], set[str]]:
     library.catch_up()
     return ({r.document_id for r in vectors._rows}, {m.document_id for m in index.search("text", 10)},
             set(library.documents))
+
+
+def served_document(directory, collection: str, document_id: str) -> tuple[dict[str, int], dict[str, int], str | None,
+                                                                            str]:
+    """What a data dir serves of a document: faiss's versions, tantivy's, the library's version and its token."""
+    vectors = VectorStore(collection_dir(directory, collection), collection, readonly=True)
+    index = KeywordIndex.open_reader(directory, collection, KeywordSettings())  # None: never held a chunk
+    library = Library(library_path(directory, collection))
+    library.catch_up()
+    entry = library.documents.get(document_id)
+    return (vectors.versions(document_id), index.versions(document_id) if index else {},
+            entry.generation if entry else None, entry.seen if entry else "")

@@ -16,13 +16,10 @@ import pytest
 
 from processors.bus import connect
 from processors.bus.memory import drop_memory_broker
-from processors.doc_embeddings.store import VectorStore, collection_dir
-from processors.keyword import KeywordIndex, KeywordSettings
-from processors.library.store import Library, library_path
 from processors.replica import DocumentsReplicaProcessor, ReplicaSettings
 from schema.topics import CHANGELOG_PREFIX
 
-from ..helpers.log_documents import LogWriters, caught_up, compact_past_retention
+from ..helpers.log_documents import LogWriters, caught_up, compact_past_retention, served_document
 
 W, X, Y = 0, 1, 2  # editions of doc-0: W is served before the two writers start
 REMOVED = None
@@ -86,18 +83,6 @@ async def settled(*replicas: DocumentsReplicaProcessor) -> None:
 
 def served(directory) -> tuple[dict[str, int], dict[str, int], str | None, str]:
     return served_document(directory, "c", "doc-0")
-
-
-def served_document(directory, collection: str, document_id: str) -> tuple[dict[str, int], dict[str, int], str | None,
-                                                                            str]:
-    """What a data dir serves of a document: faiss's versions, tantivy's, the library's version and its token."""
-    vectors = VectorStore(collection_dir(directory, collection), collection, readonly=True)
-    index = KeywordIndex.open_reader(directory, collection, KeywordSettings())  # None: never held a chunk
-    library = Library(library_path(directory, collection))
-    library.catch_up()
-    entry = library.documents.get(document_id)
-    return (vectors.versions(document_id), index.versions(document_id) if index else {},
-            entry.generation if entry else None, entry.seen if entry else "")
 
 
 @pytest.mark.parametrize("case", INTERLEAVINGS)

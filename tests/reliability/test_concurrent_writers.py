@@ -28,7 +28,7 @@ from schema import Document, IngestResult, generation_of
 from schema.changelog import parse_token
 
 from ..helpers.brokers import settings_for_tests
-from ..processors.test_concurrent_writers import served_document
+from ..helpers.log_documents import served_document
 
 pytestmark = pytest.mark.brokers
 
