@@ -72,6 +72,8 @@ async def _ingest(args: argparse.Namespace) -> int:
         raise
     for problem in summary.failed:
         print(f"  failed: {printable(problem)}", file=sys.stderr)
+    for line in summary.superseded:
+        print(f"  {printable(line)}", file=sys.stderr)
     parts = f" (sent in {summary.parts} parts)" if summary.parts > summary.documents else ""
     print(f"{summary.documents} document(s), {summary.chunks} chunk(s) in {summary.seconds:.1f}s{parts}"
           f"{f', {summary.unchanged} unchanged (held already with the same content)' if summary.unchanged else ''}"
