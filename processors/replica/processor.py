@@ -50,6 +50,7 @@ from processors.bus.positions import place
 from processors.library import DocumentRecordProcessor, LibrarySettings
 from processors.runtime import changelog
 from processors.runtime.changelog import CheckpointFile, LogFollower
+from processors.runtime.data_dir_watch import DataDirWatch
 from processors.runtime.replica_reports import ReportLoop, replica_id
 from processors.runtime.envelope import Envelope, new_traceparent
 from processors.runtime.processor import Processor, RequestContext
@@ -117,6 +118,7 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
         # record of which it has not applied yet: an old switch would remove the live version's run.
         self._latest: dict[str, tuple[str, tuple[int, ...]]] = {}
         self.reports: ReportLoop | None = None
+        self._watch: DataDirWatch | None = None
 
     async def start(self) -> None:
         try:
@@ -139,12 +141,17 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
             self.reports.start()  # from the start: a catch-up shows its progress
             await self.follower.start()
             changelog.register(self.follower, self.data_dir)  # for the host's reads that must see a write
+            self._watch = DataDirWatch(self.name, [self.data_dir, self.data_dir / ".replicas" / self.name], self.fail,
+                                       interval_s=self.settings.data_dir_check_s).start()
         except BaseException:
             await self.close()
             raise
         log.info("%s: %s applied to %s: %d records", self.name, self.log_topic, self.data_dir, self.follower.read)
 
     async def close(self) -> None:
+        if self._watch is not None:
+            watch, self._watch = self._watch, None
+            await watch.close()
         if self.reports is not None:
             reports, self.reports = self.reports, None
             await reports.close()

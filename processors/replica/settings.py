@@ -29,3 +29,6 @@ class ReplicaSettings(StoreSettings, kw_only=True, forbid_unknown_fields=True):
     # mid-batch reads that batch again. Once caught up, each record is published as it is applied.
     # 0: no batches, every record published as it is applied.
     batch_s: Annotated[float, msgspec.Meta(ge=0)] = 5.0
+    # How often the replica checks that its data dir is still the one it started on: one removed or
+    # replaced under it makes the worker exit, to be started again and rebuild from the log.
+    data_dir_check_s: Annotated[float, msgspec.Meta(gt=0)] = 1.0

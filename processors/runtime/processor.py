@@ -126,6 +126,13 @@ class Processor(Generic[Req, Resp]):
         metrics.errors.labels(name, "Timeout")
         for reason in ("Undecodable", "MessageTooLarge"):
             metrics.dead_lettered.labels(name, reason)
+        self._failed: asyncio.Future[None] | None = None  # while running: what ``fail`` says
+
+    def fail(self, error: BaseException) -> None:
+        """Stop serving for good: the worker drains every processor and exits with ``error`` (a state it
+        cannot serve from, noticed outside a request, such as its data dir removed under it)."""
+        if self._failed is not None and not self._failed.done():
+            self._failed.set_exception(error)
 
     async def start(self) -> None:
         """Load models, open stores: called once before the first request."""
@@ -165,6 +172,7 @@ class Processor(Generic[Req, Resp]):
         s = self.settings
         # A processor that calls others (the chunker, the orchestrator) makes its clients in start().
         self.bus = bus
+        self._failed = asyncio.get_running_loop().create_future()
         await self.start()
         subscriptions = []
         try:
@@ -193,7 +201,14 @@ class Processor(Generic[Req, Resp]):
                 ))
             if ready is not None:
                 ready.set()
-            return _sum(await _all_or_none(loops))
+            serving = asyncio.ensure_future(_all_or_none(loops))
+            either: list[asyncio.Future[Any]] = [serving, self._failed]
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            if self._failed.done():
+                stop.set()  # every processor of the worker drains, then the worker exits with the failure
+                await asyncio.gather(serving, return_exceptions=True)
+                self._failed.result()
+            return _sum(await serving)
         finally:
             for subscription in subscriptions:
                 await subscription.close()
