@@ -250,9 +250,10 @@ def choose(inp: PromptInput, settings: ExtractiveSettings, max_sentences: int,
                      or (subject and defined_subject(found[i].head or found[i].text) == subject))
     picked_sentences = best_once(found, scores, sentence_ids, max_sentences, settings.min_score, lead,
                                  settings.diversity)
-    if answering:
+    if answering:  # never down to nothing: evidence found says its best line, rather than "nothing found"
         question = Asked.of(inp.query, settings.name_words, words)
-        picked_sentences = [(i, c) for i, c in picked_sentences if question.answers(found[i].text, i in lead)]
+        picked_sentences = [(i, c) for i, c in picked_sentences
+                            if question.answers(found[i].text, i in lead)] or picked_sentences[:1]
     picked_facts = best(scores, fact_ids, settings.max_facts, settings.min_score) if settings.max_facts else []
     return found, picked_sentences, picked_facts
 

@@ -587,8 +587,9 @@ def test_an_operator_asked_about_as_a_symbol_must_be_shown_and_a_cross_reference
             'The "@" (at) operator is intended to be used for matrix multiplication.']
     lines = answer({"query": "What is the @ operator for?", "documents": docs}).splitlines()
     assert lines == [f"{docs[3]} [4]"]
-    nothing = answer({"query": "What is the @ operator for?", "documents": docs[:3]})
-    assert nothing == "No relevant information was found for: What is the @ operator for?"
+    # none answers by the rule: evidence was found all the same, so its best line stays, not "nothing found"
+    best = answer({"query": "What is the @ operator for?", "documents": docs[:3]}).splitlines()
+    assert len(best) == 1 and best[0].startswith(tuple(docs[:3])), best
     # "//" is not "/": a line is judged by the operator itself
     floor = answer({"query": "What does the / operator do?", "documents": [
         'The "//" operator divides integers to an integer.', 'The "/" operator divides integers to a float.']})
