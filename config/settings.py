@@ -163,8 +163,9 @@ class GatewaySettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # place); past this a request gets 503 with Retry-After at once, not a queue.
     max_in_flight: PositiveInt = 64
     # Of those, the most one key may have: past it that key gets 429 with Retry-After, so a key that
-    # fills its share leaves the rest to the others. Not applied with no keys set (there is one caller).
-    max_in_flight_per_key: PositiveInt = 16
+    # fills its share leaves the rest (16 of the 64) to the others, the admin's among them; a deployment
+    # with one key still takes most of the gateway's load. Not applied with no keys set (one caller).
+    max_in_flight_per_key: PositiveInt = 48
     retry_after_s: PositiveInt = 1
     # Origins allowed by CORS (e.g. ["https://chat.example.com"], or ["*"]); none = CORS off. MCP at /mcp
     # takes the same list: on loopback its check of a browser's Origin allows these besides loopback's own.
