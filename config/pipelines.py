@@ -46,3 +46,24 @@ LOG_REPLICA = (*LOG_ONLY, *QUERY, "documents-query")
 
 # Everything the embedded pipeline needs in one process (``ragbus ask`` on memory://).
 EVERYTHING = tuple(dict.fromkeys((*INGEST, *GRAPH_LOAD, *QUERY)))
+
+
+# A host of a deployment, one switch each (``ragbus worker --role``, ``[worker] role``): what it runs
+# with the stores in the files of a data dir, and with the stores made from the log (``[stores] log``),
+# where each host keeps a replica of its own (documents-replica: an ingestion host's library, which
+# document-load asks, and a query host's every store).
+ROLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "ingest": ((*INGEST,), (*INGEST, *LOG_ONLY)),
+    "query": ((*QUERY, *LIST), LOG_REPLICA),
+    "all": (EVERYTHING, (*EVERYTHING, *LOG_ONLY)),
+}
+
+
+def role(name: str, *, log: bool) -> tuple[str, ...]:
+    """The processors a host of role ``name`` runs (``ROLES``), with its stores on the log or not."""
+    try:
+        files, from_log = ROLES[name]
+    except KeyError:
+        raise ValueError(f"unknown role {name!r}: one of {', '.join(ROLES)}") from None
+    return from_log if log else files
+

@@ -18,7 +18,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
@@ -184,11 +184,31 @@ class GatewaySettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     body_timeout_s: PositiveSeconds = 60.0
 
 
+class StoresSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``[stores]``: where a deployment's stores come from, for every store processor at once."""
+
+    # Every store made from the bus's log (docs/stores-from-the-log.md): each store processor's
+    # ``changelog`` is true unless its own section says otherwise. RAGBUS_STORES__LOG=true.
+    log: bool = False
+
+
+class WorkerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``[worker]``: what ``ragbus worker`` runs when it is named no processor."""
+
+    # A host's role, one switch (config/pipelines.py ROLES): "ingest" (the writers, and the library
+    # document-load asks), "query" (the query processors and the orchestrator), "all" (both in one
+    # process, a small site); with [stores] log, each with the replica that makes its stores from the
+    # log. "" = none: name processors or pass --all. RAGBUS_WORKER__ROLE=query; ``--role`` says it too.
+    role: Literal["", "ingest", "query", "all"] = ""
+
+
 class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     bus: BusSettings = msgspec.field(default_factory=BusSettings)
     client: ClientSettings = msgspec.field(default_factory=ClientSettings)
     metrics: MetricsSettings = msgspec.field(default_factory=MetricsSettings)
     gateway: GatewaySettings = msgspec.field(default_factory=GatewaySettings)
+    stores: StoresSettings = msgspec.field(default_factory=StoresSettings)
+    worker: WorkerSettings = msgspec.field(default_factory=WorkerSettings)
     # Raw sections (config/defaults.toml wires them); ``processor_settings`` types them with
     # the processor's own class.
     processors: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
@@ -245,6 +265,8 @@ def processor_settings(settings: Settings, name: str, settings_type: type[S]) ->
     section.pop("class", None)
     section.setdefault("topic", name)
     section.setdefault("group", name)
+    if settings.stores.log and issubclass(settings_type, StoreSettings):
+        section.setdefault("changelog", True)  # [stores] log: every store from the log, unless its section says
     try:
         return msgspec.convert(section, settings_type, strict=False)
     except msgspec.ValidationError as exc:

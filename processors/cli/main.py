@@ -159,7 +159,9 @@ def run() -> None:
     try:
         try:
             code = main()
-        except SystemExit as exc:  # argparse: --help, --version, a refused argument
+        except SystemExit as exc:  # argparse: --help, --version, a refused argument; a command's refusal
+            if isinstance(exc.code, str):  # as the interpreter would have said it, had it ended the process
+                print(exc.code, file=sys.stderr)
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         sys.stdout.flush()
     except BrokenPipeError:

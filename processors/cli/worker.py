@@ -1,4 +1,4 @@
-"""``ragbus worker NAME... | --all``: run processors as workers of this process until SIGTERM or Ctrl-C."""
+"""``ragbus worker NAME... | --role ROLE | --all``: run processors as workers of this process until SIGTERM."""
 
 from __future__ import annotations
 
@@ -14,11 +14,21 @@ from .common import add_bus_options
 
 async def _worker(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
-    # --all: a data dir's whole pipeline; documents-replica writes a host's dir from the log, never beside writers.
-    names = [n for n in sorted(settings.processors) if n not in pipelines.LOG_ONLY] if args.all else args.names
-    if not names:
-        raise SystemExit("ragbus worker: name a processor or pass --all")
-    print(f"serving {', '.join(names)} on {args.bus or settings.bus.url} (Ctrl-C or SIGTERM to stop)", file=sys.stderr)
+    role = args.role or settings.worker.role
+    if sum(map(bool, (args.names, args.all, args.role))) > 1:
+        raise SystemExit("ragbus worker: name processors, or pass --all, or --role: one of them")
+    if args.all:  # a data dir's whole pipeline; documents-replica makes a host's dir from the log, never beside writers
+        names = [n for n in sorted(settings.processors) if n not in pipelines.LOG_ONLY]
+    elif args.names:
+        names = args.names
+    elif role:
+        names = list(pipelines.role(role, log=settings.stores.log))
+    else:
+        raise SystemExit("ragbus worker: name a processor, or pass --role (ingest, query, all; or [worker] role, "
+                         "RAGBUS_WORKER__ROLE) or --all")
+    where = f"the {role} role, stores {'from the log' if settings.stores.log else 'in files'}: " if role else ""
+    print(f"serving {where}{', '.join(names)} on {args.bus or settings.bus.url} (Ctrl-C or SIGTERM to stop)",
+          file=sys.stderr)
     results = await run_workers(
         settings, names, bus_url=args.bus, on_ready=lambda: print("ready", file=sys.stderr, flush=True)
     )
@@ -34,5 +44,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--all", action="store_true",
                    help="run every configured processor in this process (documents-replica aside: it is for "
                         "stores made from the log)")
+    p.add_argument("--role", choices=sorted(pipelines.ROLES), default=None,
+                   help="run what a host of this role runs, with its stores in files or, with [stores] log, made "
+                        "from the log (config/pipelines.py ROLES; default: [worker] role, RAGBUS_WORKER__ROLE)")
     add_bus_options(p)
     p.set_defaults(run=_worker)

@@ -33,7 +33,7 @@ from processors.ingestion import DocumentSource, ingest
 from processors.runtime.request_client import RequestClient, RequestTimeout
 from processors.runtime.typed_clients import DocumentRagClient, FetchChunkClient, KeywordClient, RemoteError
 from processors.testing.chaos import WorkerProcess
-from processors.testing.log_hosts import INGESTION, QUERY_HOST, host_env, host_topic
+from processors.testing.log_hosts import host_env, host_topic, role_args
 from schema import ChunkMatch, Document, generation_of
 
 
@@ -104,7 +104,7 @@ class LogChaos:
         query = self.hosts[host]
         env = host_env(self.workdir, host, self.suffix, query=query,
                        group=None if query else f"writers-{self.suffix}", extra=self.extra_env)
-        return WorkerProcess(list(QUERY_HOST if query else INGESTION), self.url, env)
+        return WorkerProcess(role_args(query), self.url, env)
 
     async def start(self, timeout: float = 300.0) -> None:
         async def one(host: str) -> None:

@@ -13,15 +13,10 @@ from pathlib import Path
 from config import pipelines
 from processors.testing.chaos import worker_env
 
-# Every processor that reads or writes the stores: each from this run's logs.
-STORES = ("doc-embeddings-store", "doc-embeddings-delete", "keyword-store", "keyword-delete", "document-record",
-          "kg-store", "kg-query", "documents-replica", "keyword-query", "doc-embeddings-query", "fetch-chunk",
-          "documents-query")
-# An ingestion host: the writers, and a replica with the library document-load asks.
-INGESTION = ("embed", "document-load", "document-delete", "doc-embeddings-store", "doc-embeddings-delete",
-             "keyword-store", "keyword-delete", "document-record", "kg-store", "documents-replica", "documents-query")
-# A query host.
-QUERY_HOST = pipelines.LOG_REPLICA
+# An ingestion host: the writers, and a replica with the library document-load asks (``--role ingest``).
+INGESTION = pipelines.role("ingest", log=True)
+# A query host (``--role query``).
+QUERY_HOST = pipelines.role("query", log=True)
 # The orchestrator's sub-requests, each to the processor on its own host.
 SUB_TOPICS = {"prompt_topic": "prompt", "embed_topic": "embed", "doc_embeddings_topic": "doc-embeddings-query",
               "fetch_chunk_topic": "fetch-chunk", "keyword_topic": "keyword-query", "kg_topic": "kg-query"}
@@ -32,6 +27,11 @@ _DOCUMENTS_LOG = ("doc-embeddings-store", "doc-embeddings-delete", "keyword-stor
 
 def var(name: str, key: str) -> str:
     return f"RAGBUS_PROCESSORS__{name.upper().replace('-', '_')}__{key.upper()}"
+
+
+def role_args(query: bool) -> list[str]:
+    """What ``ragbus worker`` is given for a query host or an ingestion host: its role, one switch."""
+    return ["--role", "query" if query else "ingest"]
 
 
 def host_topic(name: str, host: str) -> str:
@@ -45,8 +45,7 @@ def host_env(workdir: Path, host: str, suffix: str, *, query: bool, group: str |
     ``suffix``); its query processors' groups named by ``group`` (the host's own unless given: ingestion
     hosts that share their work share one); on a query host, every query processor on topics of its own."""
     env = worker_env(str(workdir / host), group or f"{host}-{suffix}")
-    for name in STORES:
-        env[var(name, "changelog")] = "true"
+    env["RAGBUS_STORES__LOG"] = "true"  # every store from the log: one switch ([stores] log)
     for name in _DOCUMENTS_LOG:
         env[var(name, "log_topic")] = f"ragbus.changelog.documents-{suffix}"
     for name in ("kg-store", "kg-query"):

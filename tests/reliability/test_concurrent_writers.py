@@ -23,7 +23,7 @@ from processors.replica import DocumentsReplicaProcessor, ReplicaSettings
 from processors.runtime.request_client import RequestClient
 from processors.runtime.typed_clients import DocumentRagClient, FetchChunkClient
 from processors.testing.chaos import WorkerProcess
-from processors.testing.log_hosts import INGESTION, QUERY_HOST, host_env, host_topic, var
+from processors.testing.log_hosts import host_env, host_topic, role_args, var
 from schema import Document, IngestResult, generation_of
 from schema.changelog import parse_token
 
@@ -54,7 +54,7 @@ async def test_two_writers_of_one_id_at_once_agree_on_every_host_with_what_their
         if not query:  # each writer takes document-load on a topic of its own: two hosts at once, every pair
             extra[var("document-load", "topic")] = f"document-load-{host}-{suffix}"
         env = host_env(tmp_path, host, suffix, query=query, group=None if query else f"writers-{suffix}", extra=extra)
-        workers[host] = WorkerProcess(list(QUERY_HOST if query else INGESTION), broker.url, env)
+        workers[host] = WorkerProcess(role_args(query), broker.url, env)
     try:
         await asyncio.gather(*(w.start(timeout=300) for w in workers.values()))
         async with await connect(broker.url, settings_for_tests(broker)) as bus, \

@@ -20,7 +20,7 @@ from processors.ingestion import DocumentSource, ingest
 from processors.runtime.request_client import RequestClient
 from processors.runtime.typed_clients import FetchChunkClient
 from processors.testing.chaos import WorkerProcess
-from processors.testing.log_hosts import INGESTION, QUERY_HOST, host_env, host_topic
+from processors.testing.log_hosts import host_env, host_topic, role_args
 from schema import Document
 
 from ..helpers.brokers import settings_for_tests
@@ -35,7 +35,7 @@ async def test_a_replica_whose_data_dir_is_removed_exits_and_rebuilds_from_the_l
     def process(host: str, query: bool) -> WorkerProcess:
         env = host_env(tmp_path, host, suffix, query=query, group=None if query else f"writers-{suffix}",
                        extra=dict(kafka_broker.client_env))
-        return WorkerProcess(list(QUERY_HOST if query else INGESTION), kafka_broker.url, env)
+        return WorkerProcess(role_args(query), kafka_broker.url, env)
 
     writer, query = process("w1", False), process("q1", True)
     try:

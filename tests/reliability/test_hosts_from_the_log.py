@@ -78,8 +78,8 @@ async def test_query_hosts_of_their_own_make_their_stores_from_the_log(which, ne
         return workers[host]
 
     try:
-        await start("ingest", log_hosts.INGESTION)
-        await asyncio.gather(start("q1", pipelines.LOG_REPLICA), start("q2", pipelines.LOG_REPLICA))
+        await start("ingest", log_hosts.role_args(query=False))
+        await asyncio.gather(start("q1", log_hosts.role_args(query=True)), start("q2", log_hosts.role_args(query=True)))
         async with await connect(broker.url, settings_for_tests(broker)) as bus, \
                 RequestClient(bus, name="caller") as client:
             def rag(host: str) -> DocumentRagClient:
@@ -118,7 +118,7 @@ async def test_query_hosts_of_their_own_make_their_stores_from_the_log(which, ne
             network.throttle(network["q3"], kbit=SLOW_KBIT)
             slow = host_env(tmp_path, "q3", suffix, broker)
             slow[log_hosts.var("documents-replica", "batch_s")] = "0.5"
-            killed = WorkerProcess(list(pipelines.LOG_REPLICA), broker.url, slow, wrap=network["q3"].wrap)
+            killed = WorkerProcess(log_hosts.role_args(query=True), broker.url, slow, wrap=network["q3"].wrap)
             await killed.spawn()
             # Killed once a batch it applied is in its stores and its checkpoint, before it says ready.
             await until(lambda: _started(tmp_path / "q3"), "q3 begins to catch up", timeout=120)
@@ -127,7 +127,7 @@ async def test_query_hosts_of_their_own_make_their_stores_from_the_log(which, ne
             await killed.stop(timeout=15)
             network.unthrottle(network["q3"])
             assert not was_ready, "q3 caught up before it could be killed: the log is too short for this test"
-            await start("q3", pipelines.LOG_REPLICA)
+            await start("q3", log_hosts.role_args(query=True))
             answer = await cites("q3", ELSE_QUESTION, "loops#0")  # ready means caught up: no waiting
             assert answer is not None, "q3 restarted without the ingested document"
             # A delete reaches every host, the graph facts it was the source of too.

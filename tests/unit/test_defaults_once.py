@@ -29,6 +29,8 @@ from config.settings import (
     MetricsSettings,
     ProcessorSettings,
     Settings,
+    StoresSettings,
+    WorkerSettings,
     load_settings,
     processor_settings,
 )
@@ -42,7 +44,8 @@ from processors.runtime.worker import processor_class
 
 TOML = tomllib.loads(DEFAULTS.read_text())
 SHIPPED = load_settings(environ={})  # what a user gets: no file of their own, no RAGBUS_ variables
-TOP = {"bus": BusSettings, "client": ClientSettings, "metrics": MetricsSettings, "gateway": GatewaySettings}
+TOP = {"bus": BusSettings, "client": ClientSettings, "metrics": MetricsSettings, "gateway": GatewaySettings,
+       "stores": StoresSettings, "worker": WorkerSettings}
 
 
 def settings_type(section: str) -> type[msgspec.Struct]:

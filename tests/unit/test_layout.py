@@ -120,7 +120,9 @@ def test_the_bus_reads_no_settings_of_its_own():
 
 def test_every_pipeline_names_configured_processors():
     configured = set(load_settings(environ={}).processors)
-    lists = {name: value for name, value in vars(pipelines).items() if name.isupper()}
+    lists = {name: value for name, value in vars(pipelines).items() if name.isupper() and name != "ROLES"}
+    lists |= {f"role({role!r}, log={log})": pipelines.role(role, log=log) for role in pipelines.ROLES
+              for log in (False, True)}
     assert lists, "config/pipelines.py defines no pipelines"
     for name, names in lists.items():
         assert set(names) <= configured, f"pipelines.{name} names unconfigured {set(names) - configured}"
