@@ -107,7 +107,13 @@ class PulsarOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # its consumers get ids other processes are unlikely to hold. Real Pulsar
     # needs 0; the test settings and scripts set it for Pulsar Lite.
     consumer_id_spread: NonNegativeInt = 0
-    operation_timeout_seconds: PositiveInt = 10
+    # How long the client waits for the broker to answer a lookup, a subscribe, a producer's creation or a
+    # reader's seek (publishes have publish_timeout_s). Pulsar's own default in every client (Java's
+    # operationTimeoutMs, the C++/Python operation_timeout_seconds): 30. A subscribe that creates its
+    # topic waits for the broker to create the topic's ledger; on a machine loaded by other work (load
+    # average 8-14) one took over 10 s, the default here once, and failed with "Timeout". A broker that
+    # is not listening is told at once all the same: connect() probes it first.
+    operation_timeout_seconds: PositiveInt = 30
     # The broker's Prometheus endpoint, where `ragbus status` reads each subscription's backlog and
     # consumers (processors/bus/pulsar/stats.py): a Pulsar broker's http://HOST:8080/metrics/, or
     # Pulsar Lite's [metrics] addr. None: status cannot tell them.
@@ -135,6 +141,14 @@ class BusSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # send timeout): long enough to ride out a broker restart or a leader moving to another broker,
     # as Kafka's request.timeout.ms and Pulsar's send timeout (30 s both).
     publish_timeout_s: PositiveSeconds = 30.0
+    # A broker that goes away is said once, as an ERROR naming it; then, while it stays away, once
+    # every this many seconds with how long it has been; then once when it is back. The client
+    # libraries' own retry lines (aiokafka's were a thousand a second) are held back meanwhile
+    # (processors/bus/outage.py).
+    outage_report_interval_s: PositiveSeconds = 60.0
+    # While it is away, a probe asks the broker again half a second after the first failure, then
+    # twice as long each time, up to this: how soon after its return the "back" line comes.
+    outage_probe_max_s: PositiveSeconds = 5.0
     # A message whose handler failed this many times goes to the dead-letter topic: the
     # default of every consumer on this bus (a processor's own max_attempts overrides it).
     max_attempts: PositiveInt = 3
