@@ -264,15 +264,16 @@ async def test_a_read_replica_sees_the_writers_new_chunks_within_the_refresh_int
 
         await p.store([Chunk(chunk_id="new#0", document_id="new", text="fresh", position=0)], vectors[20:])
         acknowledged = loop.time()
-        seen_after = None
-        while loop.time() < acknowledged + interval + 5:  # bounded: a broken refresh fails, not hangs
+        # The contract (doc_embeddings/store.py): a query that starts a whole interval after the write was
+        # acknowledged sees it, however long each query takes; asked until one starts that late.
+        while True:
+            started = loop.time()
             top = (await p.query.query([vectors[20].tolist()], limit=1))[0]
-            if top.chunk_id == "new#0":
-                seen_after = loop.time() - acknowledged
+            if started >= acknowledged + interval:
                 break
             await asyncio.sleep(0.01)
-        assert seen_after is not None, "the replica never saw the new chunk"
-        assert seen_after <= interval + 0.25, f"seen {seen_after:.3f}s after the write; refresh_interval_s={interval}"
+        assert top.chunk_id == "new#0", (f"a query started {started - acknowledged:.3f}s after the write did not "
+                                         f"see it; refresh_interval_s={interval}")
         assert p.reader_store().generation == loaded + 1
         assert [c.text for c in await p.fetch.fetch(["new#0"])] == ["fresh"]
 

@@ -65,9 +65,8 @@ async def test_compaction_keeps_each_documents_live_version_whole(bus, tmp_path,
     if started == "after the writes":
         await replica.start()  # from empty: it learns the log's runs, then replays it from its start
     assert replica.follower is not None
-    for _ in range(2):  # caught up, then again once the tombstones it appended are read too
-        await asyncio.sleep(0.2)
-        await asyncio.wait_for(caught_up(replica.follower), 30)
+    # Caught up: every record applied, so every tombstone appended, and read back too.
+    await asyncio.wait_for(caught_up(replica.follower), 30)
     await replica.close()
     versions = live_versions(await compacted(bus, log))
     # Removed: no run of it is kept, its removal is (a replica that lagged past the compaction reads it).
@@ -111,9 +110,7 @@ async def test_a_version_written_again_is_not_tombstoned_by_a_tombstoner_behind_
             await writers.activate(0, 0)
         release.set()
         assert tombstoner.follower is not None
-        for _ in range(2):
-            await asyncio.sleep(0.2)
-            await asyncio.wait_for(caught_up(tombstoner.follower), 30)
+        await asyncio.wait_for(caught_up(tombstoner.follower), 30)
     finally:
         release.set()
         await tombstoner.close()
@@ -139,9 +136,7 @@ async def test_a_replica_that_lagged_past_the_compaction_of_a_removal_still_remo
             assert held(lagging) == ({"doc-0", "doc-1"}, {"doc-0", "doc-1"}, {"doc-0", "doc-1"})
             await writers.remove(1)
         assert tombstoner.follower is not None
-        for _ in range(2):  # the removal and the record applied, then the tombstones appended
-            await asyncio.sleep(0.2)
-            await asyncio.wait_for(caught_up(tombstoner.follower), 30)
+        await asyncio.wait_for(caught_up(tombstoner.follower), 30)  # the removal and the record applied
     finally:
         await tombstoner.close()
     # The broker's compaction, in the test's head, once its tombstones are past delete.retention.ms too: the lagging

@@ -82,6 +82,15 @@ async def test_a_metrics_port_in_use_fails_naming_the_address_and_the_setting(to
     assert "Address already in use" in error and "[metrics] port" in error and "RAGBUS_METRICS__PORT" in error
 
 
+async def _until(condition, what: str, timeout: float = 30.0) -> None:
+    """Wait for ``condition()``, a state no one signals; fail naming ``what`` after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not condition():
+        assert loop.time() < end, f"{what}: not within {timeout:g}s"
+        await asyncio.sleep(0.02)
+
+
 def _get(url: str) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(url, timeout=5) as r:
@@ -105,12 +114,19 @@ async def test_the_metrics_port_answers_health_and_ready_probes(topic, tmp_path)
     assert "ragbus_requests_total" in (await asyncio.to_thread(_get, f"{base}/metrics"))[1]
     bus = await connect(url)
     async with RequestClient(bus) as client:
-        slow = asyncio.ensure_future(client.request(topic, EchoRequest(text="s", delay_s=2), EchoResponse, timeout=10))
-        await asyncio.sleep(0.3)  # taken, and sleeping in the handler
+        # The handler sleeps long enough for the probes below to be asked while it runs, on any machine.
+        slow = asyncio.ensure_future(client.request(topic, EchoRequest(text="s", delay_s=5), EchoResponse,
+                                                    timeout=60))
+        await _until(lambda: metrics.REGISTRY.get_sample_value(
+            "ragbus_requests_in_progress", {"processor": "echo"}) == 1, "the request taken by its handler")
         stop.set()  # draining: the request in flight finishes, and probes are told to look elsewhere
-        await asyncio.sleep(0.1)
-        assert await asyncio.to_thread(_get, f"{base}/ready") == (503, "not ready\n")
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 30
+        while (probed := await asyncio.to_thread(_get, f"{base}/ready")) != (503, "not ready\n"):
+            assert loop.time() < end and not slow.done(), f"/ready still {probed} while draining"
+            await asyncio.sleep(0.02)
         assert (await asyncio.to_thread(_get, f"{base}/health"))[0] == 200
+        assert not slow.done()  # all of that while the request was still in flight
         assert (await slow).text == "s"
     await worker
     await bus.close()
