@@ -108,7 +108,8 @@ class PulsarOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # needs 0; the test settings and scripts set it for Pulsar Lite.
     consumer_id_spread: NonNegativeInt = 0
     # How long the client waits for the broker to answer a lookup, a subscribe, a producer's creation or a
-    # reader's seek (publishes have publish_timeout_s). Pulsar's own default in every client (Java's
+    # reader's seek (publishes have publish_timeout_s), and ragbus for its admin API (a log topic's
+    # retention, keep_logs) and its metrics (metrics_url). Pulsar's own default in every client (Java's
     # operationTimeoutMs, the C++/Python operation_timeout_seconds): 30. A subscribe that creates its
     # topic waits for the broker to create the topic's ledger; on a machine loaded by other work (load
     # average 8-14) one took over 10 s, the default here once, and failed with "Timeout". A broker that

@@ -320,8 +320,10 @@ class PulsarBus(Bus):
             return
         future = self._kept.get(topic)
         if future is None:
+            # An operation of the broker's, like a subscribe: its policy travels on a system topic it may
+            # first have to create, so it waits as long ([bus.pulsar] operation_timeout_seconds).
             future = self._kept[topic] = asyncio.ensure_future(pulsar_retention.keep_whole(
-                self.settings.pulsar, self.address, topic, self.settings.connect_timeout_s))
+                self.settings.pulsar, self.address, topic, self.settings.pulsar.operation_timeout_seconds))
         try:
             await asyncio.shield(future)
         except Exception:
@@ -368,8 +370,8 @@ class PulsarBus(Bus):
         async with self._stats_lock:
             now = asyncio.get_running_loop().time()
             if self._stats_cache is None or now - self._stats_cache[0] > 1.0:
-                stats = await pulsar_stats.scrape(
-                    opts.metrics_url, f"{opts.tenant}/{opts.namespace}", self.settings.connect_timeout_s
+                stats = await pulsar_stats.scrape(  # a broker's answer, however loaded it is: as long as its operations
+                    opts.metrics_url, f"{opts.tenant}/{opts.namespace}", opts.operation_timeout_seconds
                 )
                 self._stats_cache = (now, stats)
             return self._stats_cache[1]
