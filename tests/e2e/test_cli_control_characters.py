@@ -9,15 +9,19 @@ with each control character escaped.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from processors.ingestion.send import send_document
 from processors.ingestion.sources import DocumentSource
+from processors.testing.gateway import GatewayProcess
+from processors.testing.stores import build_stores
 from schema import BadRequest, Document
 
 REPO = Path(__file__).resolve().parents[2]
@@ -72,3 +76,17 @@ def test_a_title_with_control_characters_is_printed_escaped_by_documents_and_ask
     assert asked.returncode == 0, asked.stderr
     assert not any(c in asked.stdout for c in RAW), asked.stdout
     assert f"  [{note.resolve()}#0] {escaped}" in asked.stdout.splitlines(), asked.stdout
+
+
+def test_an_upload_whose_id_holds_a_control_character_is_refused_400_naming_it(tmp_path):
+    """``POST /v1/documents`` sends through the same ingestion layer: the same refusal, as a 400 on document_id."""
+    data = tmp_path / "data"
+    note = Document(document_id="note", text="A note so the default collection is not empty.")
+    asyncio.run(build_stores(data, "default", [note]))
+    with GatewayProcess(env={"RAGBUS_DATA_DIR": str(data)}, log_path=tmp_path / "serve.log") as gateway:
+        r = httpx.post(f"{gateway.url}/v1/documents", timeout=120,
+                       json={"document_id": "rlo\u202etxt.exe", "text": "The night bus runs every forty minutes."})
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["param"] == "$.document_id", error
+    assert "U+202E RIGHT-TO-LEFT OVERRIDE, at character 4;" in error["message"], error
