@@ -33,6 +33,7 @@ from .common import (
     question,
 )
 from processors.kg.files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology, report
+from .printable import printable
 from .progress import progress_bar
 from .seed import said_plainly
 
@@ -80,12 +81,12 @@ async def kg_query(args: argparse.Namespace) -> int:
 
 def _show(r: KgQueryResponse) -> None:
     when = "".join(f" {k} {v}" for k, v in (("at", r.at_time), ("as of", r.as_of)) if v)
-    print(f"entities: {', '.join(r.entities) or '(none linked)'}")
+    print(f"entities: {printable(', '.join(r.entities)) or '(none linked)'}")
     for f in r.facts:
         span = f" [{f.valid_from or '...'}, {f.valid_until or '...'})" if f.valid_from or f.valid_until else ""
-        print(f"  {f.text}{span}  ({f.source or 'no source'})")
+        print(f"  {printable(f.text or '')}{span}  ({printable(f.source or 'no source')})")
     for rejected in r.rejected:
-        print(f"  rejected: {rejected.fact.text}: {'; '.join(rejected.reasons)}")
+        print(f"  rejected: {printable(rejected.fact.text or '')}: {printable('; '.join(rejected.reasons))}")
     if not r.facts:
         print(f"  no facts{when}")
 

@@ -22,7 +22,7 @@ from processors.ingestion.send import send_document
 from processors.ingestion.sources import DocumentSource
 from processors.testing.gateway import GatewayProcess
 from processors.testing.stores import build_stores
-from schema import BadRequest, Document
+from schema import BadRequest, Document, Fact, KgQueryResponse
 
 REPO = Path(__file__).resolve().parents[2]
 RAW = ("\x1b", "\u202e", "\x07", "\x00")  # none of these may reach a terminal
@@ -90,3 +90,16 @@ def test_an_upload_whose_id_holds_a_control_character_is_refused_400_naming_it(t
     error = r.json()["error"]
     assert error["param"] == "$.document_id", error
     assert "U+202E RIGHT-TO-LEFT OVERRIDE, at character 4;" in error["message"], error
+
+
+def test_kg_query_prints_entities_and_facts_escaped(capsys):
+    """A graph's entities and facts come from whoever loaded it: ``ragbus kg query`` escapes them too."""
+    from processors.cli.kg import _show  # the printing of `ragbus kg query`, fed a response as kg-query sends it
+
+    fact = Fact("Osprey\x1b[2J", "departs_from", "Bergen", text="Osprey\x1b[2J departs from Bergen\u202e",
+                source="ferries\x07")
+    _show(KgQueryResponse(entities=["Osprey\x1b[2J"], facts=[fact]))
+    shown = capsys.readouterr().out
+    assert not any(c in shown for c in RAW), shown
+    assert shown.splitlines()[:2] == ["entities: Osprey\\x1b[2J",
+                                      "  Osprey\\x1b[2J departs from Bergen\\u202e  (ferries\\x07)"], shown
