@@ -142,6 +142,14 @@ class BusSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # send timeout): long enough to ride out a broker restart or a leader moving to another broker,
     # as Kafka's request.timeout.ms and Pulsar's send timeout (30 s both).
     publish_timeout_s: PositiveSeconds = 30.0
+    # A broker that goes away is said once, as an ERROR naming it; then, while it stays away, once
+    # every this many seconds with how long it has been; then once when it is back. The client
+    # libraries' own retry lines (aiokafka's were a thousand a second) are held back meanwhile
+    # (processors/bus/outage.py).
+    outage_report_interval_s: PositiveSeconds = 60.0
+    # While it is away, a probe asks the broker again half a second after the first failure, then
+    # twice as long each time, up to this: how soon after its return the "back" line comes.
+    outage_probe_max_s: PositiveSeconds = 5.0
     # A message whose handler failed this many times goes to the dead-letter topic: the
     # default of every consumer on this bus (a processor's own max_attempts overrides it).
     max_attempts: PositiveInt = 3

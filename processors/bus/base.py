@@ -377,6 +377,14 @@ class Bus(abc.ABC):
         self._check_open()
         return None
 
+    def unreachable(self) -> str | None:
+        """While this process finds the broker unreachable, a sentence naming it and for how long; else None.
+
+        Known from the clients' own failures (``outage.py``), so asking costs nothing. A broker-less
+        backend is never unreachable.
+        """
+        return None
+
     def consumer_topics(self, topic: str, group: str) -> list[str]:
         """Every topic a consumer group reading ``topic`` uses on this backend: ``topic`` and its dead letters."""
         return [topic, f"{topic}{self.dead_letter_suffix}"]

@@ -37,11 +37,13 @@ from aiokafka import (
     TopicPartition,
 )
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
 from config.bus import BusSettings, TopicLayout
 from schema.topics import REPLY_PREFIX
 
+from .. import outage
 from ..base import (
     Bus,
     BusError,
@@ -54,6 +56,7 @@ from ..base import (
     TopicInfo,
 )
 from ..url import BusAddress
+from . import client_log
 from . import log as kafka_log
 from . import status as kafka_status
 from . import topics as kafka_topics
@@ -317,6 +320,7 @@ class KafkaBus(Bus):
         self._appender: AIOKafkaProducer | None = None  # log appends: acks=all (kafka/log.py), made on first use
         self._admin_lock = asyncio.Lock()
         self._ensure_lock = asyncio.Lock()
+        self._outage: outage.Outage | None = None  # set once open: what this process knows of the broker
 
     @classmethod
     async def open(cls, url: str, address: BusAddress, settings: BusSettings) -> KafkaBus:
@@ -330,7 +334,21 @@ class KafkaBus(Bus):
                 f"kafka broker at {address.bootstrap} not reachable within "
                 f"{settings.connect_timeout_s}s: {exc!r}"
             ) from None
+        client_log.install_filters()
+        bus._outage = outage.attach("kafka", [f"{h}:{p}" for h, p in address.hosts], bus._probe, settings)
         return bus
+
+    async def _probe(self) -> None:
+        """One metadata request answered by a broker of the cluster, on a connection of its own."""
+        client = AIOKafkaClient(bootstrap_servers=self.address.bootstrap,
+                                request_timeout_ms=int(self.settings.connect_timeout_s * 1000), **self.security)
+        try:
+            await asyncio.wait_for(client.bootstrap(), self.settings.connect_timeout_s)
+        finally:
+            await client.close()
+
+    def unreachable(self) -> str | None:
+        return None if self._outage is None else self._outage.describe()
 
     def layout(self, topic: str) -> TopicLayout:
         """How a topic is created, by its class, told by how ragbus names retry, dead-letter and reply topics."""
@@ -476,5 +494,9 @@ class KafkaBus(Bus):
         if self._appender is not None:
             with contextlib.suppress(Exception):
                 await self._appender.stop()
-        await self._producer.stop()
+        try:
+            await self._producer.stop()
+        finally:
+            if self._outage is not None:
+                outage.detach(self._outage, self._probe)
 

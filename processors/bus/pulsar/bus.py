@@ -40,6 +40,7 @@ import pulsar.asyncio as pulsar_async
 from config.bus import BusSettings
 from schema.topics import REPLICAS_LOG
 
+from .. import outage
 from ..base import Bus, BusError, BusUnavailable, Delivery, GroupStatus, LogReader, Retained, Subscription
 from ..url import BusAddress
 from . import changelog as pulsar_changelog
@@ -51,6 +52,7 @@ from .inbox import Inbox
 log = logging.getLogger(__name__)
 
 _BYTES = pulsar.schema.BytesSchema()
+PROBE_TOPIC = "ragbus.probe"  # looked up, never used, while the broker is unreachable (outage.py)
 _CONSUMER_TYPES = {
     "KeyShared": pulsar.ConsumerType.KeyShared,
     "Shared": pulsar.ConsumerType.Shared,
@@ -175,6 +177,7 @@ class PulsarBus(Bus):
         self._kept: dict[str, asyncio.Future[None]] = {}  # log topics known to be kept whole
         self._stats_lock = asyncio.Lock()
         self._stats_cache: tuple[float, pulsar_stats.BrokerStats] | None = None
+        self._outage: outage.Outage | None = None  # set once open: what this process knows of the broker
 
     @classmethod
     async def open(cls, url: str, address: BusAddress, settings: BusSettings) -> PulsarBus:
@@ -215,7 +218,16 @@ class PulsarBus(Bus):
         except Exception as exc:
             await bus.close()
             raise BusUnavailable(f"pulsar broker at {host}:{port} refused the client: {exc!r}") from None
+        bus._outage = outage.attach(address.scheme, [f"{host}:{port}"], bus._probe, settings)
         return bus
+
+    async def _probe(self) -> None:
+        """One lookup answered by the broker (a topic's partitions; nothing is created), on the shared client."""
+        topic = self._full_name(PROBE_TOPIC)
+        await asyncio.wait_for(self._client.get_topic_partitions(topic), self.settings.connect_timeout_s)
+
+    def unreachable(self) -> str | None:
+        return None if self._outage is None else self._outage.describe()
 
     def _full_name(self, topic: str) -> str:
         opts = self.settings.pulsar
@@ -396,6 +408,13 @@ class PulsarBus(Bus):
         return GroupStatus(topic, group, members=found.consumers, waiting=found.backlog)
 
     async def _close(self) -> None:
+        try:
+            await self._close_clients()
+        finally:
+            if self._outage is not None:
+                outage.detach(self._outage, self._probe)
+
+    async def _close_clients(self) -> None:
         for future in self._producers.values():
             if future.done() and not future.exception():
                 with contextlib.suppress(Exception):

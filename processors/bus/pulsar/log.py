@@ -9,6 +9,9 @@ writing into a pipe; a daemon thread reads what passes (WARN and up by default: 
 second writer with its own file offset would overwrite a log that stderr is redirected to.
 
 The core keeps the logger of the first client a process makes: set the level before connecting.
+
+Its lines about a broker it cannot reach (a refused connection, a lookup no broker answers; one per
+consumer and producer at each reconnect) go to the broker's ``Outage`` instead (``client_log.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import os
 import threading
 
 import pulsar
+
+from ..client_log import Kind, install
 
 CLIENT_LOG = logging.getLogger("pulsar.client")
 
@@ -33,6 +38,25 @@ class _EmptyTopicAnswer(logging.Filter):
 
 
 CLIENT_LOG.addFilter(_EmptyTopicAnswer())
+
+# What the core says of a connection that failed or a broker that does not serve (yet): the broker is away.
+_UNREACHABLE = ("Failed to establish connection", "Connection refused", "Connection already disconnected",
+                "Connection closed", "ResultDisconnected", "ConnectError", "No available broker",
+                "service is not ready", "Connection reset", "Broken pipe")
+
+
+# What follows from it: a lookup (the outage's own probe's, too) that timed out waiting for a connection.
+_FOLLOWING = ("Error getting topic partitions metadata",)
+
+
+def classify(record: logging.LogRecord) -> Kind | None:
+    text = record.getMessage()
+    if any(mark in text for mark in _UNREACHABLE):
+        return Kind.FAILURE
+    return Kind.FOLLOW_ON if any(mark in text for mark in _FOLLOWING) else None
+
+
+install("pulsar", [CLIENT_LOG], classify)
 
 # The core's level names in a line ("2026-11-30 22:34:31.604 WARN  [tid] File:line | message").
 _LEVELS = {"DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING, "ERROR": logging.ERROR}
