@@ -16,6 +16,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import cast
 
 from config.settings import GatewaySettings
+from processors.bus import BusUnavailable
 from processors.ingestion import DocumentSource, Sent, send_document
 from processors.runtime.request_client import RequestClient
 from processors.runtime.status import statuses
@@ -129,7 +130,11 @@ class BusPipeline:
 
         The probe is an empty question: document-rag refuses it at once, before any retrieval or
         model call, so a probe every few seconds (a load balancer's) costs the pipeline nothing.
+        While the bus finds its broker unreachable, not ready at once, naming the broker (``BusUnavailable``).
         """
+        problem = self.client.bus.unreachable()
+        if problem is not None:
+            raise BusUnavailable(problem)
         if time.monotonic() < self._ready_until:
             return
         r = await self.client.request(t.DOCUMENT_RAG, DocumentRagRequest(query=""), DocumentRagResponse,

@@ -34,7 +34,9 @@ whether anyone consumes its topic (``Bus.has_consumers``), and again as often
 while it waits. If the bus says no, the call ends at once with ``NotServed``
 naming the topic and the bus: nothing would ever answer it. Where the bus
 cannot tell (Pulsar), the call waits out its time-out, whose message also
-names the topic and asks whether a worker runs on that bus. Commands turn the
+names the topic and asks whether a worker runs on that bus. A call that runs out
+of time while the bus finds its broker unreachable (``Bus.unreachable``) raises
+``BrokerUnreachable`` instead, naming the broker: no worker is to blame. Commands turn the
 check on; processors' own sub-requests leave it off, since a replica that is
 starting would otherwise fail requests it is about to serve.
 """
@@ -68,6 +70,19 @@ class RequestTimeout(TimeoutError):
             f"no response on {topic!r} to request {request_id} within {timeout:g}s: "
             f"is a worker serving {topic!r} running on {bus_url}?"
         )
+        self.topic = topic
+        self.request_id = request_id
+        self.timeout = timeout
+
+
+class BrokerUnreachable(RequestTimeout):
+    """The call ran out of time while this process found the broker unreachable: it, not a worker, is why.
+
+    ``problem`` is the bus's own sentence (``Bus.unreachable``), naming the broker and for how long.
+    """
+
+    def __init__(self, topic: str, request_id: str, timeout: float, problem: str) -> None:
+        TimeoutError.__init__(self, f"no response on {topic!r} to request {request_id} within {timeout:g}s: {problem}")
         self.topic = topic
         self.request_id = request_id
         self.timeout = timeout
@@ -282,7 +297,7 @@ class RequestClient:
             self.stats.timeouts += 1
             metrics.client_timeouts.labels(topic).inc()
             self._remember(request_id, answered=False)
-            raise RequestTimeout(topic, request_id, timeout, self.bus.url) from None
+            raise self._timed_out_error(topic, request_id, timeout) from None
         finally:
             if request_id in self._pending:  # unanswered: timed out, or cancelled
                 self._settle(request_id)
@@ -347,7 +362,7 @@ class RequestClient:
                 await self.bus.publish(topic, body, headers)
         except TimeoutError:
             self._timed_out(topic, request_id, stream)
-            raise RequestTimeout(topic, request_id, timeout, self.bus.url) from None
+            raise self._timed_out_error(topic, request_id, timeout) from None
         except BaseException:
             if self._pending.get(request_id) is stream:
                 self._settle(request_id)
@@ -382,7 +397,7 @@ class RequestClient:
                     pass
                 if loop.time() >= give_up_at:
                     self._timed_out(topic, request_id, stream)
-                    raise RequestTimeout(topic, request_id, timeout, self.bus.url)
+                    raise self._timed_out_error(topic, request_id, timeout)
                 attempt += 1
                 async with asyncio.timeout_at(give_up_at):
                     await self.bus.publish(topic, body, {**headers, ATTEMPT: str(attempt)})
@@ -395,7 +410,7 @@ class RequestClient:
             raise
         except TimeoutError:  # the resend's publish ran out of time
             self._timed_out(topic, request_id, stream)
-            raise RequestTimeout(topic, request_id, timeout, self.bus.url) from None
+            raise self._timed_out_error(topic, request_id, timeout) from None
         except _Unserved:
             self.stats.unserved += 1
             raise NotServed(topic, request_id, time.perf_counter() - started, self.bus.url) from None
@@ -408,6 +423,14 @@ class RequestClient:
                 if stream.done:
                     self.stats.answered += 1
                     counted[1].observe(time.perf_counter() - started)
+
+    def _timed_out_error(self, topic: str, request_id: str, timeout: float) -> RequestTimeout:
+        """What a call that ran out of time raises: the broker's outage when there is one, else a time-out
+        that asks whether a worker serves the topic."""
+        problem = self.bus.unreachable()
+        if problem is not None:
+            return BrokerUnreachable(topic, request_id, timeout, problem)
+        return RequestTimeout(topic, request_id, timeout, self.bus.url)
 
     def _counted(self, topic: str) -> tuple:
         counted = self._per_topic.get(topic)
