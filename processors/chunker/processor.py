@@ -59,6 +59,7 @@ from schema import (
     generation_of,
     parts_generation,
 )
+from schema.document_ids import check_document_id
 
 from .chunking import as_stored, chunk_part
 from .settings import ChunkerSettings
@@ -161,6 +162,7 @@ class ChunkerProcessor(_Calls):
         s = self.settings
         if not doc.document_id.strip():
             raise BadRequest("document_id is empty")
+        check_document_id(doc.document_id)  # also for a document published straight onto the bus
         if doc.part == 0 and doc.first_position != 0:
             raise BadRequest(f"part 0 of document {doc.document_id!r} must start at position 0")
         if doc.part == 0 and (held := await self.held(doc)) is not None:

@@ -103,3 +103,18 @@ def test_kg_query_prints_entities_and_facts_escaped(capsys):
     assert not any(c in shown for c in RAW), shown
     assert shown.splitlines()[:2] == ["entities: Osprey\\x1b[2J",
                                       "  Osprey\\x1b[2J departs from Bergen\\u202e  (ferries\\x07)"], shown
+
+
+async def test_the_chunker_refuses_an_id_with_a_control_character_published_straight_onto_the_bus():
+    """Not every writer goes through the ingestion layer: a Document sent to document-load is checked there too."""
+    from processors.chunker import ChunkerProcessor, ChunkerSettings
+    from processors.runtime.envelope import Envelope, new_traceparent
+    from processors.runtime.processor import RequestContext
+    from schema import BadRequest, Document
+
+    chunker = ChunkerProcessor("document-load", ChunkerSettings())
+    context = RequestContext(envelope=Envelope(request_id="r", reply_to=None, attempt=1, deadline_ms=None,
+                                               traceparent=new_traceparent()), topic="document-load",
+                             delivery_attempt=1)
+    with pytest.raises(BadRequest, match="U\\+001B ESCAPE, at character 4"):
+        await chunker.handle(Document(document_id="esc\x1b[31mdoc", text="Some text."), context)
