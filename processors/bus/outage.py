@@ -104,16 +104,17 @@ class Outage:
                         self.name, _took(time.monotonic() - since), held, last[:300])
 
     def _watch(self) -> None:
-        """Start the watcher on the loop of the first bus attached, unless it runs already."""
+        """Start the watcher on the loop of the first bus attached whose loop still runs, unless it runs already."""
         with self._lock:
-            if not self._probes:
-                return
-            loop = self._probes[0][0]
-        with contextlib.suppress(RuntimeError):  # that loop is closed: its bus is going
+            loop = next((loop for loop, _ in self._probes if not loop.is_closed()), None)
+        if loop is None:
+            return
+        with contextlib.suppress(RuntimeError):  # that loop closed meanwhile: its bus is gone
             loop.call_soon_threadsafe(self._start_watcher)
 
     def _start_watcher(self) -> None:
-        if self._watcher is None or self._watcher.done():
+        watcher = self._watcher  # one of a loop that closed under it never finishes: not this loop's
+        if watcher is None or watcher.done() or watcher.get_loop() is not asyncio.get_running_loop():
             self._watcher = asyncio.ensure_future(self._watching())
 
     async def _watching(self) -> None:
@@ -134,8 +135,9 @@ class Outage:
         wait = min(FIRST_PROBE_S, self.probe_max_s)
         while self._since is not None:
             await asyncio.sleep(wait)
+            running = asyncio.get_running_loop()
             with self._lock:
-                probe = self._probes[0][1] if self._probes else None
+                probe = next((p for loop, p in self._probes if loop is running), None)
             if probe is None:
                 return
             try:
@@ -156,7 +158,8 @@ class Outage:
             self._probes = [(loop, p) for loop, p in self._probes if p != probe]  # a bound method: equal, not identical
             last = not self._probes
         if last and self._watcher is not None:
-            self._watcher.cancel()
+            with contextlib.suppress(RuntimeError):  # its loop closed already: nothing runs it any more
+                self._watcher.cancel()
         return last
 
 
