@@ -130,7 +130,9 @@ async def test_a_published_data_dir_is_what_a_new_query_host_serves(bus_url, tmp
 
         listed = await client.request(f"documents-query-{suffix}", ListDocuments(collection=collection),
                                       DocumentList, timeout=30)
-        assert {d.document_id: d for d in listed.documents} == source_records  # ingested_at and hashes kept
+        # ingested_at and hashes kept; each entry now says where the log holds the switch to it
+        assert all(d.seen.startswith(documents_log + "@") for d in listed.documents), listed.documents
+        assert {d.document_id: msgspec.structs.replace(d, seen="") for d in listed.documents} == source_records
         found = await client.request(f"keyword-query-{suffix}", KeywordQueryRequest(
             query="else clause", collection=collection), KeywordQueryResponse, timeout=30)
         assert "loops#0" in [m.chunk_id for m in found.matches]
