@@ -2,8 +2,10 @@
 // naming the object and the field, on anything an API server or KEDA would refuse or silently ignore:
 //
 //   - every object is decoded strictly into its Kubernetes API type (k8s.io/api) or KEDA's
-//     (github.com/kedacore/keda/v2/apis): an unknown or misspelled field, a duplicate key, a value of the
-//     wrong type or a malformed quantity fails; kinds it does not know fail too;
+//     (github.com/kedacore/keda/v2/apis), YAML to JSON by sigs.k8s.io/yaml and JSON to the type by
+//     sigs.k8s.io/json as the API server does (field names case-sensitive): an unknown or misspelled
+//     field, a duplicate key, a value of the wrong type or a malformed quantity fails; kinds it does not
+//     know fail too;
 //   - object metadata by the API server's own rules (names, labels, annotations);
 //   - KEDA objects against the openAPIV3Schema of KEDA's CRDs (-crds: required fields, enums, minimums),
 //     with KEDA's own checks of triggers and replica bounds, and each trigger's metadata and
@@ -12,12 +14,14 @@
 //     service ports, volumes, ConfigMaps, Secrets and their keys, TriggerAuthentications; a reference to
 //     an object made outside the chart is allowed with -external Kind/name.
 //
-// Usage: ragbus-manifest-check [-crds DIR] [-external Kind/name]... FILE... ("-" or none: standard input)
+// Usage: ragbus-manifest-check [-json] [-crds DIR] [-external Kind/name]... FILE... ("-" or none: standard input)
+// -json writes the objects, once checked, as one JSON array (what the tests read).
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -36,6 +40,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -75,6 +80,7 @@ func (l *list) Set(v string) error { *l = append(*l, v); return nil }
 
 func main() {
 	var external list
+	asJSON := flag.Bool("json", false, "once checked, write the objects to standard output as one JSON array")
 	crds := flag.String("crds", "", "directory of KEDA's CRD files (default: keda-crds beside this program)")
 	flag.Var(&external, "external", "Kind/name of an object made outside these manifests, which they may refer to (repeatable)")
 	flag.Parse()
@@ -106,10 +112,22 @@ func main() {
 		os.Exit(1)
 	}
 	counts := map[string]int{}
+	raws := make([]json.RawMessage, 0, len(objects))
 	for _, o := range objects {
 		counts[o.kind]++
+		raws = append(raws, o.raw)
 	}
-	fmt.Printf("%d objects checked against Kubernetes %s types and KEDA %s: %v\n", len(objects), kubeVersion, kedaVersion, counts)
+	summary := os.Stdout
+	if *asJSON {
+		out, err := json.Marshal(raws)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Println(string(out))
+		summary = os.Stderr
+	}
+	fmt.Fprintf(summary, "%d objects checked against Kubernetes %s types and KEDA %s: %v\n", len(objects), kubeVersion, kedaVersion, counts)
 }
 
 func decodeFile(file string) ([]*object, []string) {
@@ -167,10 +185,17 @@ func decode(where string, doc []byte) (*object, []string) {
 		return nil, []string{fmt.Sprintf("%s: %s %s is not a kind this checker knows", where, key, head.Metadata.Name)}
 	}
 	o.typed = kind.make()
-	if err := yaml.UnmarshalStrict(raw, o.typed); err != nil {
+	// Case-sensitive, as the API server decodes: sigs.k8s.io/yaml's UnmarshalStrict goes through
+	// encoding/json, which matches field names in any case and took readOnlyRootFileSystem for
+	// readOnlyRootFilesystem (the test of a misspelled field found it).
+	strict, err := kjson.UnmarshalStrict(raw, o.typed, kjson.DisallowDuplicateFields, kjson.DisallowUnknownFields)
+	if err != nil {
 		return nil, []string{fmt.Sprintf("%s: %v", o, err)}
 	}
 	var problems []string
+	for _, e := range strict {
+		problems = append(problems, fmt.Sprintf("%s: %v", o, e))
+	}
 	for _, e := range apivalidation.ValidateObjectMeta(&head.Metadata, false, kind.name, field.NewPath("metadata")) {
 		problems = append(problems, fmt.Sprintf("%s: %v", o, e))
 	}
