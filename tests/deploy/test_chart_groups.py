@@ -4,7 +4,7 @@ The chart reads the roles' processors and their wiring from files/wiring.json, w
 scripts/chart_wiring.py writes from config/pipelines.py ROLES and config/defaults.toml: the file must be
 current. Then for each bus and for settings that move groups and topics, each ScaledObject's triggers
 must be the lanes ragbus itself derives (config/settings.py lanes) from the settings file the chart
-gives that role. tests/deploy/test_chart_kafka.py compares them with a live broker's groups.
+gives that role. tests/deploy/test_chart_brokers.py compares them with live brokers' groups.
 """
 
 from __future__ import annotations
