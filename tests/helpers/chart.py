@@ -91,7 +91,7 @@ def template(tools: Tools, values: dict) -> str:
 
 def check(tools: Tools, manifests: str, external: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     """The checker on ``manifests``; with -json its stdout is the objects."""
-    args = [tools.check, "-json", *(f"-external={e}" for e in external), "-"]
+    args = [str(tools.check), "-json", *(f"-external={e}" for e in external), "-"]
     return subprocess.run(args, input=manifests, capture_output=True, text=True, check=False, timeout=120)
 
 
