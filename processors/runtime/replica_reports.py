@@ -58,7 +58,9 @@ class ReportLoop:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the broker is away for a while: the next report says it again
-                log.warning("%s: report to %s failed: %r", self.replica, REPLICAS_LOG, exc)
+                # An unreachable broker is said by the bus, once and then now and then (processors/bus/outage.py).
+                level = logging.WARNING if self.bus.unreachable() is None else logging.DEBUG
+                log.log(level, "%s: report to %s failed: %r", self.replica, REPLICAS_LOG, exc)
             await asyncio.sleep(self.interval_s)
 
     async def close(self) -> None:

@@ -112,6 +112,8 @@ def test_which_aiokafka_lines_are_the_outage(record, kind):
     ("[127.0.0.1:5 -> 127.0.0.1:6650] Failed to establish connection to 0.0.0.0:0: Connection refused", Kind.FAILURE),
     ("Lookup failed for persistent://public/default/embed, result BrokerMetadataError No available broker found.",
      Kind.FAILURE),
+    ("[persistent://public/default/ragbus.changelog.graph, reader-1, 9]  Could not get connection while "
+     "getLastMessageId -- Will try again in 736 ms", Kind.FAILURE),
     ("Error getting topic partitions metadata: TimeOut", Kind.FOLLOW_ON),
     ("Failed to create producer: TopicTerminated", None),
 ])

@@ -42,7 +42,8 @@ CLIENT_LOG.addFilter(_EmptyTopicAnswer())
 # What the core says of a connection that failed or a broker that does not serve (yet): the broker is away.
 _UNREACHABLE = ("Failed to establish connection", "Connection refused", "Connection already disconnected",
                 "Connection closed", "ResultDisconnected", "ConnectError", "No available broker",
-                "service is not ready", "Connection reset", "Broken pipe")
+                "service is not ready", "Connection reset", "Broken pipe", "Could not get connection",
+                "Connection not ready", "no connection")
 
 
 # What follows from it: a lookup (the outage's own probe's, too) that timed out waiting for a connection.
