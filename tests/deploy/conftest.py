@@ -10,9 +10,7 @@ import pytest
 
 from processors.testing.brokers import free_port
 
-from ..helpers.image import DATA_DIR, build_image, need_podman, podman, unique, wait_ready
-
-QUESTION = "What does the with statement do?"
+from ..helpers.image import DATA_DIR, QUESTION, build_image, need_podman, podman, unique, wait_ready
 
 
 @pytest.fixture(scope="session")

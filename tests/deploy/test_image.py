@@ -10,8 +10,16 @@ import time
 import httpx
 import pytest
 
-from ..helpers.image import certificates, debian_certificates, exported_files, host_ca_bundle, podman, state, unique
-from .conftest import QUESTION
+from ..helpers.image import (
+    QUESTION,
+    certificates,
+    debian_certificates,
+    exported_files,
+    host_ca_bundle,
+    podman,
+    state,
+    unique,
+)
 
 # The first test waits for the image (cached in CI: seconds) and for the first use's ingestion (a minute).
 pytestmark = pytest.mark.timeout(900)

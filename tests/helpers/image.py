@@ -22,6 +22,8 @@ from processors.testing.brokers import in_ci
 DEPLOY = Path(__file__).resolve().parents[2] / "config" / "deploy"
 # The image's data dir (RAGBUS_DATA_DIR in config/deploy/Containerfile), where a test mounts a volume.
 DATA_DIR = "/var/lib/ragbus/data"
+# The README's question, asked of the image's embedded default.
+QUESTION = "What does the with statement do?"
 PEM = re.compile(rb"-----BEGIN CERTIFICATE-----\s*(.+?)\s*-----END CERTIFICATE-----", re.S)
 
 
