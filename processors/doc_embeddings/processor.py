@@ -363,10 +363,12 @@ class DocEmbeddingsDeleteProcessor(_StoreProcessor):
                                        order_key=document_order(collection, document_id))
         return IngestResult(count=request.chunks if request.activate else 0, seen=[token(self._log_topic, position)])
 
-    def served_versions(self, collection: str) -> dict[str, str]:
+    async def served_versions(self, collection: str) -> dict[str, str]:
         """The version each document of ``collection`` is served as here (the stores' replica asks)."""
-        store = self._store(collection, create=False)
-        return {} if store is None else store.served_versions()
+        def served() -> dict[str, str]:  # on the store's thread, as every touch of its stores
+            store = self._store(collection, create=False)
+            return {} if store is None else store.served_versions()
+        return await self._blocking(served)
 
     def _delete(self, request: DeleteDocument) -> int:
         staging = self._staging(request.collection)

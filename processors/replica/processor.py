@@ -190,7 +190,7 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
             topic=self.log_topic, delivery_attempt=1,
         )
         if kind == RECORD:
-            request = self._as_served(request)
+            request = await self._as_served(request)
             if request is None:
                 return
         for writer in self._writers[kind]:
@@ -200,19 +200,20 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
         if self.settings.tombstones:
             await self._tombstone(record, kind, request)
 
-    def _served(self, collection: str) -> dict[str, tuple[str, str]]:
+    async def _served(self, collection: str) -> dict[str, tuple[str, str]]:
         live = self._live.get(collection)
         if live is None:  # first met since start: what this host's stores serve
             faiss = self._writers[SWITCH][0]
             assert isinstance(faiss, DocEmbeddingsDeleteProcessor)
-            live = self._live[collection] = {d: (v, "") for d, v in faiss.served_versions(collection).items()}
+            served = await faiss.served_versions(collection)
+            live = self._live[collection] = {d: (v, "") for d, v in served.items()}
         return live
 
     async def _switched(self, change: DeleteDocument, seen: str, context: RequestContext) -> None:
         """The stores took a switch or a removal: the library follows, with the entry the switch carries."""
         if change.discard:
             return
-        live = self._served(change.collection)
+        live = await self._served(change.collection)
         if change.activate:
             live[change.document_id] = (change.activate, seen)
             if change.document is None:  # a writer older than entries on switches: its record follows
@@ -227,10 +228,10 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
         for writer in self._writers[RECORD]:
             await writer.handle(record, context)
 
-    def _as_served(self, record: RecordDocument) -> RecordDocument | None:
+    async def _as_served(self, record: RecordDocument) -> RecordDocument | None:
         """A library record as the stores serve it, or None when it names what they do not (superseded)."""
         doc = record.document
-        held = self._served(doc.collection).get(doc.document_id)
+        held = (await self._served(doc.collection)).get(doc.document_id)
         if record.removed:
             if held is None:
                 return record
