@@ -180,8 +180,8 @@ def add_parsers(sub) -> None:
     add_collection_option(p)
     p.add_argument("--concurrency", type=positive_int, default=4, help="documents in flight at once")
     p.add_argument("--seen", action="store_true",
-                   help="with stores from the log: print where the log holds each document stored, one token a "
-                        "line, for `ragbus ask --must-see`")
+                   help="print where the stores hold the documents stored (log positions, or a write to a data "
+                        "dir's files), one token a line, for `ragbus ask --must-see`")
     p.add_argument("--prune", action="store_true",
                    help="remove documents ingested from a folder named here whose files are gone")
     add_timeout_option(p, "each document to be stored", "store_timeout_s")
