@@ -87,5 +87,11 @@ class EmbedSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=True)
     # A longer text gets an error response (a whole document sent by mistake); a text
     # within it is embedded from its first max_tokens tokens.
     max_chars: Positive = 100_000
+    # A request may run this long, or until its own deadline when that is nearer. Longer than the other
+    # processors' 30 s for the bulk lane: its thread is niced (onnx_backend.BULK_NICENESS), so on a CPU
+    # that other work saturates a batch of a document's chunks took over 30 s and the ingest failed
+    # (beside stress-ng --cpu 2). Under document-load's call_timeout_s (120 s), which waits for it; a
+    # question's embed carries document-rag's deadline, far shorter.
+    handler_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 110.0
     onnx: OnnxSettings = msgspec.field(default_factory=OnnxSettings)
     openai: OpenAISettings = msgspec.field(default_factory=OpenAISettings)
