@@ -86,6 +86,9 @@ async def test_a_report_loop_keeps_reporting_after_a_failed_append(bus_url, open
                 raise OSError("broker away")
             return await self.bus.append(*args, **kwargs)
 
+        def __getattr__(self, name: str):  # the rest is the bus's own (whether it knows the broker away)
+            return getattr(self.bus, name)
+
     bus = await open_bus()
 
     class Follower:
