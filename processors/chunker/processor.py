@@ -35,6 +35,7 @@ import hashlib
 import logging
 import weakref
 from collections.abc import AsyncIterator
+from contextvars import ContextVar
 
 import msgspec
 
@@ -75,6 +76,12 @@ _PREFIX = 5
 _writing: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = weakref.WeakValueDictionary()
 
 
+# When the request being handled is cut off (the event loop's clock): every call made for it waits no longer,
+# and carries that deadline, so a store write its caller gave up on is dropped as expired when it is
+# delivered late (a worker killed, a busy store), instead of switching the document after a newer write.
+_handling_until: ContextVar[float | None] = ContextVar("chunker_handling_until", default=None)
+
+
 @contextlib.asynccontextmanager
 async def writing(collection: str, document_id: str) -> AsyncIterator[None]:
     lock = _writing.get((collection, document_id))
@@ -100,6 +107,14 @@ class _Calls(Processor):
     async def start(self) -> None:
         self.client = await RequestClient(self.bus, name=self.name, timeout_s=self.settings.call_timeout_s).start()
 
+    def wait_s(self) -> float:
+        """How long a call made for the request being handled may wait: call_timeout_s, or until that request's
+        own deadline when it is nearer (``_handling_until``)."""
+        until = _handling_until.get()
+        if until is None:
+            return self.settings.call_timeout_s
+        return max(0.001, min(self.settings.call_timeout_s, until - asyncio.get_running_loop().time()))
+
     async def close(self) -> None:
         await self.client.close()
 
@@ -116,7 +131,7 @@ class _Calls(Processor):
             self.client,
             s.delete_topics,
             DeleteDocument(document_id=document_id, collection=collection),
-            s.call_timeout_s,
+            self.wait_s(),
         )
         seen = await self.record(DocumentInfo(document_id=document_id, collection=collection), removed=True)
         return IngestResult(count=max((r.count for r in results), default=0), seen=seen)
@@ -129,7 +144,7 @@ class _Calls(Processor):
             self.client,
             [self.settings.record_topic],
             RecordDocument(document=document, removed=removed),
-            self.settings.call_timeout_s,
+            self.wait_s(),
         )
         return result.seen
 
@@ -139,7 +154,7 @@ class _Calls(Processor):
         if not (doc.content_hash and s.documents_topic):
             return None
         request = ListDocuments(collection=doc.collection, document_ids=[doc.document_id], limit=1)
-        found = await self.client.request(s.documents_topic, request, DocumentList, timeout=s.call_timeout_s)
+        found = await self.client.request(s.documents_topic, request, DocumentList, timeout=self.wait_s())
         if found.error is not None:
             raise RemoteError(s.documents_topic, found.error)
         same = [d for d in found.documents if (d.document_id, d.content_hash, d.chunking) ==
@@ -160,6 +175,7 @@ class ChunkerProcessor(_Calls):
 
     async def handle(self, doc: Document, context: RequestContext) -> IngestResult:
         s = self.settings
+        _handling_until.set(self.handler_deadline(context))
         if not doc.document_id.strip():
             raise BadRequest("document_id is empty")
         check_document_id(doc.document_id)  # also for a document published straight onto the bus
@@ -185,7 +201,7 @@ class ChunkerProcessor(_Calls):
             # to 0.687 / 0.649, a question or two each way).
             stored = [as_stored(c) for c in chunks]
             for batch in self._store_batches(stored, vectors):
-                await _call_all(self.client, s.store_topics, batch, s.call_timeout_s)
+                await _call_all(self.client, s.store_topics, batch, self.wait_s())
             seen: list[str] = []
             if doc.last:  # staged whole everywhere: switch every store to it, then the library lists it
                 total = doc.first_position + len(chunks)
@@ -214,7 +230,7 @@ class ChunkerProcessor(_Calls):
             return None
         request = ListDocuments(collection=doc.collection, document_ids=[doc.document_id], limit=1, must_see=seen)
         try:
-            found = await self.client.request(s.documents_topic, request, DocumentList, timeout=s.call_timeout_s)
+            found = await self.client.request(s.documents_topic, request, DocumentList, timeout=self.wait_s())
             if found.error is not None:
                 raise RemoteError(s.documents_topic, found.error)
         except Exception as exc:  # stored all the same: only whether another write came after is unknown
@@ -232,7 +248,7 @@ class ChunkerProcessor(_Calls):
         switch = DeleteDocument(document_id=doc.document_id, collection=doc.collection, activate=version,
                                 chunks=total, document=info)
         results = await asyncio.gather(
-            *(_call_all(self.client, [topic], switch, s.call_timeout_s) for topic in s.delete_topics),
+            *(_call_all(self.client, [topic], switch, self.wait_s()) for topic in s.delete_topics),
             return_exceptions=True,
         )
         failed = [r for r in results if isinstance(r, BaseException)]
@@ -262,7 +278,7 @@ class ChunkerProcessor(_Calls):
     async def _embed(self, chunks: list[Chunk]) -> list[list[float]]:
         """The chunks' vectors, asked in batches of at most ``embed_batch`` texts that each fit a message."""
         s = self.settings
-        embed = EmbedClient(self.client, topic=s.embed_topic, timeout=s.call_timeout_s)
+        embed = EmbedClient(self.client, topic=s.embed_topic, timeout=self.wait_s())
         sizes = [len(c.text.encode()) + _PREFIX for c in chunks]
         batches = list(pack(sizes, body_budget(self.bus.max_message_bytes), overhead=64, max_items=s.embed_batch))
         slots = asyncio.Semaphore(s.embed_concurrency)
@@ -320,17 +336,18 @@ class DocumentDeleteProcessor(_Calls):
 
     async def handle(self, request: DeleteDocument, context: RequestContext) -> IngestResult:
         s = self.settings
+        _handling_until.set(self.handler_deadline(context))
         if request.activate:
             raise BadRequest("document-delete removes a document or discards a staged version of it; "
                              "switching versions is document-load's own step")
         if request.discard:  # a sender's load that broke off: its staged parts go, what queries see stays
-            await _call_all(self.client, s.delete_topics, request, s.call_timeout_s)
+            await _call_all(self.client, s.delete_topics, request, self.wait_s())
             return IngestResult(count=0)
         chunks = self.delete_everywhere(request.document_id, request.collection)
         if not s.retract_topic:
             return await chunks
         retraction = LoadTriples(retract_sources=[request.document_id], collection=request.collection)
-        retract = _call_all(self.client, [s.retract_topic], retraction, s.call_timeout_s)
+        retract = _call_all(self.client, [s.retract_topic], retraction, self.wait_s())
         removed, (retracted,) = await asyncio.gather(chunks, retract)
         # Where the logs hold the removal and the retraction: a read that must see the delete carries both.
         return IngestResult(count=removed.count, retracted=retracted.retracted,

@@ -367,3 +367,48 @@ async def test_a_switch_that_fails_after_another_store_switched_removes_the_docu
             if name != "document-rag":
                 assert versions.seen(await ask())[0] == 0, name
         assert "kettle" not in [d.document_id for d in await list_documents(client, "default", timeout=30)]
+
+
+async def test_a_switch_is_sent_with_the_loads_deadline_so_one_delivered_after_it_gives_up_is_dropped(
+        tmp_path, monkeypatch):
+    """A store write for a load its caller gave up on must not land later (a killed worker's redelivery, a busy
+    store) and switch the document after a newer write: every call the chunker makes for a load carries the
+    load's own deadline, not call_timeout_s (120 s), and a processor drops what reaches it past its deadline."""
+    import time
+
+    from processors.runtime.envelope import parse_envelope
+    from processors.runtime.metrics import REGISTRY
+    from processors.runtime.request_client import RequestTimeout
+
+    url = f"memory://{tmp_path.name}"
+    doc = Document(document_id="kettle", title="Kettle warranty", text=KETTLE)
+    deletes = {"document-load.delete_topics": [t.DOC_EMBEDDINGS_DELETE, "late-keyword-delete"]}  # nobody there yet
+    async with pipeline(url, tmp_path, monkeypatch, list_settings=deletes, names=NAMES) as client:
+        started_ms = time.time() * 1000
+        try:  # the switch to the late store waits until the load's deadline: the load is not acknowledged
+            answered = await client.request(t.DOCUMENT_LOAD, doc, IngestResult, timeout=20)
+            assert answered.error is not None, answered
+        except RequestTimeout:
+            pass
+        probe = await client.bus.subscribe("late-keyword-delete", "probe")
+        try:
+            delivery = await asyncio.wait_for(probe.receive(), 30)
+        finally:
+            await probe.close()
+        switch = msgspec.msgpack.decode(delivery.body, type=DeleteDocument)
+        deadline = parse_envelope(delivery.headers).deadline_ms
+        assert switch.activate and deadline is not None
+        assert deadline <= started_ms + 21_000, (deadline - started_ms) / 1000  # not call_timeout_s's 120 s
+        # Delivered now, past that deadline, it is dropped unhandled: the keyword store never switches to it.
+        keyword = RelayedDelete("late-keyword-delete", client, t.KEYWORD_DELETE)
+        stop = asyncio.Event()
+        task = asyncio.ensure_future(keyword.run(client.bus, stop))
+        try:
+            deadline_s = asyncio.get_running_loop().time() + 60
+            while not REGISTRY.get_sample_value("ragbus_expired_total", {"processor": "late-keyword-delete"}):
+                assert asyncio.get_running_loop().time() < deadline_s, "the late switch was not dropped"
+                await asyncio.sleep(0.05)
+        finally:
+            stop.set()
+            await task
+        assert not keyword.switched.is_set()
