@@ -64,9 +64,10 @@ async def keep_whole(opts: PulsarOptions, address: BusAddress, topic: str, timeo
         return BusError(f"pulsar log topic {topic!r} is not kept whole (Pulsar's default retention drops a log "
                         f"nobody subscribes to) and {what}; set its retention to infinite: {_command(opts, topic)}")
 
+    deadline = time.monotonic() + timeout_s
     try:
         async with httpx.AsyncClient(timeout=timeout_s, headers=headers, verify=verify) as client:
-            applied = await _get(client, url, failed)
+            applied = await _get(client, url, failed, deadline)
             if _infinite(applied):
                 return
             answer = await client.post(url, json=INFINITE)
@@ -74,7 +75,7 @@ async def keep_whole(opts: PulsarOptions, address: BusAddress, topic: str, timeo
                 raise failed(f"setting it through {base} was refused ({answer.status_code}: "
                              f"{answer.text[:200].strip()}); its retention is {applied}")
             deadline = time.monotonic() + timeout_s
-            while not _infinite(applied := await _get(client, url, failed)):
+            while not _infinite(applied := await _get(client, url, failed, deadline)):
                 if time.monotonic() > deadline:
                     raise failed(f"the broker had not applied the retention set at {base} after {timeout_s}s "
                                  f"(it applies {applied})")
@@ -84,8 +85,15 @@ async def keep_whole(opts: PulsarOptions, address: BusAddress, topic: str, timeo
                      "the broker's web service is, http://HOST:8080 by default)") from None
 
 
-async def _get(client: httpx.AsyncClient, url: str, failed) -> object:
+async def _get(client: httpx.AsyncClient, url: str, failed, deadline: float) -> object:
+    """The topic's applied retention. A topic just made by a producer or reader may not be known to the
+    admin API yet (404 under load, seen beside stress-ng): asked again until ``deadline``."""
     answer = await client.get(url, params={"applied": "true"})
+    for _ in range(10_000):  # a broker's metadata, polled: there is no event to wait on
+        if answer.status_code != 404 or time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(0.2)
+        answer = await client.get(url, params={"applied": "true"})
     if answer.status_code >= 300:
         raise failed(f"reading its retention at {url} was refused ({answer.status_code}: {answer.text[:200].strip()})")
     try:
