@@ -58,7 +58,10 @@ async def pulsar_subscriptions(admin: httpx.AsyncClient) -> Joined:
     found: Joined = {}
     for full in (await admin.get("/admin/v2/persistent/public/default")).raise_for_status().json():
         topic = full.rsplit("/", 1)[1]
-        stats = (await admin.get(f"/admin/v2/persistent/public/default/{topic}/stats")).raise_for_status().json()
+        answer = await admin.get(f"/admin/v2/persistent/public/default/{topic}/stats")
+        if answer.status_code == 404:  # gone since it was listed (an idle reply inbox the broker deleted)
+            continue
+        stats = answer.raise_for_status().json()
         for name, sub in stats.get("subscriptions", {}).items():
             if sub.get("consumers") and sub.get("isDurable", True) and not name.endswith(".listener"):
                 members, lanes = found.get(name, (0, set()))
