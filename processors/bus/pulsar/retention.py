@@ -87,11 +87,13 @@ async def keep_whole(opts: PulsarOptions, address: BusAddress, topic: str, timeo
 
 async def _get(client: httpx.AsyncClient, url: str, failed, deadline: float) -> object:
     """The topic's applied retention. A topic just made by a producer or reader may not be known to the
-    admin API yet (404 under load, seen beside stress-ng): asked again until ``deadline``."""
+    admin API yet (404 under load, seen beside stress-ng, for over 30 s once): it is made through the admin
+    API too (409 when it is there already), and asked again until ``deadline``."""
     answer = await client.get(url, params={"applied": "true"})
     for _ in range(10_000):  # a broker's metadata, polled: there is no event to wait on
         if answer.status_code != 404 or time.monotonic() >= deadline:
             break
+        await client.put(url.rsplit("/retention", 1)[0])  # the topic, made (or there: 409, no harm)
         await asyncio.sleep(0.2)
         answer = await client.get(url, params={"applied": "true"})
     if answer.status_code >= 300:
