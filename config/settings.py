@@ -182,6 +182,12 @@ class GatewaySettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # From the end of a request's headers to the end of its body (8 MiB in 60 s is 140 KB/s); past it,
     # 408 and the connection closed, however steadily the bytes come.
     body_timeout_s: PositiveSeconds = 60.0
+    # On SIGTERM, /ready answers 503 at once while requests are still taken this long, so a load
+    # balancer (a Kubernetes Service's endpoints) stops sending here before the listener closes; the
+    # chart sets 5 s. SIGINT (Ctrl-C) closes at once.
+    shutdown_delay_s: NonNegativeSeconds = 0.0
+    # Then requests in flight get this long to be answered before they are cut.
+    drain_timeout_s: NonNegativeSeconds = 10.0
 
 
 class StoresSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -124,7 +124,7 @@ class ErrorBody(msgspec.Struct, kw_only=True):
 
 
 class Health(msgspec.Struct, kw_only=True):
-    status: str  # "ok" / "ready" / "starting"
+    status: str  # "ok" / "ready" / "starting" / "stopping"
     detail: str = ""
 
 

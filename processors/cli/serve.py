@@ -13,8 +13,12 @@ import asyncio
 import contextlib
 import ipaddress
 import os
+import signal
 import socket
 import sys
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from config import pipelines
 from config.settings import GatewaySettings, Settings, load_settings, processor_settings
@@ -27,6 +31,9 @@ from schema import DEFAULT_COLLECTION
 
 from .common import BUS_HELP, CONFIG_HELP, command_client, embedded_processors
 from .seed import first_use_plan
+
+if TYPE_CHECKING:
+    import uvicorn
 
 API_KEYS_ENV = "RAGBUS_API_KEYS"  # comma-separated, added to [gateway] api_keys
 
@@ -125,11 +132,12 @@ async def serve(args: argparse.Namespace) -> int:
     # No access log, no Server and Date headers: per-request work nobody here reads (a proxy adds its own).
     limits = HeadLimits(max_head_bytes=g.max_head_bytes, head_timeout_s=g.head_timeout_s,
                         idle_timeout_s=g.idle_timeout_s, body_timeout_s=g.body_timeout_s)
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off",
-                                           access_log=False, server_header=False, date_header=False,
-                                           timeout_graceful_shutdown=5, http=protocol_with(limits),
-                                           # typed int by uvicorn; its timer takes any number of seconds
-                                           timeout_keep_alive=g.idle_timeout_s))  # type: ignore[arg-type]
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off", access_log=False,
+                            server_header=False, date_header=False, http=protocol_with(limits),
+                            # typed int by uvicorn; its timers take any number of seconds
+                            timeout_graceful_shutdown=g.drain_timeout_s,  # type: ignore[arg-type]
+                            timeout_keep_alive=g.idle_timeout_s)  # type: ignore[arg-type]
+    server = uvicorn.Server(config)
     try:
         sock = listen(host, port)
     except OSError as exc:
@@ -147,7 +155,7 @@ async def serve(args: argparse.Namespace) -> int:
                 raise problem
             print(f"ragbus: error: the bus at {url} cannot be reached: {problem}", file=sys.stderr)
             return 2
-        http = asyncio.ensure_future(_serving(server, sock, face))
+        http = asyncio.ensure_future(_serving(server, sock, face, state, g.shutdown_delay_s))
         print(f"serving http://{host}:{sock.getsockname()[1]} over {url}", file=sys.stderr, flush=True)
         done, _ = await asyncio.wait([pipeline, http], return_when=asyncio.FIRST_COMPLETED)
         if pipeline in done:  # it failed to start or stopped: no gateway without a pipeline
@@ -163,9 +171,47 @@ async def serve(args: argparse.Namespace) -> int:
         sock.close()
 
 
-async def _serving(server, sock: socket.socket, face) -> None:
-    async with face.running():  # the MCP sessions live as long as the HTTP server
-        await server.serve(sockets=[sock])
+@contextlib.contextmanager
+def stopping_like_a_pod(server: uvicorn.Server, state, delay_s: float) -> Iterator[None]:
+    """Stop ``server`` the way a pod behind a Service is stopped, for the duration of the ``with``.
+
+    SIGTERM turns ``/ready`` to 503 and keeps taking requests for ``delay_s``; then the listener
+    closes and requests in flight get the config's graceful timeout. SIGINT, or a second SIGTERM,
+    stops at once. The signals are the event loop's: uvicorn's own handlers would raise the signal
+    again once the server is down, killing the process before the pipeline behind it is closed.
+    """
+    if threading.current_thread() is not threading.main_thread():  # only the main thread has signals
+        yield
+        return
+    loop = asyncio.get_running_loop()
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+    timer: asyncio.TimerHandle | None = None
+
+    def told(sig: int) -> None:
+        nonlocal timer
+        state.draining = True
+        if sig == signal.SIGTERM and delay_s > 0 and timer is None:
+            timer = loop.call_later(delay_s, setattr, server, "should_exit", True)
+        elif server.should_exit:
+            server.force_exit = True
+        else:
+            server.should_exit = True
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, told, sig)
+    try:
+        yield
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        if timer is not None:
+            timer.cancel()
+
+
+async def _serving(server, sock: socket.socket, face, state, delay_s: float) -> None:
+    with stopping_like_a_pod(server, state, delay_s):
+        async with face.running():  # the MCP sessions live as long as the HTTP server
+            await server.serve(sockets=[sock])
 
 
 def ragbus_version() -> str:

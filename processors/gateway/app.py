@@ -63,6 +63,7 @@ class GatewayState:
 
     pipeline: BusPipeline | None = None
     problem: str = "starting"
+    draining: bool = False  # told to stop: /ready says 503 while requests are still taken
 
     def need(self) -> BusPipeline:
         if self.pipeline is None:
@@ -98,6 +99,8 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
         return json_response(Health(status="ok"))
 
     async def ready(request: Request) -> Response:
+        if state.draining:
+            return json_response(Health(status="stopping", detail="told to stop: finishing what it has"), 503)
         if state.pipeline is None:
             return json_response(Health(status="starting", detail=state.problem), 503)
         try:

@@ -146,6 +146,10 @@ def test_each_role_runs_its_command_with_its_settings_and_probes(rendered, varia
             port = "http"
             assert ports[port] == settings.gateway.port and settings.gateway.host == "0.0.0.0"
             assert "RAGBUS_DATA_DIR" not in env
+            # A stopping gateway keeps answering while the endpoints drop it, then drains, inside the grace.
+            grace = workload["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+            assert settings.gateway.shutdown_delay_s > 0
+            assert settings.gateway.shutdown_delay_s + settings.gateway.drain_timeout_s < grace
         else:
             assert container["command"][1:] == ["worker", "--role", role]
             port = "metrics"
