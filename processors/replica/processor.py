@@ -92,6 +92,7 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
     response_type = ReplicaStatus
     Settings = ReplicaSettings
     settings: ReplicaSettings
+    starts_first = True  # the host's query processors read the data dir it makes: they join once it caught up
 
     def __init__(self, name: str, settings: ReplicaSettings) -> None:
         super().__init__(name, settings)

@@ -111,6 +111,9 @@ class Processor(Generic[Req, Resp]):
     response_type: ClassVar[type[msgspec.Struct] | None]
     piece_type: ClassVar[type[msgspec.Struct] | None] = None
     Settings: ClassVar[type[ProcessorSettings]] = ProcessorSettings
+    # Makes what the host's other processors read (a replica's data dir): a worker starts the others,
+    # and so lets their groups send them work, only once this one is ready (caught up).
+    starts_first: ClassVar[bool] = False
 
     def __init__(self, name: str, settings: ProcessorSettings) -> None:
         self.name = name

@@ -97,18 +97,33 @@ async def run_workers(
     bus = await connect(bus_url, settings.bus)
     try:
         joined = [asyncio.Event() for _ in processors]
-        tasks: list[asyncio.Future] = [
-            asyncio.ensure_future(p.run(bus, stop, r)) for p, r in zip(processors, joined, strict=True)
-        ]
+        runs: dict[int, asyncio.Future] = {}
 
         def stop_on_failure(task: asyncio.Future) -> None:
             if not task.cancelled() and task.exception() is not None:
                 stop.set()
 
-        # One processor failing (say, its store cannot open) stops the others cleanly.
-        for task in tasks:
-            task.add_done_callback(stop_on_failure)
-        waiting = asyncio.ensure_future(asyncio.gather(*(r.wait() for r in joined)))
+        def launch(first: bool) -> list[asyncio.Future]:
+            for i, p in enumerate(processors):
+                if p.starts_first == first:
+                    runs[i] = asyncio.ensure_future(p.run(bus, stop, joined[i]))
+                    # One processor failing (say, its store cannot open) stops the others cleanly.
+                    runs[i].add_done_callback(stop_on_failure)
+            return list(runs.values())
+
+        # A replica first: the processors reading its data dir join their groups, and are sent work,
+        # only once it has caught up with the log (or never, if it fails or the worker is stopped).
+        leading = launch(first=True)
+        if leading:
+            ahead: asyncio.Future = asyncio.ensure_future(asyncio.gather(*(joined[i].wait() for i in runs)))
+            told: asyncio.Future = asyncio.ensure_future(stop.wait())
+            await asyncio.wait([ahead, told, *leading], return_when=asyncio.FIRST_COMPLETED)
+            ahead.cancel()
+            told.cancel()
+        if not stop.is_set():
+            launch(first=False)
+        tasks: list[asyncio.Future] = [runs[i] for i in sorted(runs)]
+        waiting = asyncio.ensure_future(asyncio.gather(*(joined[i].wait() for i in sorted(runs))))
         await asyncio.wait([waiting, *tasks], return_when=asyncio.FIRST_COMPLETED)
         if waiting.done() and not stop.is_set():
             readiness.ready = True
@@ -119,12 +134,13 @@ async def run_workers(
                 on_ready()
         else:
             waiting.cancel()
-        results = (await asyncio.gather(*tasks, return_exceptions=True))[: len(processors)]
+        started = sorted(runs)
+        results = (await asyncio.gather(*tasks, return_exceptions=True))[: len(started)]
         stats: dict[str, ConsumeStats] = {}
-        for p, r in zip(processors, results, strict=True):
+        for i, r in zip(started, results, strict=True):
             if isinstance(r, BaseException):
                 raise r  # the first processor's failure, in the order given
-            stats[p.name] = r
+            stats[processors[i].name] = r
         return stats
     finally:
         await bus.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from typing import ClassVar
 
 import msgspec
 
@@ -79,3 +80,36 @@ class StreamingEcho(EchoProcessor):
 
     def is_final(self, piece: EchoPiece) -> bool:
         return piece.done
+
+
+class StartOrder:
+    """What the start-order processors below did, and the gate the first one waits at (one test at a time)."""
+
+    gate: ClassVar[asyncio.Event | None] = None
+    entered: ClassVar[asyncio.Event | None] = None
+    started: ClassVar[list[str]] = []
+
+    @classmethod
+    def reset(cls) -> None:
+        cls.gate, cls.entered, cls.started = asyncio.Event(), asyncio.Event(), []
+
+
+class GatedFirst(EchoProcessor):
+    """Starts first (as a replica does) and is ready only once ``StartOrder.gate`` opens."""
+
+    starts_first = True
+
+    async def start(self) -> None:
+        assert StartOrder.gate is not None and StartOrder.entered is not None
+        StartOrder.entered.set()
+        await StartOrder.gate.wait()
+        StartOrder.started.append(self.name)
+        await super().start()
+
+
+class Follower(EchoProcessor):
+    """Says when it starts: after the processor that starts first is ready, never before."""
+
+    async def start(self) -> None:
+        StartOrder.started.append(self.name)
+        await super().start()
