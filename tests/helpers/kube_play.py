@@ -1,14 +1,14 @@
 """The chart's rendered objects as ``podman kube play`` (podman 4.3) can run them, and the pods it made.
 
 podman 4.3 plays Pods, Deployments, PersistentVolumeClaims and ConfigMaps, and no StatefulSet, Service,
-PodDisruptionBudget or autoscaler. The copy made here changes only what it must: a StatefulSet becomes
-what its controller would make, a claim and a Pod per ordinal (``<name>-<ordinal>``, claim
-``data-<name>-<ordinal>-<the test's suffix>``); the objects podman cannot play are left out; and each container loses its
-``ports`` (podman publishes every containerPort on the host, so two replicas would collide; the pods are
-reached on their own addresses on a podman network) and its probes (podman has no readiness gate: the
-test asks ``/ready`` itself); an annotation longer than podman 4.3 allows (the settings checksum) goes.
-Everything else, the commands, the settings files from the ConfigMap, the security contexts, the
-volumes, is the chart's.
+PodDisruptionBudget or autoscaler. The copy made here changes only what it must. A StatefulSet becomes
+what its controller would make, a claim and a Pod per ordinal (``<name>-<ordinal>``, its claim
+``data-<name>-<ordinal>-<the test's suffix>``). The objects podman cannot play are left out. Each
+container loses its ``ports`` (podman publishes every containerPort on the host, so two replicas would
+collide; the pods are reached on their own addresses on a podman network) and its probes (podman has no
+readiness gate: the test asks ``/ready`` itself). An annotation longer than podman 4.3 allows (the
+settings checksum) goes. Everything else, the commands, the settings files from the ConfigMap, the
+security contexts, the volumes, is the chart's.
 """
 
 from __future__ import annotations
