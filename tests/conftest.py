@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 import uuid
 
@@ -27,6 +28,11 @@ def pytest_configure(config):
     embedder's optimised model) lands in the user's home."""
     for name, value in selection.broker_env().items():
         os.environ.setdefault(name, value)
+    # A suite started as a background job without job control (`(pytest &)`) inherits SIGINT ignored,
+    # and so would every command it starts: Ctrl-C would do nothing and the Ctrl-C tests would fail.
+    # With a handler here, each child starts with SIGINT at its default, as from a terminal.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if "RAGBUS_DATA_DIR" not in os.environ:
         _OWN_DATA_DIR.append(tempfile.mkdtemp(prefix="ragbus-tests-"))
         os.environ["RAGBUS_DATA_DIR"] = _OWN_DATA_DIR[0]
