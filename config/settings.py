@@ -28,8 +28,6 @@ from .bus import BusSettings
 ENV_PREFIX = "RAGBUS_"
 DEFAULTS = Path(__file__).with_name("defaults.toml")
 
-S = TypeVar("S", bound=msgspec.Struct)
-
 
 class SettingsError(ValueError):
     pass
@@ -48,6 +46,10 @@ class ProcessorSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     # (RequestContext.bulk). "" = no bulk lane. Set in config/defaults.toml where a processor has one.
     bulk_topic: str = ""
     bulk_concurrency: PositiveInt = 4
+    # Serve the request topic. False: the bulk lane alone, as the chart's ingestion hosts do with embed:
+    # questions' embedding stays with the query hosts, so an ingestion host starting or stopping never
+    # rebalances a group a question waits on. Needs a bulk_topic.
+    interactive: bool = True
     # A handler running longer than this (or past the request's deadline) gets an error response.
     handler_timeout_s: PositiveSeconds = 30.0
     # Failures (transport, not business errors) before a request is dead-lettered.
@@ -59,6 +61,9 @@ class ProcessorSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     max_message_bytes: PositiveInt | None = None
     # SIGTERM: how long requests in flight may take to finish before they are nacked.
     drain_timeout_s: NonNegativeSeconds = 10.0
+
+
+S = TypeVar("S", bound=ProcessorSettings)
 
 
 class StoreSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=True):
@@ -96,9 +101,16 @@ def bulk_group(group: str) -> str:
 
 
 def lanes(name: str, section: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(topic, group) of each lane a ``[processors.NAME]`` section serves: its topic, then its bulk topic."""
+    """(topic, group) of each lane a ``[processors.NAME]`` section serves: its topic (unless ``interactive``
+    is false), then its bulk topic."""
     group = section.get("group") or name
-    found = [(section.get("topic") or name, group)]
+    # A raw section: a value from the environment is still a string ("false", "0").
+    try:
+        interactive = msgspec.convert(section.get("interactive", True), bool, strict=False)
+    except msgspec.ValidationError:
+        raise SettingsError(f"[processors.{name}] interactive: {section['interactive']!r} "
+                            "is not true or false") from None
+    found = [(section.get("topic") or name, group)] if interactive else []
     if section.get("bulk_topic"):
         found.append((section["bulk_topic"], bulk_group(group)))
     return found
@@ -274,9 +286,13 @@ def processor_settings(settings: Settings, name: str, settings_type: type[S]) ->
     if settings.stores.log and issubclass(settings_type, StoreSettings):
         section.setdefault("changelog", True)  # [stores] log: every store from the log, unless its section says
     try:
-        return msgspec.convert(section, settings_type, strict=False)
+        typed = msgspec.convert(section, settings_type, strict=False)
     except msgspec.ValidationError as exc:
         raise SettingsError(f"invalid settings for processor {name!r}: {exc}") from None
+    if not typed.interactive and not typed.bulk_topic:
+        raise SettingsError(f"processor {name!r}: interactive = false leaves it only its bulk lane, and it has "
+                            "no bulk_topic: it would serve nothing")
+    return typed
 
 
 def bus_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> BusSettings:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import logging
 import os
 import sys
@@ -29,7 +30,7 @@ import httpx
 
 from processors.ingestion import builtin_corpus
 from processors.testing import brokers
-from processors.testing.roll import COLLECTION, Endpoints, Load, Site, missing_writes
+from processors.testing.roll import COLLECTION, Call, Endpoints, Load, Site, missing_writes
 from scripts.bench.brokers import broker_for, broker_env
 from scripts.bench.stats import percentile
 
@@ -49,6 +50,15 @@ def summary(load: Load, phase: str) -> dict[str, float]:
             "max_ms": max(ok) * 1000 if ok else 0.0,
             "writes": sum(w.phase == phase for w in load.writes),
             "writes_failed": sum(w.phase == phase and not w.ok for w in load.writes)}
+
+
+def slowest_part(call: Call) -> str:
+    """Where most of an answer's time went: a stage of document-rag's (each a round trip on the bus, but
+    ``fuse``), or outside it (the gateway, and the hops to document-rag and back)."""
+    stages = {k: v for k, v in call.timings_ms.items() if k != "total"}
+    outside = call.seconds * 1000 - call.timings_ms.get("total", 0.0)
+    stage, ms = max(stages.items(), key=lambda kv: kv[1], default=("", 0.0))
+    return "outside document-rag" if outside >= ms else stage
 
 
 async def run(args, broker, workdir) -> int:
@@ -109,9 +119,12 @@ async def run(args, broker, workdir) -> int:
         events = [e for e in site.events if e[0] >= rolled]
         for i, (t, what) in enumerate(events):
             end = events[i + 1][0] if i + 1 < len(events) else float("inf")
-            inside = [c.seconds for c in slow if t <= c.started < end]
+            inside = [c for c in slow if t <= c.started < end]
             if inside:
-                print(f"  +{t - rolled:5.1f} s {what:24} {len(inside):4} asks, up to {max(inside) * 1000:.0f} ms")
+                spent = collections.Counter(slowest_part(c) for c in inside)
+                print(f"  +{t - rolled:5.1f} s {what:24} {len(inside):4} asks, up to "
+                      f"{max(c.seconds for c in inside) * 1000:.0f} ms; longest in: "
+                      + ", ".join(f"{part} {n}" for part, n in spent.most_common()))
     failures = [c for c in load.calls + load.writes if not c.ok]
     for c in failures[:10]:
         print(f"  failed in {c.phase}: {c.what}")

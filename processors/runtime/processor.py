@@ -179,7 +179,7 @@ class Processor(Generic[Req, Resp]):
         await self.start()
         subscriptions = []
         try:
-            lanes = [(s.topic, s.group, s.concurrency, False)]
+            lanes = [(s.topic, s.group, s.concurrency, False)] if s.interactive else []
             if s.bulk_topic:
                 lanes.append((s.bulk_topic, bulk_group(s.group), s.bulk_concurrency, True))
             loops = []

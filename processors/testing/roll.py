@@ -72,6 +72,7 @@ class Site:
             extra[var("embed", "bulk_topic")] = ""  # ingestion's embedding is the ingestion hosts'
         if role == "ingest":
             extra[var("documents-replica", "tombstones")] = "true"
+            extra[var("embed", "interactive")] = "false"  # questions' embedding is the query hosts'
         if role == "gateway":
             extra["RAGBUS_GATEWAY__SHUTDOWN_DELAY_S"] = str(self.shutdown_delay_s)
         # Hosts of one role share its groups, as a chart's pods do; the groups are this site's own.
@@ -188,6 +189,7 @@ class Call:
     ok: bool
     what: str  # "" or why it failed
     phase: str
+    timings_ms: dict[str, float] = field(default_factory=dict)  # an answer's, per stage (DocumentRagResponse)
 
 
 @dataclass
@@ -251,7 +253,7 @@ class Load:
         ok, what, body = await self._post(http, "/v1/ask", {"question": question, "collection": COLLECTION})
         if ok and not body.get("cited"):
             ok, what = False, f"no citation: {body.get('answer', '')[:100]!r} degraded {body.get('degraded')}"
-        self.calls.append(Call(t0, time.monotonic() - t0, ok, what, phase))
+        self.calls.append(Call(t0, time.monotonic() - t0, ok, what, phase, body.get("timings_ms") or {}))
 
     async def _write(self, http: httpx.AsyncClient, n: int) -> None:
         phase, t0 = self.phase, time.monotonic()

@@ -46,6 +46,8 @@ def test_each_role_scales_on_the_lanes_its_settings_give_its_workers(tools, vari
     # A lane both roles serve is scaled by the query role's trigger; every other lane by its role's.
     assert set(ingest) == served["ingest"] - served["query"]
     assert ("document-load", "document-load") in ingest
+    # Questions' embedding is the query hosts' alone: an ingestion pod never joins a group a question waits on.
+    assert ("embed", "embed") in served["query"] and ("embed", "embed") not in served["ingest"]
     if variant == "moved":
         assert ("document-rag", "answers") in query and ("keyword-query-bulk", "keyword-query-bulk") not in query
         assert ("keyword-bulk", "keyword-query-bulk") in query and ("graph-in", "kg-store") in ingest

@@ -46,6 +46,20 @@ async def test_a_bulk_lane_is_served_beside_the_topic_and_never_holds_it_up(open
     assert sorted(r.text for r in bulk) == ["bulk:b0", "bulk:b1"]
 
 
+async def test_a_processor_not_interactive_serves_its_bulk_lane_alone(open_bus, topic):
+    """``interactive = false`` (the chart's ingestion hosts' embed): the bulk lane is served, and the topic's
+    group is never joined, so this replica starting or stopping never rebalances the topic's group."""
+    bus = await open_bus()
+    lane = f"{topic}-bulk"
+    async with serving(bus, echo(topic, bulk_topic=lane, interactive=False)), client_on(bus) as client:
+        bulk = await client.request(lane, EchoRequest(text="b"), EchoResponse, timeout=30)
+        on_lane, on_topic = await bus.has_consumers(lane), await bus.has_consumers(topic)
+    assert bulk.text == "bulk:b"
+    # Pulsar cannot tell who consumes a topic (None): the memory bus and Kafka can.
+    assert on_lane is not False
+    assert on_topic is (None if on_lane is None else False), "the topic was served"
+
+
 async def test_handler_exception_becomes_an_error_response_and_is_not_retried(open_bus, topic):
     bus = await open_bus()
     processor = echo(topic)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from config.settings import ProcessorSettings, SettingsError, load_settings, processor_settings
+from config.settings import ProcessorSettings, SettingsError, lanes, load_settings, processor_settings
 from processors.runtime.worker import build_processor
 
 from ..runtime.echo import EchoProcessor, EchoSettings
@@ -103,3 +103,16 @@ def test_broken_toml_and_missing_file_are_named(tmp_path):
 def test_unknown_section_is_an_error():
     with pytest.raises(SettingsError, match="buss"):
         load_settings(environ={"RAGBUS_BUSS__URL": "kafka://x"})
+
+
+def test_a_processor_not_interactive_serves_only_its_bulk_lane_and_needs_one():
+    settings = load_settings(environ={"RAGBUS_PROCESSORS__EMBED__INTERACTIVE": "false"})
+    assert lanes("embed", settings.processors["embed"]) == [("embed-bulk", "embed-bulk")]
+    assert lanes("embed", load_settings(environ={}).processors["embed"]) == [("embed", "embed"),
+                                                                            ("embed-bulk", "embed-bulk")]
+    without = load_settings(environ={"RAGBUS_PROCESSORS__EMBED__INTERACTIVE": "false",
+                                     "RAGBUS_PROCESSORS__EMBED__BULK_TOPIC": ""})
+    with pytest.raises(SettingsError, match="would serve nothing"):
+        build_processor(without, "embed")
+    with pytest.raises(SettingsError, match="not true or false"):
+        lanes("embed", {"interactive": "maybe"})

@@ -155,7 +155,7 @@ in it. Whole numbers are written as integers (Helm reads every number of the val
 
 {{/*
 The lanes a role's workers serve (dict "root" $ "role" ROLE), as JSON {"lanes": [{topic, group,
-processor}]}: config/settings.py lanes() over the role's processors (files/wiring.json, from
+processor}]}: config/settings.py lanes() (the topic unless interactive is false, and the bulk topic) over the role's processors (files/wiring.json, from
 config/pipelines.py ROLES), each section the wiring of config/defaults.toml with the role's settings over it.
 */}}
 {{- define "ragbus.lanes" -}}
@@ -166,7 +166,9 @@ config/pipelines.py ROLES), each section the wiring of config/defaults.toml with
 {{- range $name := index $wiring.roles $.role -}}
 {{- $section := mergeOverwrite (deepCopy (index $wiring.processors $name)) (deepCopy (index $sections $name | default dict)) -}}
 {{- $group := get $section "group" | default $name -}}
+{{- if ne (toString (get $section "interactive")) "false" -}}
 {{- $lanes = append $lanes (dict "processor" $name "topic" (get $section "topic" | default $name) "group" $group) -}}
+{{- end -}}
 {{- if get $section "bulk_topic" -}}
 {{- $lanes = append $lanes (dict "processor" $name "topic" (get $section "bulk_topic") "group" (printf "%s-bulk" $group)) -}}
 {{- end -}}
