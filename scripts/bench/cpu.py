@@ -66,3 +66,9 @@ def jit_cpu(pid: int | None) -> float:
         if name.startswith(("C1 Compiler", "C2 Compiler")):
             total += _stat_cpu(task / "stat") or 0.0
     return total
+
+
+def machine_cpu() -> float:
+    """CPU seconds every core of this machine has spent busy since boot (all but idle and iowait)."""
+    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
