@@ -79,7 +79,7 @@ class StoreSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=True)
     # own, made from that log, in its own data_dir (processors/runtime/changelog.py). Needs a bus with log
     # topics: Kafka or Pulsar across hosts, memory:// within one process.
     changelog: bool = False
-    # The log topic: "" = the store's own (schema.topics: GRAPH_LOG for the graph, DOCUMENTS_LOG for
+    # The log topic: "" = the store's own (ragbus.schema.topics: GRAPH_LOG for the graph, DOCUMENTS_LOG for
     # the document stores and the library). One per deployment: every collection is in it.
     log_topic: str = ""
     # A read whose request must see a write (``must_see``) waits this long at most for the replica to apply

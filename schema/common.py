@@ -29,7 +29,7 @@ MustSee = Annotated[list[LogToken], msgspec.Meta(max_length=MUST_SEE_MAX)]
 class BadRequest(ValueError):
     """The request itself is wrong (out of range, unparseable, empty): the caller's mistake.
 
-    A handler (or a validator it calls: ``check_collection``, ``schema.times``)
+    A handler (or a validator it calls: ``check_collection``, ``ragbus.schema.times``)
     raises it for bad input. The processor base answers it like any failure, but
     logs it without a stack and counts it in ``ragbus_bad_requests`` rather than
     in ``ragbus_errors``: a user's typo is not a fault of the worker. The error

@@ -149,7 +149,7 @@ def check_generation(generation: str) -> str:
 class LoadTriples(msgspec.Struct, kw_only=True):
     """A batch for the graph of one collection: entities, facts, and optionally its ontology.
 
-    ``ontology`` is the mapping ``processors.kg.Ontology.from_dict`` reads; a
+    ``ontology`` is the mapping ``ragbus.kg.Ontology.from_dict`` reads; a
     batch carrying one replaces the collection's ontology from then on.
 
     ``retract_sources``: documents deleted, whose facts (``Fact.source``) the graph stops

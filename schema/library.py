@@ -29,7 +29,7 @@ class DocumentInfo(msgspec.Struct, kw_only=True):
     # How it was cut into chunks ("chunk_size/chunk_overlap"): the same content cut otherwise is not the same.
     chunking: str = ""
     ingested_at: str | None = None  # ISO 8601, stamped by the library's writer
-    # The version the stores serve (``schema.ingest.generation_of``); "" if recorded before versions.
+    # The version the stores serve (``ragbus.schema.ingest.generation_of``); "" if recorded before versions.
     generation: str = ""
     collection: str = DEFAULT_COLLECTION
     # With stores from the log: where the log holds the switch to this version (``topic@position``).

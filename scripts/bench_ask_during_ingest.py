@@ -30,17 +30,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from config import pipelines
-from config.settings import load_settings
-from processors.bus import connect
-from processors.ingestion import DocumentSource
-from processors.cli.seed import first_use
-from processors.ingestion import send_document
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import DocumentRagClient
-from processors.runtime.worker import processors_running
-from processors.testing import selection
-from schema import Document
+from ragbus.config import pipelines
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect
+from ragbus.ingestion import DocumentSource
+from ragbus.cli.seed import first_use
+from ragbus.ingestion import send_document
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import DocumentRagClient
+from ragbus.runtime.worker import processors_running
+from ragbus.testing import selection
+from ragbus.schema import Document
 from scripts.bench.brokers import broker_for
 from scripts.bench.stats import percentile
 

@@ -40,9 +40,9 @@ import os
 import shutil
 import sys
 
-from config.bus import BusSettings
-from config.settings import bus_settings
-from processors.testing import brokers, selection
+from ragbus.config.bus import BusSettings
+from ragbus.config.settings import bus_settings
+from ragbus.testing import brokers, selection
 from scripts.bench.brokers import broker_for
 from scripts.bench.pingpong import (
     BODY,

@@ -5,7 +5,7 @@
 
 For each tree (REV's, taken with ``git archive`` into a temporary directory,
 and this checkout's), every figure comes from a fresh process of that tree,
-run as a user runs it (``python -m processors.cli``), one after the other:
+run as a user runs it (``python -m ragbus.cli``), one after the other:
 
 - first use: ``ragbus ask`` on a fresh temporary data dir (ingest the default
   corpus, load the sample graph, answer): wall time, CPU time, peak RSS (the
@@ -50,7 +50,7 @@ def _at(lines: list[tuple[float, str]], text: str) -> float | None:
 def measure(tree: Path, scratch: Path, name: str, ingest_rounds: int) -> dict[str, float]:
     data_dir = scratch / f"data-{name}"
     env = environment(tree, data_dir)
-    ragbus = [sys.executable, "-m", "processors.cli"]
+    ragbus = [sys.executable, "-m", "ragbus.cli"]
     print(f"[{name}] first use on a fresh data dir ...", file=sys.stderr, flush=True)
     first = run([*ragbus, "ask", QUESTION], env, tree)
     if first.returncode != 0:

@@ -55,18 +55,18 @@ import openai
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from config import pipelines
-from config.settings import load_settings
-from processors.bus import connect
-from processors.ingestion import builtin_corpus
-from processors.testing.stores import build_stores
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import DocumentRagClient
-from processors.testing import selection
+from ragbus.config import pipelines
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect
+from ragbus.ingestion import builtin_corpus
+from ragbus.testing.stores import build_stores
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import DocumentRagClient
+from ragbus.testing import selection
 from scripts.bench.brokers import broker_for
-from processors.testing.chaos import WorkerProcess, worker_env
-from processors.testing.gateway import GatewayProcess
-from processors.testing.llama import API_KEY, MODEL_ALIAS, LlamaServer, smollm2_gguf
+from ragbus.testing.chaos import WorkerProcess, worker_env
+from ragbus.testing.gateway import GatewayProcess
+from ragbus.testing.llama import API_KEY, MODEL_ALIAS, LlamaServer, smollm2_gguf
 from scripts.bench.cpu import cpu_of
 from scripts.bench.stats import percentile
 

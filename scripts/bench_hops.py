@@ -21,14 +21,14 @@ import statistics
 import time
 import uuid
 
-from config import pipelines
-from config.settings import load_settings
-from processors.bus import connect
-from processors.testing.stores import build_stores
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import DocumentRagClient
-from processors.runtime.worker import processors_running, put_stores_in
-from processors.testing import brokers, selection
+from ragbus.config import pipelines
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect
+from ragbus.testing.stores import build_stores
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import DocumentRagClient
+from ragbus.runtime.worker import processors_running, put_stores_in
+from ragbus.testing import brokers, selection
 from scripts.bench.brokers import broker_for
 from scripts.bench.hops import COLLECTION, DOCUMENTS, QUESTIONS
 

@@ -34,8 +34,8 @@ import time
 import uuid
 from pathlib import Path
 
-from config.settings import load_settings
-from processors.testing import selection
+from ragbus.config.settings import load_settings
+from ragbus.testing import selection
 from scripts.bench.brokers import broker_for
 from scripts.bench.cpu import cpu_of
 from scripts.bench.paths import REPO as ROOT
@@ -91,7 +91,7 @@ def start_worker(url: str, root: Path, env_over: dict[str, str], workdir: Path) 
         env[f"RAGBUS_PROCESSORS__{name.upper().replace('-', '_')}__GROUP"] = f"{name}-{suffix}"
     for name, value in selection.broker_env().items():  # a light broker's own settings, only on it
         env.setdefault(name, value)
-    proc = subprocess.Popen([sys.executable, "-m", "processors.cli", "worker", "--all", "--bus", url],
+    proc = subprocess.Popen([sys.executable, "-m", "ragbus.cli", "worker", "--all", "--bus", url],
                             env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     for line in proc.stderr:

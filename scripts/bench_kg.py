@@ -29,13 +29,13 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from processors.bus import connect
-from processors.kg import KgQueryProcessor, KgSettings
-from processors.kg.store import GraphLog, GraphStore, graph_path, load_log, stamped
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import KgClient
-from schema import Entity, Fact, LoadTriples
-from schema.times import parse_instant
+from ragbus.bus import connect
+from ragbus.kg import KgQueryProcessor, KgSettings
+from ragbus.kg.store import GraphLog, GraphStore, graph_path, load_log, stamped
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import KgClient
+from ragbus.schema import Entity, Fact, LoadTriples
+from ragbus.schema.times import parse_instant
 from scripts.bench.stats import percentile
 
 FIRST = ["Ada", "Bela", "Cyra", "Dov", "Esme", "Finn", "Gita", "Hugo", "Ines", "Jari", "Kofi", "Lena", "Milo",

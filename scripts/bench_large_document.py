@@ -51,7 +51,7 @@ def write_file(path: Path, size: int) -> None:
 
 def ragbus(args: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess, float]:
     started = time.perf_counter()
-    run = subprocess.run([sys.executable, "-m", "processors.cli", *args], env=env, cwd=ROOT, stdout=subprocess.PIPE,
+    run = subprocess.run([sys.executable, "-m", "ragbus.cli", *args], env=env, cwd=ROOT, stdout=subprocess.PIPE,
                          stderr=None if args[0] == "ingest" else subprocess.PIPE, text=True)
     return run, time.perf_counter() - started
 

@@ -36,10 +36,10 @@ from pathlib import Path
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from config.settings import bus_settings
-from processors.bus import connect
-from processors.doc_embeddings.store import VectorStore, collection_dir
-from schema.topics import CHANGELOG_PREFIX
+from ragbus.config.settings import bus_settings
+from ragbus.bus import connect
+from ragbus.doc_embeddings.store import VectorStore, collection_dir
+from ragbus.schema.topics import CHANGELOG_PREFIX
 from scripts.bench.brokers import broker_env, broker_for
 from scripts.bench_log_replica import Writers, replica_ready
 

@@ -49,19 +49,19 @@ from pathlib import Path
 
 import numpy as np
 
-from config.settings import bus_settings
-from processors.bus import connect
-from processors.doc_embeddings import (
+from ragbus.config.settings import bus_settings
+from ragbus.bus import connect
+from ragbus.doc_embeddings import (
     DocEmbeddingsDeleteProcessor,
     DocEmbeddingsQueryProcessor,
     DocEmbeddingsSettings,
     DocEmbeddingsStoreProcessor,
 )
-from processors.library import DocumentRecordProcessor, LibrarySettings
-from processors.replica import DocumentsReplicaProcessor, ReplicaSettings
-from processors.runtime.envelope import Envelope, new_traceparent
-from processors.runtime.processor import RequestContext
-from schema import (
+from ragbus.library import DocumentRecordProcessor, LibrarySettings
+from ragbus.replica import DocumentsReplicaProcessor, ReplicaSettings
+from ragbus.runtime.envelope import Envelope, new_traceparent
+from ragbus.runtime.processor import RequestContext
+from ragbus.schema import (
     Chunk,
     DeleteDocument,
     DocEmbeddingsRequest,
@@ -70,8 +70,8 @@ from schema import (
     RecordDocument,
     generation_of,
 )
-from schema.changelog import parse_token
-from schema.topics import CHANGELOG_PREFIX
+from ragbus.schema.changelog import parse_token
+from ragbus.schema.topics import CHANGELOG_PREFIX
 from scripts.bench.brokers import broker_env, broker_for
 from scripts.bench.cpu import cpu_of
 from scripts.bench.stats import percentile

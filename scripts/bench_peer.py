@@ -27,9 +27,9 @@ import os
 import shutil
 import sys
 
-from config.settings import load_settings
-from processors.testing import brokers
-from processors.testing.apache import apache_kafka
+from ragbus.config.settings import load_settings
+from ragbus.testing import brokers
+from ragbus.testing.apache import apache_kafka
 from scripts.bench.faststream_compare import OURS, PEER, BrokerCpu, figures, print_table
 from scripts.bench.pingpong import BODY, CONCURRENCY, Plan, Setup, processor_setup, run
 

@@ -54,15 +54,15 @@ import time
 import uuid
 from pathlib import Path
 
-from config import pipelines
-from config.settings import load_settings, processor_settings
-from processors.bus import connect
-from processors.cli.seed import first_use
-from processors.document_rag import DocumentRag, DocumentRagSettings
-from processors.runtime.envelope import Envelope
-from processors.runtime.processor import RequestContext
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import (
+from ragbus.config import pipelines
+from ragbus.config.settings import load_settings, processor_settings
+from ragbus.bus import connect
+from ragbus.cli.seed import first_use
+from ragbus.document_rag import DocumentRag, DocumentRagSettings
+from ragbus.runtime.envelope import Envelope
+from ragbus.runtime.processor import RequestContext
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import (
     DocEmbeddingsClient,
     DocumentRagClient,
     EmbedClient,
@@ -71,8 +71,8 @@ from processors.runtime.typed_clients import (
     KgClient,
     PromptClient,
 )
-from processors.runtime.worker import build_processor, processors_running
-from processors.testing import brokers, selection
+from ragbus.runtime.worker import build_processor, processors_running
+from ragbus.testing import brokers, selection
 from scripts.bench import pingpong
 from scripts.bench.brokers import broker_for
 from scripts.bench.cpu import cpu_of, jit_cpu, thread_cpu

@@ -37,22 +37,22 @@ from pathlib import Path
 
 import numpy as np
 
-from config import pipelines
-from config.settings import load_settings
-from processors.bus import connect
-from processors.bus.memory import drop_memory_broker
-from processors.ingestion import builtin_corpus
-from processors.doc_embeddings.processor import DocEmbeddingsStoreProcessor
-from processors.doc_embeddings.store import VectorStore, collection_dir
-from processors.embed.onnx_backend import OnnxBackend
-from processors.ingestion import ingest
-from processors.keyword import processor as keyword_processor
-from processors.keyword.index import KeywordIndex
-from processors.keyword.settings import KeywordSettings
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import DocEmbeddingsClient, KeywordClient
-from processors.runtime.worker import processors_running
-from schema import DEFAULT_COLLECTION, Chunk
+from ragbus.config import pipelines
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect
+from ragbus.bus.memory import drop_memory_broker
+from ragbus.ingestion import builtin_corpus
+from ragbus.doc_embeddings.processor import DocEmbeddingsStoreProcessor
+from ragbus.doc_embeddings.store import VectorStore, collection_dir
+from ragbus.embed.onnx_backend import OnnxBackend
+from ragbus.ingestion import ingest
+from ragbus.keyword import processor as keyword_processor
+from ragbus.keyword.index import KeywordIndex
+from ragbus.keyword.settings import KeywordSettings
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import DocEmbeddingsClient, KeywordClient
+from ragbus.runtime.worker import processors_running
+from ragbus.schema import DEFAULT_COLLECTION, Chunk
 from scripts.bench.stats import percentile
 
 DIMENSION = 384

@@ -28,9 +28,9 @@ import uuid
 
 import httpx
 
-from processors.ingestion import builtin_corpus
-from processors.testing import brokers
-from processors.testing.roll import COLLECTION, Call, Endpoints, Load, Site, missing_writes
+from ragbus.ingestion import builtin_corpus
+from ragbus.testing import brokers
+from ragbus.testing.roll import COLLECTION, Call, Endpoints, Load, Site, missing_writes
 from scripts.bench.brokers import broker_for, broker_env
 from scripts.bench.stats import percentile
 

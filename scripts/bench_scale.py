@@ -31,15 +31,15 @@ import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from config import pipelines
-from config.settings import bus_settings
-from processors.bus import connect
-from processors.ingestion import builtin_corpus
-from processors.testing.stores import build_stores
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import DocumentRagClient, EmbedClient
-from processors.testing import brokers, selection
-from processors.testing.chaos import WorkerProcess, worker_env
+from ragbus.config import pipelines
+from ragbus.config.settings import bus_settings
+from ragbus.bus import connect
+from ragbus.ingestion import builtin_corpus
+from ragbus.testing.stores import build_stores
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import DocumentRagClient, EmbedClient
+from ragbus.testing import brokers, selection
+from ragbus.testing.chaos import WorkerProcess, worker_env
 from scripts.bench.brokers import broker_for
 from scripts.bench.cpu import cpu_of
 

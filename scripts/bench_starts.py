@@ -25,17 +25,17 @@ import uuid
 
 import httpx
 
-from processors.ingestion import builtin_corpus
-from processors.testing import brokers
-from processors.testing.roll import COLLECTION, Endpoints, Load, Site
+from ragbus.ingestion import builtin_corpus
+from ragbus.testing import brokers
+from ragbus.testing.roll import COLLECTION, Endpoints, Load, Site
 from scripts.bench.brokers import broker_env, broker_for
 from scripts.bench.cpu import cpu_of, machine_cpu
 from scripts.bench.stats import percentile
 from scripts.bench_roll import QUESTIONS, slowest_part
 
 # The stand-in: a worker's imports, the model loaded, then a second of CPU; no bus.
-STAND_IN = ("import processors.runtime.worker, processors.embed.onnx_backend as onnx, faiss, tantivy, networkx\n"
-            "from processors.embed.settings import OnnxSettings\n"
+STAND_IN = ("import ragbus.runtime.worker, ragbus.embed.onnx_backend as onnx, faiss, tantivy, networkx\n"
+            "from ragbus.embed.settings import OnnxSettings\n"
             "onnx.OnnxBackend(OnnxSettings()).load()\n"
             "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0: pass\n")
 KINDS = ("ingest start", "ingest stop", "stand-in", "quiet")

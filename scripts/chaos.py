@@ -27,14 +27,14 @@ import sys
 import uuid
 from pathlib import Path
 
-from config import pipelines
-from config.settings import bus_settings
-from processors.bus import connect
-from processors.ingestion import builtin_corpus
-from processors.testing.stores import build_stores
-from processors.runtime.request_client import RequestClient
-from processors.testing import brokers, selection
-from processors.testing.chaos import QueryLoad, WorkerProcess, worker_env
+from ragbus.config import pipelines
+from ragbus.config.settings import bus_settings
+from ragbus.bus import connect
+from ragbus.ingestion import builtin_corpus
+from ragbus.testing.stores import build_stores
+from ragbus.runtime.request_client import RequestClient
+from ragbus.testing import brokers, selection
+from ragbus.testing.chaos import QueryLoad, WorkerProcess, worker_env
 from scripts.bench.brokers import broker_for
 
 QUESTIONS = [

@@ -19,11 +19,11 @@ import logging
 import sys
 import uuid
 
-from config.settings import bus_settings
-from processors.bus import connect
-from processors.runtime.request_client import RequestClient
-from processors.testing import brokers, selection
-from processors.testing.log_chaos import LogChaos
+from ragbus.config.settings import bus_settings
+from ragbus.bus import connect
+from ragbus.runtime.request_client import RequestClient
+from ragbus.testing import brokers, selection
+from ragbus.testing.log_chaos import LogChaos
 from scripts.bench.brokers import broker_for
 
 

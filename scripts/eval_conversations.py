@@ -34,14 +34,14 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from config import pipelines
-from config.settings import Settings, load_settings
-from processors.bus import connect
-from processors.bus.memory import drop_memory_broker
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import DocumentRagClient
-from processors.runtime.worker import processors_running, put_stores_in
-from schema import Turn
+from ragbus.config import pipelines
+from ragbus.config.settings import Settings, load_settings
+from ragbus.bus import connect
+from ragbus.bus.memory import drop_memory_broker
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import DocumentRagClient
+from ragbus.runtime.worker import processors_running, put_stores_in
+from ragbus.schema import Turn
 from scripts.eval import evalset
 from scripts.eval.corpus import ingest_corpus
 from scripts.eval.scoring import per_question

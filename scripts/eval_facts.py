@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from processors.document_rag.settings import DocumentRagSettings
-from processors.kg.files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, read_items, read_ontology
-from processors.kg.store import GraphStore
-from schema import Fact, LoadTriples
-from schema.times import parse_instant
+from ragbus.document_rag.settings import DocumentRagSettings
+from ragbus.kg.files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, read_items, read_ontology
+from ragbus.kg.store import GraphStore
+from ragbus.schema import Fact, LoadTriples
+from ragbus.schema.times import parse_instant
 
 QUESTIONS = Path(__file__).parent / "eval" / "graph_questions.jsonl"
 SPLITS = ("dev", "test")

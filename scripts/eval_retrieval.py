@@ -58,15 +58,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from config import pipelines
-from config.settings import Settings, load_settings, processor_settings
-from processors.bus import connect
-from processors.bus.memory import drop_memory_broker
-from processors.chunker.settings import ChunkerSettings
-from processors.ingestion.markup import plain
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import DocumentRagClient, FetchChunkClient
-from processors.runtime.worker import processors_running, put_stores_in
+from ragbus.config import pipelines
+from ragbus.config.settings import Settings, load_settings, processor_settings
+from ragbus.bus import connect
+from ragbus.bus.memory import drop_memory_broker
+from ragbus.chunker.settings import ChunkerSettings
+from ragbus.ingestion.markup import plain
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import DocumentRagClient, FetchChunkClient
+from ragbus.runtime.worker import processors_running, put_stores_in
 from scripts.eval import evalset
 from scripts.eval.corpus import ingest_corpus
 from scripts.eval.scoring import measures, per_question
@@ -242,8 +242,8 @@ async def run_modes(settings: Settings, questions: Sequence[evalset.Question], m
 
 def run_peers(settings: Settings, questions: Sequence[evalset.Question], chunks: Mapping[str, str],
               runs: Runs, libraries: Sequence[str]) -> None:
-    from processors.embed.onnx_backend import OnnxBackend
-    from processors.embed.settings import EmbedSettings
+    from ragbus.embed.onnx_backend import OnnxBackend
+    from ragbus.embed.settings import EmbedSettings
     from scripts.eval import peers
 
     embed = processor_settings(settings, "embed", EmbedSettings)

@@ -36,12 +36,12 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from processors.embed.onnx_backend import default_model_path, default_vocab_path, load_vocab
-from processors.embed.wordpiece import WordPiece
-from processors.prompt.answer import Passage, compose
-from processors.prompt.settings import ExtractiveSettings
-from processors.prompt.variables import PromptInput
-from schema import ChunkMatch, DocumentRagResponse
+from ragbus.embed.onnx_backend import default_model_path, default_vocab_path, load_vocab
+from ragbus.embed.wordpiece import WordPiece
+from ragbus.prompt.answer import Passage, compose
+from ragbus.prompt.settings import ExtractiveSettings
+from ragbus.prompt.variables import PromptInput
+from ragbus.schema import ChunkMatch, DocumentRagResponse
 from scripts.eval import evalset
 from scripts.eval.corpus import ingest_corpus
 from scripts.eval_answers import ask_all, report

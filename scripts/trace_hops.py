@@ -24,18 +24,18 @@ import time
 import uuid
 from collections import defaultdict
 
-from config import pipelines
-from config.settings import load_settings
-from processors.bus import connect
-from processors.bus.base import Bus, Subscription
-from processors.testing.stores import build_stores
-from processors.runtime import processor, replies
-from processors.runtime import request_client as client
-from processors.runtime.typed_clients import DocumentRagClient
-from processors.runtime.envelope import REQUEST_ID
-from processors.runtime.worker import processors_running, put_stores_in
-from processors.testing import brokers, selection
-from schema.topics import REPLY_PREFIX
+from ragbus.config import pipelines
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect
+from ragbus.bus.base import Bus, Subscription
+from ragbus.testing.stores import build_stores
+from ragbus.runtime import processor, replies
+from ragbus.runtime import request_client as client
+from ragbus.runtime.typed_clients import DocumentRagClient
+from ragbus.runtime.envelope import REQUEST_ID
+from ragbus.runtime.worker import processors_running, put_stores_in
+from ragbus.testing import brokers, selection
+from ragbus.schema.topics import REPLY_PREFIX
 from scripts.bench.brokers import broker_for
 from scripts.bench.hops import COLLECTION, DOCUMENTS, QUESTIONS
 from scripts.bench.stats import percentile

@@ -10,9 +10,9 @@ import uuid
 
 import pytest
 
-from processors.bus import connect
-from processors.bus.memory import drop_memory_broker
-from processors.testing import brokers, selection
+from ragbus.bus import connect
+from ragbus.bus.memory import drop_memory_broker
+from ragbus.testing import brokers, selection
 
 from .helpers.brokers import own_broker, session_broker, settings_for_tests
 

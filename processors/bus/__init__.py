@@ -11,7 +11,7 @@ dead-letter rules every processor shares.
 
 from __future__ import annotations
 
-from config.bus import BusSettings
+from ragbus.config.bus import BusSettings
 
 from .base import (
     Bus,
@@ -63,7 +63,7 @@ async def connect(url: str | None = None, settings: BusSettings | None = None) -
     """Open a bus. ``url`` overrides ``settings.url``; no settings means ``BusSettings()``'s defaults.
 
     Settings are passed in, never read here: callers that honour files and
-    ``RAGBUS_BUS__*`` variables load them (``config.settings.load_settings``).
+    ``RAGBUS_BUS__*`` variables load them (``ragbus.config.settings.load_settings``).
 
     Raises ``BusConfigError`` for a bad URL and ``BusUnavailable`` when the
     broker does not answer within ``settings.connect_timeout_s``.

@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from config.bus import BusSettings
-from schema.topics import CHANGELOG_PREFIX, REPLY_PREFIX, is_changelog
+from ragbus.config.bus import BusSettings
+from ragbus.schema.topics import CHANGELOG_PREFIX, REPLY_PREFIX, is_changelog
 
 _DEFAULTS = BusSettings()
 

@@ -23,7 +23,7 @@ import zlib
 from collections import deque
 from dataclasses import dataclass
 
-from schema.topics import REPLY_PREFIX, is_changelog
+from ragbus.schema.topics import REPLY_PREFIX, is_changelog
 
 from .base import Bus, BusError, Delivery, GroupStatus, LogReader, LogRecord, Message, Retained, Subscription
 

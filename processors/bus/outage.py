@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 
-from config.bus import BusSettings
+from ragbus.config.bus import BusSettings
 
 log = logging.getLogger(__name__)
 

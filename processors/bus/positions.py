@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from schema.changelog import parse_token, token
+from ragbus.schema.changelog import parse_token, token
 
 
 def place(position: str) -> tuple[str, tuple[int, ...]]:

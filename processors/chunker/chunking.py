@@ -20,8 +20,8 @@ import re
 
 import msgspec
 
-from processors.ingestion.markup import plain
-from schema import Chunk, Document
+from ragbus.ingestion.markup import plain
+from ragbus.schema import Chunk, Document
 
 _BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"(?<=[.!?])\s+"), re.compile(r"\s+"))
 _SPACE = re.compile(r"\s")

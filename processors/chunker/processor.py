@@ -39,11 +39,11 @@ from contextvars import ContextVar
 
 import msgspec
 
-from processors.runtime.processor import Processor, RequestContext
-from processors.runtime.request_client import RequestClient
-from processors.runtime.sizing import body_budget, pack
-from processors.runtime.typed_clients import EmbedClient, RemoteError
-from schema import (
+from ragbus.runtime.processor import Processor, RequestContext
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.sizing import body_budget, pack
+from ragbus.runtime.typed_clients import EmbedClient, RemoteError
+from ragbus.schema import (
     BadRequest,
     Chunk,
     DeleteDocument,
@@ -60,7 +60,7 @@ from schema import (
     generation_of,
     parts_generation,
 )
-from schema.document_ids import check_document_id
+from ragbus.schema.document_ids import check_document_id
 
 from .chunking import as_stored, chunk_part
 from .settings import ChunkerSettings

@@ -6,9 +6,9 @@ from typing import Annotated
 
 import msgspec
 
-from config.bounds import PositiveSeconds
-from config.settings import ProcessorSettings
-from schema import topics as t
+from ragbus.config.bounds import PositiveSeconds
+from ragbus.config.settings import ProcessorSettings
+from ragbus.schema import topics as t
 
 
 class ChunkerSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=True):

@@ -1,4 +1,4 @@
-"""`python -m processors.cli`: the same as the `ragbus` command."""
+"""`python -m ragbus.cli`: the same as the `ragbus` command."""
 
 from .main import run
 

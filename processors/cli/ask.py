@@ -22,12 +22,12 @@ from collections.abc import AsyncIterator
 
 import msgspec
 
-from config import pipelines
-from config.settings import load_settings
-from processors.bus import connect
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import DocumentRagClient
-from schema import DocumentRagPiece, DocumentRagResponse, Fact
+from ragbus.config import pipelines
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import DocumentRagClient
+from ragbus.schema import DocumentRagPiece, DocumentRagResponse, Fact
 
 from .common import (
     add_bus_options,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from processors.testing import jars
-from processors.testing.errors import BrokerStartError
-from processors.testing.serve import PACKAGES, missing_jars, missing_packages, serve_brokers
+from ragbus.testing import jars
+from ragbus.testing.errors import BrokerStartError
+from ragbus.testing.serve import PACKAGES, missing_jars, missing_packages, serve_brokers
 
 
 def _broker(name: str) -> str:

@@ -14,10 +14,10 @@ import logging
 import time
 import uuid
 
-from config.bus import BusSettings
-from config.settings import load_settings
-from processors.bus import Bus, Undecodable, connect, consume, dead_letter_topic
-from processors.bus.consume import H_ATTEMPTS, H_REASON
+from ragbus.config.bus import BusSettings
+from ragbus.config.settings import load_settings
+from ragbus.bus import Bus, Undecodable, connect, consume, dead_letter_topic
+from ragbus.bus.consume import H_ATTEMPTS, H_REASON
 
 from .common import BUS_HELP, add_timeout_option, call_timeout
 
@@ -52,7 +52,7 @@ async def check_bus(bus: Bus, settings: BusSettings, *, timeout_s: float, out=pr
             all_handled.set()
 
     # The dead letters are the point of this check: report them here, not as warnings.
-    logging.getLogger("processors.bus.consume").setLevel(logging.ERROR)
+    logging.getLogger("ragbus.bus.consume").setLevel(logging.ERROR)
     out(f"bus {bus.url}: topic {topic}, max_attempts={settings.max_attempts}")
     sub = await bus.subscribe(topic, "ragbus-check")
     dlq = await bus.subscribe(dead_letter_topic(topic, settings.dead_letter_suffix), "ragbus-check")

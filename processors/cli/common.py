@@ -23,12 +23,12 @@ from collections.abc import Callable, Iterable
 
 import msgspec
 
-from config.settings import ClientSettings, Settings
-from processors.bus import Bus
-from processors.runtime.request_client import NotServed, RequestClient, RequestTimeout
-from processors.runtime.worker import processors_running
-from schema import check_collection
-from schema.times import TimeError, parse_instant
+from ragbus.config.settings import ClientSettings, Settings
+from ragbus.bus import Bus
+from ragbus.runtime.request_client import NotServed, RequestClient, RequestTimeout
+from ragbus.runtime.worker import processors_running
+from ragbus.schema import check_collection
+from ragbus.schema.times import TimeError, parse_instant
 
 BUS_HELP = "bus URL (default: RAGBUS_BUS__URL or memory://)"
 CONFIG_HELP = "settings file laid over config/defaults.toml (default: RAGBUS_CONFIG)"
@@ -121,7 +121,8 @@ positive_float = _bounded(float, 0, strict=True, what="a number")
 
 
 def instant(text: str) -> str:
-    """A time as ``schema.times`` reads it (ISO 8601); the text goes on unchanged, the processor normalises it."""
+    """A time as ``ragbus.schema.times`` reads it (ISO 8601); the text goes on unchanged, the processor
+    normalises it."""
     try:
         parse_instant(text)
     except TimeError:

@@ -23,9 +23,9 @@ import json
 import sys
 from datetime import UTC, datetime
 
-from config.settings import Settings, load_settings
-from processors.bus import Bus, connect
-from processors.bus.dead_letters import DeadLetter, dead_letter_topics, pending, redrive
+from ragbus.config.settings import Settings, load_settings
+from ragbus.bus import Bus, connect
+from ragbus.bus.dead_letters import DeadLetter, dead_letter_topics, pending, redrive
 
 from .common import add_bus_options, positive_int, warn_if_private
 

@@ -14,14 +14,14 @@ import os
 import sys
 from pathlib import Path
 
-from config import pipelines
-from config.settings import load_settings
-from processors.bus import connect
-from processors.ingestion import DocumentSource, IngestSummary, ingest, load_documents
-from processors.ingestion import document_id as make_document_id
-from processors.runtime.request_client import RequestClient
-from schema import DeleteDocument, IngestResult
-from schema import topics as t
+from ragbus.config import pipelines
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect
+from ragbus.ingestion import DocumentSource, IngestSummary, ingest, load_documents
+from ragbus.ingestion import document_id as make_document_id
+from ragbus.runtime.request_client import RequestClient
+from ragbus.schema import DeleteDocument, IngestResult
+from ragbus.schema import topics as t
 
 from .common import (
     add_bus_options,

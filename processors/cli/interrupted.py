@@ -19,12 +19,12 @@ import asyncio
 import sys
 from collections.abc import Iterable
 
-from config.settings import Settings, data_dir
-from processors.ingestion import DocumentSource
-from processors.runtime.request_client import RequestClient
-from processors.runtime.staging import STAGING_WRITERS, Staging, staging_dir
-from schema import DeleteDocument, IngestResult, parts_generation
-from schema import topics as t
+from ragbus.config.settings import Settings, data_dir
+from ragbus.ingestion import DocumentSource
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.staging import STAGING_WRITERS, Staging, staging_dir
+from ragbus.schema import DeleteDocument, IngestResult, parts_generation
+from ragbus.schema import topics as t
 
 
 

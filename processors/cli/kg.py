@@ -14,11 +14,11 @@ from pathlib import Path
 
 import msgspec
 
-from config import pipelines
-from config.settings import load_settings
-from processors.bus import connect
-from processors.runtime.typed_clients import KgClient
-from schema import KgQueryResponse
+from ragbus.config import pipelines
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect
+from ragbus.runtime.typed_clients import KgClient
+from ragbus.schema import KgQueryResponse
 
 from .common import (
     add_bus_options,
@@ -32,7 +32,7 @@ from .common import (
     positive_int,
     question,
 )
-from processors.kg.files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology, report
+from ragbus.kg.files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology, report
 from .printable import printable
 from .progress import progress_bar
 from .seed import said_plainly

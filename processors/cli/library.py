@@ -12,13 +12,13 @@ import sys
 
 import msgspec
 
-from config import pipelines
-from config.settings import load_settings
-from processors.bus import connect
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import RemoteError
-from schema import DEFAULT_COLLECTION, DocumentInfo, DocumentList, ListDocuments
-from schema import topics as t
+from ragbus.config import pipelines
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import RemoteError
+from ragbus.schema import DEFAULT_COLLECTION, DocumentInfo, DocumentList, ListDocuments
+from ragbus.schema import topics as t
 
 from .common import add_bus_options, add_collection_option, add_timeout_option, call_timeout, embedded_processors
 from .printable import printable

@@ -8,9 +8,9 @@ import logging
 import os
 import sys
 
-from config.settings import load_settings
-from processors.bus import BusError
-from processors.runtime.typed_clients import RemoteError
+from ragbus.config.settings import load_settings
+from ragbus.bus import BusError
+from ragbus.runtime.typed_clients import RemoteError
 
 from . import (
     ask,

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import sys
 
-from config.settings import load_settings
+from ragbus.config.settings import load_settings
 
 from .common import BUS_HELP, CONFIG_HELP
 from .serve import ragbus_version, run_pipeline
@@ -22,8 +22,8 @@ from .serve import ragbus_version, run_pipeline
 
 async def mcp(args: argparse.Namespace) -> int:
     try:
-        from processors.gateway import GatewayState
-        from processors.gateway.mcp_face import McpFace
+        from ragbus.gateway import GatewayState
+        from ragbus.gateway.mcp_face import McpFace
     except ImportError as exc:
         print(f"ragbus: error: ragbus mcp needs the serve extra: pip install 'ragbus[serve]' ({exc})",
               file=sys.stderr)

@@ -3,13 +3,13 @@
 An id, a title or a source comes from whoever ingested the document (a PDF's metadata, a file's
 name, an upload's field). Printed raw, ESC drives the terminal, a newline forges a row, U+202E
 shows what follows reversed. ``printable`` writes each control character (those
-``schema.document_ids`` refuses in an id) as its Python escape (``\\x1b``, ``\\n``, ``\\u202e``);
+``ragbus.schema.document_ids`` refuses in an id) as its Python escape (``\\x1b``, ``\\n``, ``\\u202e``);
 an answer or a fact keeps its line breaks and tabs (``lines=True``).
 """
 
 from __future__ import annotations
 
-from schema.document_ids import is_control
+from ragbus.schema.document_ids import is_control
 
 _LAYOUT = frozenset("\n\t")  # what ``lines=True`` keeps
 

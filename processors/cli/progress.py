@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Never, TextIO
 
-from config.settings import ClientSettings
+from ragbus.config.settings import ClientSettings
 
 from .printable import printable
 

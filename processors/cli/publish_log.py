@@ -33,17 +33,17 @@ from typing import Any
 
 import numpy as np
 
-from config.settings import data_dir as data_dir_of
-from config.settings import load_settings
-from processors.bus import Bus, connect
-from processors.doc_embeddings.store import VectorStore, collection_dir
-from processors.kg.from_log import append_batch
-from processors.kg.graph_log import GraphLog, graph_path
-from processors.library.store import Library, collections, library_path
-from processors.runtime.changelog import append_change
-from schema import Chunk, DeleteDocument, DocumentInfo, EmbeddedChunks, LoadTriples, RecordDocument
-from schema.changelog import CHUNKS, RECORD, SWITCH, chunks_key, document_order, record_key, state_key
-from schema.topics import DOCUMENTS_LOG, GRAPH_LOG
+from ragbus.config.settings import data_dir as data_dir_of
+from ragbus.config.settings import load_settings
+from ragbus.bus import Bus, connect
+from ragbus.doc_embeddings.store import VectorStore, collection_dir
+from ragbus.kg.from_log import append_batch
+from ragbus.kg.graph_log import GraphLog, graph_path
+from ragbus.library.store import Library, collections, library_path
+from ragbus.runtime.changelog import append_change
+from ragbus.schema import Chunk, DeleteDocument, DocumentInfo, EmbeddedChunks, LoadTriples, RecordDocument
+from ragbus.schema.changelog import CHUNKS, RECORD, SWITCH, chunks_key, document_order, record_key, state_key
+from ragbus.schema.topics import DOCUMENTS_LOG, GRAPH_LOG
 
 from .common import add_bus_options
 from .progress import Progress, progress_bar

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from config.settings import load_settings
-from processors.bus import connect
-from processors.runtime.recording import record, replay
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect
+from ragbus.runtime.recording import record, replay
 
 from .common import add_bus_options, positive_float, positive_int, positive_seconds, warn_if_private
 from .progress import progress_bar

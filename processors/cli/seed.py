@@ -19,7 +19,7 @@ stopped is simply sent again.
 ``ragbus ask`` on the embedded bus calls ``first_use_plan`` before it starts
 any writer (so an ask that needs no seeding starts none: documents-query
 alone answers the plan) and ``FirstUse.run`` when there is one. Tests and benchmarks
-fill a data directory of their own with ``processors.testing.stores.build_stores``.
+fill a data directory of their own with ``ragbus.testing.stores.build_stores``.
 """
 
 from __future__ import annotations
@@ -28,15 +28,15 @@ import contextlib
 import sys
 from collections.abc import Callable, Iterator
 
-from config import pipelines
-from config.settings import Settings
-from processors.bus import connect
-from processors.ingestion import builtin_corpus, empty_collection, ingest
-from processors.kg.files import load_sample_graph
-from processors.runtime.collection_check import EmptyCollection
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import RemoteError
-from schema import DEFAULT_COLLECTION, Document, check_collection
+from ragbus.config import pipelines
+from ragbus.config.settings import Settings
+from ragbus.bus import connect
+from ragbus.ingestion import builtin_corpus, empty_collection, ingest
+from ragbus.kg.files import load_sample_graph
+from ragbus.runtime.collection_check import EmptyCollection
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import RemoteError
+from ragbus.schema import DEFAULT_COLLECTION, Document, check_collection
 
 from .common import embedded_processors
 from .library import list_collections, list_documents

@@ -20,14 +20,14 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from config import pipelines
-from config.settings import GatewaySettings, Settings, load_settings, processor_settings
-from processors.bus import connect
-from processors.bus.base import BusError
-from processors.document_rag.settings import DocumentRagSettings
-from processors.runtime.request_client import RequestClient
-from processors.runtime.status import wiring
-from schema import DEFAULT_COLLECTION
+from ragbus.config import pipelines
+from ragbus.config.settings import GatewaySettings, Settings, load_settings, processor_settings
+from ragbus.bus import connect
+from ragbus.bus.base import BusError
+from ragbus.document_rag.settings import DocumentRagSettings
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.status import wiring
+from ragbus.schema import DEFAULT_COLLECTION
 
 from .common import BUS_HELP, CONFIG_HELP, command_client, embedded_processors
 from .seed import first_use_plan
@@ -39,8 +39,8 @@ API_KEYS_ENV = "RAGBUS_API_KEYS"  # comma-separated, added to [gateway] api_keys
 
 
 def api_keys(settings: GatewaySettings, environ=os.environ):
-    """Every configured key with its scope (``processors.gateway.keys``); a bad entry is a ValueError."""
-    from processors.gateway.keys import gather
+    """Every configured key with its scope (``ragbus.gateway.keys``); a bad entry is a ValueError."""
+    from ragbus.gateway.keys import gather
 
     extra = [k.strip() for k in environ.get(API_KEYS_ENV, "").split(",") if k.strip()]
     return gather([*settings.api_keys, *extra], settings.keys_file)
@@ -52,7 +52,7 @@ async def run_pipeline(state, settings: Settings, url: str, stop: asyncio.Event,
 
     ``reached`` is set once the bus is: at once on memory://, where the processors starting meanwhile are
     what ``/ready`` waits for; ``up`` once ``state.pipeline`` is set."""
-    from processors.gateway import BusPipeline
+    from ragbus.gateway import BusPipeline
 
     reached = reached or asyncio.Event()
     if url.startswith("memory"):
@@ -104,9 +104,9 @@ async def serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from processors.gateway import GatewayState, build_app
-        from processors.gateway.http_limits import HeadLimits, protocol_with
-        from processors.gateway.mcp_face import McpFace
+        from ragbus.gateway import GatewayState, build_app
+        from ragbus.gateway.http_limits import HeadLimits, protocol_with
+        from ragbus.gateway.mcp_face import McpFace
     except ImportError as exc:
         print(f"ragbus: error: ragbus serve needs the serve extra: pip install 'ragbus[serve]' ({exc})",
               file=sys.stderr)

@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from config.settings import Settings, lanes, load_settings
-from processors.bus import Bus, TopicInfo, connect
+from ragbus.config.settings import Settings, lanes, load_settings
+from ragbus.bus import Bus, TopicInfo, connect
 
 from .common import add_bus_options
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from config import pipelines
-from config.settings import load_settings
-from processors.runtime.worker import run_workers
+from ragbus.config import pipelines
+from ragbus.config.settings import load_settings
+from ragbus.runtime.worker import run_workers
 
 from .common import add_bus_options
 

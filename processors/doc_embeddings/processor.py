@@ -28,13 +28,13 @@ from typing import Any, ClassVar, Literal, TypeVar, overload
 
 import msgspec
 
-from config.settings import data_dir
-from processors.runtime.changelog import append_change, wait_seen
-from processors.runtime.local_writes import Freshness, published
-from processors.runtime.processor import Processor, RequestContext
-from processors.runtime.staging import FAISS_STAGING, HeldDrops, Staging, staging_dir
-from processors.runtime.threads import OneThread
-from schema import (
+from ragbus.config.settings import data_dir
+from ragbus.runtime.changelog import append_change, wait_seen
+from ragbus.runtime.local_writes import Freshness, published
+from ragbus.runtime.processor import Processor, RequestContext
+from ragbus.runtime.staging import FAISS_STAGING, HeldDrops, Staging, staging_dir
+from ragbus.runtime.threads import OneThread
+from ragbus.schema import (
     BadRequest,
     Chunk,
     ChunkMatch,
@@ -47,9 +47,9 @@ from schema import (
     IngestResult,
     check_generation,
 )
-from schema.changelog import CHUNKS, SWITCH, chunks_key, discard_key, document_order, state_key, token
-from schema.times import iso
-from schema.topics import DOCUMENTS_LOG
+from ragbus.schema.changelog import CHUNKS, SWITCH, chunks_key, discard_key, document_order, state_key, token
+from ragbus.schema.times import iso
+from ragbus.schema.topics import DOCUMENTS_LOG
 
 from .settings import DocEmbeddingsSettings
 from .store import VectorStore, as_matrix, check_collection, collection_dir

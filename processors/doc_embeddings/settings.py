@@ -6,7 +6,7 @@ short; each reads only the fields it uses. ``[processors.NAME]`` in the
 settings sets any of them, e.g.::
 
     [processors.doc-embeddings-query]
-    class = "processors.doc_embeddings:DocEmbeddingsQueryProcessor"
+    class = "ragbus.doc_embeddings:DocEmbeddingsQueryProcessor"
     data_dir = "/srv/ragbus"
     hnsw_ef_search = 128
 
@@ -20,7 +20,7 @@ from typing import Annotated
 
 import msgspec
 
-from config.settings import StoreSettings
+from ragbus.config.settings import StoreSettings
 
 Positive = Annotated[int, msgspec.Meta(ge=1)]
 

@@ -80,7 +80,7 @@ from typing import IO, TYPE_CHECKING, Literal
 import msgspec
 import numpy as np
 
-from schema import Chunk, ChunkMatch, check_collection
+from ragbus.schema import Chunk, ChunkMatch, check_collection
 
 from .index import LabelledIndex
 from .settings import DocEmbeddingsSettings

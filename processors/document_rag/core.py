@@ -62,8 +62,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from schema import DEFAULT_COLLECTION, BadRequest, ChunkMatch, Fact, RejectedFact
-from schema.times import DEFAULT_HEADER_TEMPLATE, iso, parse_instant, render_header
+from ragbus.schema import DEFAULT_COLLECTION, BadRequest, ChunkMatch, Fact, RejectedFact
+from ragbus.schema.times import DEFAULT_HEADER_TEMPLATE, iso, parse_instant, render_header
 
 from .fusion import FUSIONS, fuse, rrf_fuse
 from .settings import DocumentRagSettings

@@ -20,7 +20,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from schema import ChunkMatch
+from ragbus.schema import ChunkMatch
 
 __all__ = ["FUSIONS", "RRF_K", "fuse", "rrf_fuse", "score_fuse"]
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from processors.runtime.collection_check import CollectionCheck
-from processors.runtime.processor import Processor, RequestContext
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import (
+from ragbus.runtime.collection_check import CollectionCheck
+from ragbus.runtime.processor import Processor, RequestContext
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import (
     handling_must_see,
     DocEmbeddingsClient,
     EmbedClient,
@@ -26,7 +26,7 @@ from processors.runtime.typed_clients import (
     KgClient,
     PromptClient,
 )
-from schema import BadRequest, DocumentRagPiece, DocumentRagRequest, DocumentRagResponse, check_collection
+from ragbus.schema import BadRequest, DocumentRagPiece, DocumentRagRequest, DocumentRagResponse, check_collection
 
 from .core import DocumentRag, RagAnswer
 from .settings import DocumentRagSettings

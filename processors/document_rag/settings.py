@@ -3,7 +3,7 @@
 ``[processors.document-rag]`` in the settings sets any of them, e.g.::
 
     [processors.document-rag]
-    class = "processors.document_rag:DocumentRagProcessor"
+    class = "ragbus.document_rag:DocumentRagProcessor"
     retrieval_mode = "vector"
     keyword_weight = 0.5
 
@@ -16,8 +16,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from config.settings import ProcessorSettings
-from schema import topics as t
+from ragbus.config.settings import ProcessorSettings
+from ragbus.schema import topics as t
 
 Positive = Annotated[float, msgspec.Meta(gt=0)]
 Weight = Annotated[float, msgspec.Meta(ge=0)]

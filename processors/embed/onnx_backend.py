@@ -54,8 +54,8 @@ from typing import Any
 
 import numpy as np
 
-import config
-from processors.runtime.threads import OneThread
+from ragbus import config
+from ragbus.runtime.threads import OneThread
 
 from .settings import OnnxSettings
 from .wordpiece import WordPiece
@@ -150,7 +150,7 @@ def optimized_path(model_path: Path, cache: str, runtime_version: str) -> Path |
     named by the file's sha256 and the onnxruntime version that optimised it; None when the cache is off."""
     if cache == "off":
         return None
-    from config.settings import default_data_dir
+    from ragbus.config.settings import default_data_dir
 
     directory = Path(cache).expanduser() if cache else default_data_dir() / ".cache" / "onnx"
     digest = hashlib.sha256()

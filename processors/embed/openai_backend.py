@@ -4,7 +4,7 @@ One ``POST {base_url}/embeddings`` per request, with every text of it as
 ``input``. The vectors are L2-normalised here, as the onnx backend's are, so
 callers may rely on unit vectors whichever backend answered.
 
-Failures are handled by ``processors.runtime.http.OpenAIEndpoint``, as for
+Failures are handled by ``ragbus.runtime.http.OpenAIEndpoint``, as for
 the prompt backend: a 429, a 5xx or a failed connection is retried with
 backoff (or after ``Retry-After``), never past the request's deadline; any
 other refusal (OpenAI's of an empty string, for one) is not. Every failure
@@ -16,7 +16,7 @@ from __future__ import annotations
 import msgspec
 import numpy as np
 
-from processors.runtime.http import EndpointError, OpenAIEndpoint
+from ragbus.runtime.http import EndpointError, OpenAIEndpoint
 
 from .settings import OpenAISettings
 

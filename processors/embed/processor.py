@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from processors.runtime.processor import Processor, RequestContext
-from schema import BadRequest, EmbedRequest, EmbedResponse
+from ragbus.runtime.processor import Processor, RequestContext
+from ragbus.schema import BadRequest, EmbedRequest, EmbedResponse
 
 from .settings import EmbedSettings
 

@@ -3,7 +3,7 @@
 ``[processors.embed]`` in the settings sets any of them, e.g.::
 
     [processors.embed]
-    class = "processors.embed:EmbedProcessor"
+    class = "ragbus.embed:EmbedProcessor"
     backend = "openai"
 
     [processors.embed.openai]
@@ -20,7 +20,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from config.settings import ProcessorSettings, RetrySettings
+from ragbus.config.settings import ProcessorSettings, RetrySettings
 
 Positive = Annotated[int, msgspec.Meta(ge=1)]
 
@@ -56,7 +56,7 @@ class OnnxSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # for 256-token chunks) for the life of the process; off, each call frees its own, measured no slower.
     memory_arena: bool = False
     # Where the model, once optimised by onnxruntime, is kept for the next start; "" =
-    # <data dir>/.cache/onnx (config.settings.default_data_dir()), "off" = never. Building a session
+    # <data dir>/.cache/onnx (ragbus.config.settings.default_data_dir()), "off" = never. Building a session
     # from the int8 export turns its weights into float ones through temporaries: about 215 MiB at
     # the process's peak. Loading the already optimised model needs about 140 MiB, for the very
     # same vectors (the optimised graph is what runs either way).

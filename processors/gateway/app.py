@@ -26,10 +26,17 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from config.settings import GatewaySettings
-from processors.ingestion import DocumentSource, UnreadableDocument, UnsupportedFormat, open_bytes
-from schema import Document, DocumentRagPiece, DocumentRagRequest, KgQueryRequest, ListDocuments, check_collection
-from schema.http import (
+from ragbus.config.settings import GatewaySettings
+from ragbus.ingestion import DocumentSource, UnreadableDocument, UnsupportedFormat, open_bytes
+from ragbus.schema import (
+    Document,
+    DocumentRagPiece,
+    DocumentRagRequest,
+    KgQueryRequest,
+    ListDocuments,
+    check_collection,
+)
+from ragbus.schema.http import (
     AskRequest,
     ChatRequest,
     CollectionList,

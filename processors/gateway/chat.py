@@ -16,8 +16,8 @@ from __future__ import annotations
 import os
 import time
 
-from schema import MAX_TURNS, DocumentRagPiece, DocumentRagRequest, DocumentRagResponse, Turn
-from schema.http import (
+from ragbus.schema import MAX_TURNS, DocumentRagPiece, DocumentRagRequest, DocumentRagResponse, Turn
+from ragbus.schema.http import (
     ChatChoice,
     ChatChunkChoice,
     ChatCompletion,

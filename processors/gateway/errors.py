@@ -17,10 +17,10 @@ import re
 import msgspec
 from starlette.responses import Response
 
-from processors.runtime.collection_check import EmptyCollection, empty_collection
-from processors.runtime.request_client import NotServed, RequestTimeout
-from processors.runtime.typed_clients import RemoteError
-from schema.http import ErrorBody, ErrorDetail
+from ragbus.runtime.collection_check import EmptyCollection, empty_collection
+from ragbus.runtime.request_client import NotServed, RequestTimeout
+from ragbus.runtime.typed_clients import RemoteError
+from ragbus.schema.http import ErrorBody, ErrorDetail
 
 # Error types the processors give the caller's own mistakes (see schema.BadRequest and its kin).
 CALLER_ERRORS = frozenset({"BadRequest", "ValidationError", "TimeError", "UnknownTemplate", "MessageTooLarge"})

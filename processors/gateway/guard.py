@@ -24,7 +24,7 @@ from collections import Counter
 
 import msgspec
 
-from schema.http import ErrorBody, ErrorDetail
+from ragbus.schema.http import ErrorBody, ErrorDetail
 
 from .keys import KEY_STATE, ApiKey, key_of, match
 

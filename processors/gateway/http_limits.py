@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import msgspec
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from schema.http import ErrorBody, ErrorDetail
+from ragbus.schema.http import ErrorBody, ErrorDetail
 
 log = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from pydantic import Field
 from starlette.routing import BaseRoute
 
-from schema import (
+from ragbus.schema import (
     DEFAULT_COLLECTION,
     MAX_TURNS,
     DocumentRagRequest,
@@ -48,7 +48,7 @@ from schema import (
     Turn,
     check_collection,
 )
-from schema.common import LOG_TOKEN_MAX, LOG_TOKEN_PATTERN, MUST_SEE_MAX
+from ragbus.schema.common import LOG_TOKEN_MAX, LOG_TOKEN_PATTERN, MUST_SEE_MAX
 
 from .errors import from_pipeline
 from .keys import Role, allows, key_of

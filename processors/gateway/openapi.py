@@ -10,8 +10,8 @@ from typing import Any
 
 import msgspec
 
-from schema import DocumentList, DocumentRagPiece, DocumentRagResponse, IngestResult, KgQueryResponse
-from schema.http import (
+from ragbus.schema import DocumentList, DocumentRagPiece, DocumentRagResponse, IngestResult, KgQueryResponse
+from ragbus.schema.http import (
     AskRequest,
     ChatCompletion,
     ChatCompletionChunk,

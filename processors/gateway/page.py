@@ -16,7 +16,7 @@ from starlette.responses import HTMLResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from processors.ingestion.convert import SUFFIXES
+from ragbus.ingestion.convert import SUFFIXES
 
 WEB = Path(__file__).with_name("web")
 PREFIX = "/page"

@@ -15,13 +15,13 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import cast
 
-from config.settings import GatewaySettings
-from processors.bus import BusUnavailable
-from processors.ingestion import DocumentSource, Sent, send_document
-from processors.runtime.request_client import RequestClient
-from processors.runtime.status import statuses
-from processors.runtime.typed_clients import DocumentRagClient, RemoteError
-from schema import (
+from ragbus.config.settings import GatewaySettings
+from ragbus.bus import BusUnavailable
+from ragbus.ingestion import DocumentSource, Sent, send_document
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.status import statuses
+from ragbus.runtime.typed_clients import DocumentRagClient, RemoteError
+from ragbus.schema import (
     BadRequest,
     DeleteDocument,
     DocumentList,
@@ -33,8 +33,8 @@ from schema import (
     KgQueryResponse,
     ListDocuments,
 )
-from schema import topics as t
-from schema.http import PipelineStatus
+from ragbus.schema import topics as t
+from ragbus.schema.http import PipelineStatus
 
 PROBE_TIMEOUT_S = 10.0  # at most, for the question the gateway asks for itself (readiness)
 

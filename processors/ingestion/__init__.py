@@ -8,7 +8,7 @@ maps them by type. A library rather than a step on the bus: converting reads the
 so a converter on the bus would first need the whole file carried to it.
 """
 
-from processors.runtime.collection_check import empty_collection
+from ragbus.runtime.collection_check import empty_collection
 
 from .errors import DocumentRejected, UnreadableDocument, UnsupportedFormat
 from .files import builtin_corpus, find_files, load_documents

@@ -8,9 +8,9 @@ so whatever maps a processor's error answer maps it too, by its ``error.type``.
 
 from __future__ import annotations
 
-from processors.runtime.typed_clients import RemoteError
-from schema import Error
-from schema import topics as t
+from ragbus.runtime.typed_clients import RemoteError
+from ragbus.schema import Error
+from ragbus.schema import topics as t
 
 
 class UnreadableDocument(ValueError):

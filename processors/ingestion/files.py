@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from schema import DEFAULT_COLLECTION, Document
+from ragbus.schema import DEFAULT_COLLECTION, Document
 
 from .convert import SUFFIXES
 from .sources import BUILTIN_PREFIX, DocumentSource, document_id, open_document

@@ -20,13 +20,13 @@ from typing import NamedTuple
 
 import msgspec
 
-from config.settings import ClientSettings
-from processors.bus.positions import latest
-from processors.runtime.request_client import RequestClient
-from processors.runtime.sizing import body_budget
-from schema import DeleteDocument, Document, IngestResult, Section, Superseded, encode, parts_generation
-from schema import topics as t
-from schema.document_ids import check_document_id
+from ragbus.config.settings import ClientSettings
+from ragbus.bus.positions import latest
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.sizing import body_budget
+from ragbus.schema import DeleteDocument, Document, IngestResult, Section, Superseded, encode, parts_generation
+from ragbus.schema import topics as t
+from ragbus.schema.document_ids import check_document_id
 
 from .errors import DocumentRejected
 from .sources import DocumentSource

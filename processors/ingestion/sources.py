@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from schema import Document
+from ragbus.schema import Document
 
 from .convert import Heading, Piece, convert
 from .errors import UnreadableDocument, UnsupportedFormat

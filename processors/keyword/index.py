@@ -64,7 +64,7 @@ from pathlib import Path
 import tantivy
 from tantivy import Occur, Query
 
-from schema import Chunk, ChunkMatch, check_collection
+from ragbus.schema import Chunk, ChunkMatch, check_collection
 
 from .settings import KeywordSettings
 

@@ -40,14 +40,14 @@ from typing import TypeVar
 
 import msgspec
 
-from config.settings import data_dir
-from processors.runtime.changelog import wait_seen
-from processors.runtime.local_writes import Freshness, published
-from processors.runtime.processor import Processor, RequestContext
-from processors.runtime.staging import KEYWORD_STAGING, HeldDrops, Staging, staging_dir
-from processors.runtime.store_lock import WriterLock, take_writer_lock
-from processors.runtime.threads import OneThread
-from schema import (
+from ragbus.config.settings import data_dir
+from ragbus.runtime.changelog import wait_seen
+from ragbus.runtime.local_writes import Freshness, published
+from ragbus.runtime.processor import Processor, RequestContext
+from ragbus.runtime.staging import KEYWORD_STAGING, HeldDrops, Staging, staging_dir
+from ragbus.runtime.store_lock import WriterLock, take_writer_lock
+from ragbus.runtime.threads import OneThread
+from ragbus.schema import (
     BadRequest,
     Chunk,
     DeleteDocument,
@@ -57,7 +57,7 @@ from schema import (
     KeywordQueryResponse,
     check_generation,
 )
-from schema.topics import DOCUMENTS_LOG
+from ragbus.schema.topics import DOCUMENTS_LOG
 
 from .index import KeywordIndex, check_collection, exists, index_path
 from .settings import KeywordSettings

@@ -4,7 +4,7 @@ The three keyword processors share this one Settings class, so a
 ``[processors.NAME]`` section of any of them may set any key, e.g.::
 
     [processors.keyword-query]
-    class = "processors.keyword:KeywordQueryProcessor"
+    class = "ragbus.keyword:KeywordQueryProcessor"
     data_dir = "/var/lib/ragbus"
     refresh_interval_s = 0.5
 
@@ -20,7 +20,7 @@ from typing import Annotated
 
 import msgspec
 
-from config.settings import StoreSettings
+from ragbus.config.settings import StoreSettings
 
 # tantivy refuses an indexing thread with less than this much heap.
 MIN_HEAP_PER_THREAD = 15_000_000

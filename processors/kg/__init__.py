@@ -14,7 +14,7 @@ Graph files and the ``ragbus kg`` commands live with the other commands, in ``pr
 How times are read and compared: ``times.py``. Settings and defaults: ``settings.py``.
 """
 
-from schema.times import TimeError, parse_instant
+from ragbus.schema.times import TimeError, parse_instant
 
 from .facade import ContextRetriever
 from .linking import EntityLinker, link_entities

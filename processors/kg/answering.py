@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from schema import Fact
+from ragbus.schema import Fact
 
 from .ontology import Ontology
 

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 import networkx as nx
 
-from schema.times import Instant
+from ragbus.schema.times import Instant
 
 from .linking import link_entities
 from .temporal import (

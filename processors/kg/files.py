@@ -36,14 +36,14 @@ from pathlib import Path
 
 import msgspec
 
-import config
-from config.settings import ClientSettings
-from processors.kg.ontology import Ontology, OntologyError, read_mapping
-from processors.kg.store import batch_item, fact_text
-from processors.kg.validation import first_under_id
-from processors.runtime.request_client import RequestClient
-from schema import DEFAULT_COLLECTION, Entity, Fact, IngestResult, LoadTriples
-from schema import topics as t
+from ragbus import config
+from ragbus.config.settings import ClientSettings
+from ragbus.kg.ontology import Ontology, OntologyError, read_mapping
+from ragbus.kg.store import batch_item, fact_text
+from ragbus.kg.validation import first_under_id
+from ragbus.runtime.request_client import RequestClient
+from ragbus.schema import DEFAULT_COLLECTION, Entity, Fact, IngestResult, LoadTriples
+from ragbus.schema import topics as t
 
 SAMPLE_GRAPH = Path(config.__file__).with_name("kg") / "sample.jsonl"
 SAMPLE_ONTOLOGY = SAMPLE_GRAPH.with_name("ontology.toml")

@@ -1,7 +1,7 @@
 """The graphs made from the graph's log topic: any number of writers append, every replica applies.
 
 With ``[processors.kg-*] changelog = true`` the graph of every collection lives on the bus, in
-``schema.topics.GRAPH_LOG`` (``log_topic``), instead of ``<data_dir>/<collection>/graph/log``:
+``ragbus.schema.topics.GRAPH_LOG`` (``log_topic``), instead of ``<data_dir>/<collection>/graph/log``:
 
 - kg-store (any number of replicas, on any host) stamps each batch (``stamped``: every fact
   and retraction gets its ``recorded_at`` now, so applying it anywhere gives the same graph),
@@ -33,13 +33,13 @@ from typing import TypeVar
 
 import msgspec
 
-from processors.bus import Bus, LogRecord
-from processors.runtime import changelog
-from processors.runtime.changelog import LocalCopy, LogFollower
-from processors.runtime.replica_reports import ReportLoop, replica_id
-from processors.runtime.threads import OneThread
-from schema import IngestResult, LoadTriples, check_collection
-from schema.changelog import token
+from ragbus.bus import Bus, LogRecord
+from ragbus.runtime import changelog
+from ragbus.runtime.changelog import LocalCopy, LogFollower
+from ragbus.runtime.replica_reports import ReportLoop, replica_id
+from ragbus.runtime.threads import OneThread
+from ragbus.schema import IngestResult, LoadTriples, check_collection
+from ragbus.schema.changelog import token
 
 from .graph_log import stamped
 from .ontology import Ontology

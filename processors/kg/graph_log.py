@@ -18,8 +18,8 @@ from typing import Any, Protocol
 
 import msgspec
 
-from schema import LoadTriples, check_collection
-from schema.times import iso
+from ragbus.schema import LoadTriples, check_collection
+from ragbus.schema.times import iso
 
 __all__ = ["GraphLog", "graph_path", "stamped"]
 

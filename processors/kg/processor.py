@@ -29,13 +29,13 @@ from typing import ClassVar, TypeVar
 
 import msgspec
 
-from config.settings import data_dir
-from processors.runtime.changelog import wait_seen
-from processors.runtime.collection_check import CollectionCheck
-from processors.runtime.processor import Processor, RequestContext
-from processors.runtime.store_lock import WriterLock, take_writer_lock
-from processors.runtime.threads import OneThread
-from schema import (
+from ragbus.config.settings import data_dir
+from ragbus.runtime.changelog import wait_seen
+from ragbus.runtime.collection_check import CollectionCheck
+from ragbus.runtime.processor import Processor, RequestContext
+from ragbus.runtime.store_lock import WriterLock, take_writer_lock
+from ragbus.runtime.threads import OneThread
+from ragbus.schema import (
     BadRequest,
     IngestResult,
     KgQueryRequest,
@@ -43,8 +43,8 @@ from schema import (
     LoadTriples,
     check_collection,
 )
-from schema.times import iso, parse_instant
-from schema.topics import GRAPH_LOG
+from ragbus.schema.times import iso, parse_instant
+from ragbus.schema.topics import GRAPH_LOG
 
 from . import from_log
 from .from_log import GraphsFromLog

@@ -4,7 +4,7 @@ kg-query and kg-store share this Settings class; a ``[processors.NAME]``
 section of either may set any key, e.g.::
 
     [processors.kg-query]
-    class = "processors.kg:KgQueryProcessor"
+    class = "ragbus.kg:KgQueryProcessor"
     data_dir = "/var/lib/ragbus"
 
 and environment variables override them: ``RAGBUS_PROCESSORS__KG_QUERY__MAX_LIMIT=50``.
@@ -17,8 +17,8 @@ from typing import Annotated
 
 import msgspec
 
-from config.settings import StoreSettings
-from schema import topics as t
+from ragbus.config.settings import StoreSettings
+from ragbus.schema import topics as t
 
 
 class KgSettings(StoreSettings, kw_only=True, forbid_unknown_fields=True):

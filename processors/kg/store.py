@@ -51,8 +51,8 @@ from pathlib import Path
 import msgspec
 import networkx as nx
 
-from schema import Entity, Fact, LoadTriples, RejectedFact
-from schema.times import TimeError, covers, iso, parse_instant
+from ragbus.schema import Entity, Fact, LoadTriples, RejectedFact
+from ragbus.schema.times import TimeError, covers, iso, parse_instant
 
 from .answering import facts_that_answer
 from .graph_log import GraphLog, graph_path, stamped

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from schema.times import (
+from ragbus.schema.times import (
     DEFAULT_HEADER_TEMPLATE,
     DEFAULT_SOURCE,
     Instant,

@@ -30,8 +30,8 @@ from datetime import datetime
 
 import msgspec
 
-from schema import Fact
-from schema.times import TimeError, iso, parse_interval
+from ragbus.schema import Fact
+from ragbus.schema.times import TimeError, iso, parse_interval
 
 __all__ = [
     "check_text", "fact_content", "fact_key", "first_under_id", "interval", "normalised", "optional_text",

@@ -17,14 +17,14 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from config.settings import data_dir
-from processors.runtime.changelog import append_change, wait_seen
-from processors.runtime.processor import Processor, RequestContext
-from processors.runtime.store_lock import WriterLock, take_writer_lock
-from schema import DocumentList, IngestResult, ListDocuments, RecordDocument, check_collection
-from schema.changelog import FILE_WRITES, RECORD, document_order, record_key, token
-from schema.times import iso
-from schema.topics import DOCUMENTS_LOG
+from ragbus.config.settings import data_dir
+from ragbus.runtime.changelog import append_change, wait_seen
+from ragbus.runtime.processor import Processor, RequestContext
+from ragbus.runtime.store_lock import WriterLock, take_writer_lock
+from ragbus.schema import DocumentList, IngestResult, ListDocuments, RecordDocument, check_collection
+from ragbus.schema.changelog import FILE_WRITES, RECORD, document_order, record_key, token
+from ragbus.schema.times import iso
+from ragbus.schema.topics import DOCUMENTS_LOG
 
 from .settings import LibrarySettings
 from .store import Library, collections, library_path

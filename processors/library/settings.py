@@ -10,7 +10,7 @@ from typing import Annotated
 
 import msgspec
 
-from config.settings import StoreSettings
+from ragbus.config.settings import StoreSettings
 
 
 class LibrarySettings(StoreSettings, kw_only=True, forbid_unknown_fields=True):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import msgspec
 
-from schema import DocumentInfo, RecordDocument, check_collection
+from ragbus.schema import DocumentInfo, RecordDocument, check_collection
 
 LOG_NAME = "documents.log"
 _decode = msgspec.json.Decoder(RecordDocument).decode

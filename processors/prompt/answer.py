@@ -50,7 +50,7 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from processors.ingestion.markup import plain
+from ragbus.ingestion.markup import plain
 
 from .answering import Asked
 from .asked import asked_names, asked_subject, defined_subject

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from processors.runtime.threads import OneThread
-from schema import PromptPiece, PromptResult
+from ragbus.runtime.threads import OneThread
+from ragbus.schema import PromptPiece, PromptResult
 
 from . import answer, concepts, condense
 from .settings import ExtractiveSettings

@@ -6,7 +6,7 @@ as the only (user) message. Token counts come from the answer's ``usage``
 
 Failures (retries of 429, 5xx and failed connections; none of other 4xx
 or read timeouts; no sleep past the request's deadline) are handled by
-``processors.runtime.http.OpenAIEndpoint``, shared with the embed backend:
+``ragbus.runtime.http.OpenAIEndpoint``, shared with the embed backend:
 every one is an ``EndpointError`` naming the URL, the status and the
 server's message.
 
@@ -33,8 +33,8 @@ from collections.abc import AsyncIterator
 
 import msgspec
 
-from processors.runtime.http import EndpointError, OpenAIEndpoint, retry_after_s
-from schema import PromptPiece, PromptResult
+from ragbus.runtime.http import EndpointError, OpenAIEndpoint, retry_after_s
+from ragbus.schema import PromptPiece, PromptResult
 
 from . import condense
 from .settings import OpenAISettings

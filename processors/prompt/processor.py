@@ -8,9 +8,9 @@ from typing import Protocol
 
 import msgspec
 
-from processors.runtime.processor import Processor, RequestContext
-from processors.runtime.threads import OneThread
-from schema import PromptPiece, PromptRequest, PromptResult
+from ragbus.runtime.processor import Processor, RequestContext
+from ragbus.runtime.threads import OneThread
+from ragbus.schema import PromptPiece, PromptRequest, PromptResult
 
 from . import answer, templates, variables
 from .settings import PromptSettings

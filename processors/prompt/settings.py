@@ -3,7 +3,7 @@
 ``[processors.prompt]`` in the settings sets any of them, e.g.::
 
     [processors.prompt]
-    class = "processors.prompt:PromptProcessor"
+    class = "ragbus.prompt:PromptProcessor"
     backend = "openai"
 
     [processors.prompt.openai]
@@ -21,8 +21,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from config.bounds import NonNegativeInt, PositiveInt
-from config.settings import ProcessorSettings, RetrySettings
+from ragbus.config.bounds import NonNegativeInt, PositiveInt
+from ragbus.config.settings import ProcessorSettings, RetrySettings
 
 
 class ExtractiveSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

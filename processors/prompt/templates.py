@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import config
+from ragbus import config
 
 DEFAULT_DIR = Path(config.__file__).with_name("templates")
 SUFFIX = ".txt"

@@ -43,19 +43,19 @@ from typing import Any
 
 import msgspec
 
-from config.settings import data_dir
-from processors.doc_embeddings import DocEmbeddingsDeleteProcessor, DocEmbeddingsSettings, DocEmbeddingsStoreProcessor
-from processors.keyword import KeywordDeleteProcessor, KeywordSettings, KeywordStoreProcessor
-from processors.bus.positions import place
-from processors.library import DocumentRecordProcessor, LibrarySettings
-from processors.runtime import changelog
-from processors.runtime.changelog import CheckpointFile, LogFollower
-from processors.runtime.data_dir_watch import DataDirWatch
-from processors.runtime.replica_reports import ReportLoop, replica_id
-from processors.runtime.envelope import Envelope, new_traceparent
-from processors.runtime.processor import Processor, RequestContext
-from schema import DeleteDocument, DocumentInfo, EmbeddedChunks, RecordDocument, decode
-from schema.changelog import (
+from ragbus.config.settings import data_dir
+from ragbus.doc_embeddings import DocEmbeddingsDeleteProcessor, DocEmbeddingsSettings, DocEmbeddingsStoreProcessor
+from ragbus.keyword import KeywordDeleteProcessor, KeywordSettings, KeywordStoreProcessor
+from ragbus.bus.positions import place
+from ragbus.library import DocumentRecordProcessor, LibrarySettings
+from ragbus.runtime import changelog
+from ragbus.runtime.changelog import CheckpointFile, LogFollower
+from ragbus.runtime.data_dir_watch import DataDirWatch
+from ragbus.runtime.replica_reports import ReportLoop, replica_id
+from ragbus.runtime.envelope import Envelope, new_traceparent
+from ragbus.runtime.processor import Processor, RequestContext
+from ragbus.schema import DeleteDocument, DocumentInfo, EmbeddedChunks, RecordDocument, decode
+from ragbus.schema.changelog import (
     CHUNKS,
     KIND,
     RECORD,
@@ -66,7 +66,7 @@ from schema.changelog import (
     document_order,
     token,
 )
-from schema.topics import DOCUMENTS_LOG
+from ragbus.schema.topics import DOCUMENTS_LOG
 
 from .settings import ReplicaSettings
 

@@ -48,11 +48,11 @@ from typing import Any, BinaryIO, Protocol, TypeVar
 
 import msgspec
 
-from processors.bus import Bus, LogReader, LogRecord
-from processors.runtime.processor import Unavailable
-from processors.runtime.threads import OneThread
-from schema import BadRequest, encode
-from schema.changelog import FILE_WRITES, KIND, parse_token
+from ragbus.bus import Bus, LogReader, LogRecord
+from ragbus.runtime.processor import Unavailable
+from ragbus.runtime.threads import OneThread
+from ragbus.schema import BadRequest, encode
+from ragbus.schema.changelog import FILE_WRITES, KIND, parse_token
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

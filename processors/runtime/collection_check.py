@@ -14,9 +14,9 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-from processors.bus.base import Bus, BusError
-from schema import BadRequest, DocumentList, ListDocuments
-from schema import topics as t
+from ragbus.bus.base import Bus, BusError
+from ragbus.schema import BadRequest, DocumentList, ListDocuments
+from ragbus.schema import topics as t
 
 from .request_client import RequestClient, RequestTimeout
 

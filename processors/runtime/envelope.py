@@ -10,7 +10,7 @@
   carries a child of it, so one question is one trace across every hop and resend.
 - ``content-type``: how the body is encoded.
 - ``stream`` (request, ``1``): the caller takes the answer in pieces, if the
-  processor can give it so (``schema.topics.STREAMS``); else the one response.
+  processor can give it so (``ragbus.schema.topics.STREAMS``); else the one response.
 - ``seq`` and ``final`` (response to a ``stream`` request): the piece's number,
   0, 1, 2... within its request id, and ``1`` on the last piece. A piece
   published again (a resent request served from the start by another replica)
@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from schema import CONTENT_TYPE
+from ragbus.schema import CONTENT_TYPE
 
 REQUEST_ID = "request-id"
 REPLY_TO = "reply-to"

@@ -26,7 +26,7 @@ from email.utils import parsedate_to_datetime
 import httpx
 import msgspec
 
-from config.settings import RetrySettings
+from ragbus.config.settings import RetrySettings
 
 # Errors before the server could have answered, or after it dropped the connection: worth a retry.
 RETRYABLE_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError)

@@ -45,8 +45,8 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import msgspec
 
-from config.settings import ProcessorSettings, bulk_group
-from schema import REPLY_PREFIX, BadRequest, DecodeError, Error, decode, encode
+from ragbus.config.settings import ProcessorSettings, bulk_group
+from ragbus.schema import REPLY_PREFIX, BadRequest, DecodeError, Error, decode, encode
 
 from ..bus import Bus, Delivery, Undecodable, consume
 from ..bus.consume import ConsumeStats, Oversized, size_limit, too_large

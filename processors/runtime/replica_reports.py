@@ -20,11 +20,11 @@ import socket
 import time
 from pathlib import Path
 
-from processors.bus import Bus
-from processors.runtime.changelog import LogFollower
-from schema import DecodeError, decode, encode
-from schema.changelog import ReplicaReport
-from schema.topics import REPLICAS_LOG
+from ragbus.bus import Bus
+from ragbus.runtime.changelog import LogFollower
+from ragbus.schema import DecodeError, decode, encode
+from ragbus.schema.changelog import ReplicaReport
+from ragbus.schema.topics import REPLICAS_LOG
 
 log = logging.getLogger(__name__)
 

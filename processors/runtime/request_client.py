@@ -52,8 +52,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from config.settings import ClientSettings
-from schema import DecodeError, decode, encode
+from ragbus.config.settings import ClientSettings
+from ragbus.schema import DecodeError, decode, encode
 
 from ..bus import Bus, Delivery
 from . import metrics, replies, tracing
@@ -166,7 +166,7 @@ class _Stream:
 
 class RequestClient:
     """``timeout_s``, a call's time-out unless it names its own, defaults to ``[client] request_timeout_s``'s
-    default (``config.settings.ClientSettings``), written there once; callers that honour files and
+    default (``ragbus.config.settings.ClientSettings``), written there once; callers that honour files and
     ``RAGBUS_CLIENT__*`` variables pass the loaded value."""
 
     def __init__(

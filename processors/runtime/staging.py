@@ -32,7 +32,7 @@ from pathlib import Path
 
 import msgspec
 
-from schema import Chunk, EmbeddedChunks, check_collection, check_generation
+from ragbus.schema import Chunk, EmbeddedChunks, check_collection, check_generation
 
 _encode = msgspec.msgpack.Encoder().encode
 _decode = msgspec.msgpack.Decoder(EmbeddedChunks).decode

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import asyncio
 
-from config.settings import Settings, lanes
-from processors.bus import Bus, GroupStatus
-from processors.bus.dead_letters import pending
-from processors.runtime.replica_reports import read_reports
-from schema.http import PipelineStatus, ProcessorStatus
-from schema.topics import REPLICAS_LOG
+from ragbus.config.settings import Settings, lanes
+from ragbus.bus import Bus, GroupStatus
+from ragbus.bus.dead_letters import pending
+from ragbus.runtime.replica_reports import read_reports
+from ragbus.schema.http import PipelineStatus, ProcessorStatus
+from ragbus.schema.topics import REPLICAS_LOG
 
 # Topics asked about at once: each Kafka query starts a consumer of its own.
 _AT_ONCE = 4

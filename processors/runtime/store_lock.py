@@ -24,7 +24,7 @@ import os
 import socket
 from pathlib import Path
 
-from config import pipelines
+from ragbus.config import pipelines
 
 
 class StoreLocked(OSError):

@@ -3,7 +3,7 @@
 They return plain values and raise ``RemoteError`` when the processor
 answered with an error, so callers (the orchestrator first) never look at
 envelopes or response Structs. The ``*_stream`` calls yield the pieces of a
-streamed answer (``schema.topics.STREAMS``) and raise ``RemoteError`` at the
+streamed answer (``ragbus.schema.topics.STREAMS``) and raise ``RemoteError`` at the
 piece that carries an error.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextvars import ContextVar
 
-from schema import (
+from ragbus.schema import (
     DEFAULT_COLLECTION,
     ChunkMatch,
     DocEmbeddingsRequest,
@@ -34,7 +34,7 @@ from schema import (
     PromptResult,
     Turn,
 )
-from schema import topics as t
+from ragbus.schema import topics as t
 
 from .request_client import RequestClient
 

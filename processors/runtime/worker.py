@@ -15,7 +15,7 @@ import logging
 import signal
 from pathlib import Path
 
-from config.settings import MetricsSettings, Settings, SettingsError, processor_settings
+from ragbus.config.settings import MetricsSettings, Settings, SettingsError, processor_settings
 
 from ..bus import connect
 from ..bus.consume import ConsumeStats

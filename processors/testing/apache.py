@@ -110,7 +110,7 @@ def _kafka_started(broker: BrokerProcess, log_start: int) -> bool:
 
 def _coordinator_answers(broker: BrokerProcess) -> bool:
     """Whether the broker names a group coordinator; the first ask has it create ``__consumer_offsets``."""
-    from processors.bus.kafka.groups import coordinator_answers  # aiokafka, only once a Kafka is started
+    from ragbus.bus.kafka.groups import coordinator_answers  # aiokafka, only once a Kafka is started
 
     answer: list[bool] = []
     # A thread of its own: the caller may be inside an event loop (an async fixture or script).

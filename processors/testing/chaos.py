@@ -19,10 +19,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from config import pipelines
-from processors.runtime.request_client import RequestClient, RequestTimeout
-from processors.runtime.typed_clients import DocumentRagClient, RemoteError
-from processors.testing import selection
+from ragbus.config import pipelines
+from ragbus.runtime.request_client import RequestClient, RequestTimeout
+from ragbus.runtime.typed_clients import DocumentRagClient, RemoteError
+from ragbus.testing import selection
 
 
 class WorkerProcess:
@@ -55,7 +55,7 @@ class WorkerProcess:
     async def spawn(self) -> WorkerProcess:
         """Spawn the worker without waiting for it (``ready`` tells whether it has said so yet)."""
         self.proc = await asyncio.create_subprocess_exec(
-            *self.wrap, sys.executable, "-m", "processors.cli", "worker", *self.names, "--bus", self.url,
+            *self.wrap, sys.executable, "-m", "ragbus.cli", "worker", *self.names, "--bus", self.url,
             env=self.env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
         )
         self._ready = asyncio.get_running_loop().create_future()

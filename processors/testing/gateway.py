@@ -41,7 +41,7 @@ class GatewayProcess:
 
     def _spawn(self, stdout: IO[bytes] | int, stderr: int) -> GatewayProcess:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "processors.cli", "serve", "--port", str(self.port), "--bus", self.bus_url],
+            [sys.executable, "-m", "ragbus.cli", "serve", "--port", str(self.port), "--bus", self.bus_url],
             env=self.env, stdout=stdout, stderr=stderr, start_new_session=True,
         )
         return self

@@ -17,7 +17,7 @@ import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import config
+from ragbus import config
 
 from .errors import BrokerStartError
 

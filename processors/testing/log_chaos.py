@@ -26,15 +26,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from processors.bus.positions import latest
-from processors.chunker.chunking import chunk_part
-from processors.chunker.settings import ChunkerSettings
-from processors.ingestion import DocumentSource, ingest
-from processors.runtime.request_client import RequestClient, RequestTimeout
-from processors.runtime.typed_clients import DocumentRagClient, FetchChunkClient, KeywordClient, RemoteError
-from processors.testing.chaos import WorkerProcess
-from processors.testing.log_hosts import host_env, host_topic, role_args
-from schema import ChunkMatch, Document, generation_of
+from ragbus.bus.positions import latest
+from ragbus.chunker.chunking import chunk_part
+from ragbus.chunker.settings import ChunkerSettings
+from ragbus.ingestion import DocumentSource, ingest
+from ragbus.runtime.request_client import RequestClient, RequestTimeout
+from ragbus.runtime.typed_clients import DocumentRagClient, FetchChunkClient, KeywordClient, RemoteError
+from ragbus.testing.chaos import WorkerProcess
+from ragbus.testing.log_hosts import host_env, host_topic, role_args
+from ragbus.schema import ChunkMatch, Document, generation_of
 
 
 def ledger(number: int, version: int, collection: str) -> Document:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from config import pipelines
-from processors.testing.chaos import worker_env
+from ragbus.config import pipelines
+from ragbus.testing.chaos import worker_env
 
 # An ingestion host: the writers, and a replica with the library document-load asks (``--role ingest``).
 INGESTION = pipelines.role("ingest", log=True)

@@ -1,6 +1,6 @@
 """A question load from a process of its own (on a test host of ``netns.py``), reporting as it goes.
 
-    python -m processors.testing.remote_load --bus kafka://10.213.7.1:9092 --collection C --total 200
+    python -m ragbus.testing.remote_load --bus kafka://10.213.7.1:9092 --collection C --total 200
 
 Runs ``chaos.QueryLoad`` and prints ``finished N`` on stdout each time
 ``--every`` more calls have ended, so a test can act at a point of the run,
@@ -14,9 +14,9 @@ import asyncio
 import json
 import sys
 
-from config.settings import load_settings
-from processors.bus import connect
-from processors.runtime.request_client import RequestClient
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect
+from ragbus.runtime.request_client import RequestClient
 
 from .chaos import QueryLoad
 
@@ -44,7 +44,7 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m processors.testing.remote_load", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m ragbus.testing.remote_load", description=__doc__)
     p.add_argument("--bus", required=True)
     p.add_argument("--collection", default="default")
     p.add_argument("--total", type=int, default=200)

@@ -23,13 +23,13 @@ from typing import Any
 
 import msgspec
 
-from config.settings import ClientSettings, ProcessorSettings
-from processors.bus import Bus
-from processors.runtime.envelope import REPLY_TO, REQUEST_ID, parse_envelope, response_headers
-from processors.runtime.processor import error_response
-from processors.runtime.recording import Recorded, read_recording
-from processors.runtime.request_client import RequestClient, RequestTimeout
-from schema import SCHEMAS, Error, encode
+from ragbus.config.settings import ClientSettings, ProcessorSettings
+from ragbus.bus import Bus
+from ragbus.runtime.envelope import REPLY_TO, REQUEST_ID, parse_envelope, response_headers
+from ragbus.runtime.processor import error_response
+from ragbus.runtime.recording import Recorded, read_recording
+from ragbus.runtime.request_client import RequestClient, RequestTimeout
+from ragbus.schema import SCHEMAS, Error, encode
 
 log = logging.getLogger(__name__)
 

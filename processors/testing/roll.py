@@ -25,7 +25,7 @@ from pathlib import Path
 
 import httpx
 
-from config import pipelines
+from ragbus.config import pipelines
 
 from .chaos import WorkerProcess
 from .gateway import GatewayProcess

@@ -10,14 +10,14 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from config import pipelines
-from config.settings import load_settings
-from processors.bus import connect
-from processors.ingestion import ingest
-from processors.kg.files import load_sample_graph
-from processors.runtime.request_client import RequestClient
-from processors.runtime.worker import processors_running, put_stores_in
-from schema import Document
+from ragbus.config import pipelines
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect
+from ragbus.ingestion import ingest
+from ragbus.kg.files import load_sample_graph
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.worker import processors_running, put_stores_in
+from ragbus.schema import Document
 
 
 async def load_documents_and_graph(client: RequestClient, collection: str, documents: Sequence[Document], *,

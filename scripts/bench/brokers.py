@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from processors.testing import brokers, selection
+from ragbus.testing import brokers, selection
 
 
 def broker_for(backend: str, workdir: Path) -> brokers.BrokerProcess:

@@ -3,7 +3,7 @@
 Three short documents, so retrieval and the prompt cost little and the hops between processors show.
 """
 
-from schema import Document
+from ragbus.schema import Document
 
 COLLECTION = "hops"
 QUESTIONS = ["How does a context manager wrap a block of code?", "__slots__",

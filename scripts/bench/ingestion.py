@@ -17,15 +17,15 @@ from scripts.bench.trees import environment, run_checked
 # Run inside the measured tree. argv: rounds, slices. One JSON line per side of each slice.
 BENCH = r"""
 import asyncio, json, os, sys, time
-from config import pipelines
-from config.settings import load_settings
-from processors.bus import connect
-from processors.chunker.chunking import chunk_document
-from processors.cli.common import command_client, embedded_processors
-from processors.ingestion import builtin_corpus
-from processors.ingestion import ingest
-from processors.embed.onnx_backend import OnnxBackend
-from processors.runtime.worker import build_processor
+from ragbus.config import pipelines
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect
+from ragbus.chunker.chunking import chunk_document
+from ragbus.cli.common import command_client, embedded_processors
+from ragbus.ingestion import builtin_corpus
+from ragbus.ingestion import ingest
+from ragbus.embed.onnx_backend import OnnxBackend
+from ragbus.runtime.worker import build_processor
 
 rounds, slices = int(sys.argv[1]), int(sys.argv[2])
 
@@ -72,10 +72,10 @@ asyncio.run(main())
 
 # Run inside the measured tree: how many chunks its chunker makes of the default corpus.
 CHUNKS = r"""
-from config.settings import load_settings
-from processors.chunker.chunking import chunk_document
-from processors.ingestion import builtin_corpus
-from processors.runtime.worker import build_processor
+from ragbus.config.settings import load_settings
+from ragbus.chunker.chunking import chunk_document
+from ragbus.ingestion import builtin_corpus
+from ragbus.runtime.worker import build_processor
 
 chunker = build_processor(load_settings(), "document-load").settings
 print(sum(len(chunk_document(d, chunker.chunk_size, chunker.chunk_overlap)) for d in builtin_corpus("default")))

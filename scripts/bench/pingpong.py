@@ -24,15 +24,15 @@ import pulsar.asyncio as pulsar_async
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from config.bus import BusSettings
-from config.settings import ProcessorSettings, bus_settings
-from processors.bus import Bus, connect
-from processors.bus.kafka.topics import wait_for_leaders
-from processors.bus.memory import drop_memory_broker
-from processors.runtime.request_client import RequestClient
-from processors.runtime.processor import Processor, RequestContext
-from processors.testing import selection
-from schema import Error
+from ragbus.config.bus import BusSettings
+from ragbus.config.settings import ProcessorSettings, bus_settings
+from ragbus.bus import Bus, connect
+from ragbus.bus.kafka.topics import wait_for_leaders
+from ragbus.bus.memory import drop_memory_broker
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.processor import Processor, RequestContext
+from ragbus.testing import selection
+from ragbus.schema import Error
 from scripts.bench.stats import percentile
 
 Ack = Callable[[], Awaitable[None]]

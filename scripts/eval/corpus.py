@@ -7,18 +7,18 @@ import time
 import uuid
 from pathlib import Path
 
-from config import pipelines
-from config.settings import Settings
-from processors.bus import connect
-from processors.bus.memory import drop_memory_broker
-from processors.ingestion import builtin_corpus, ingest
-from processors.runtime.request_client import RequestClient
-from processors.runtime.worker import processors_running
+from ragbus.config import pipelines
+from ragbus.config.settings import Settings
+from ragbus.bus import connect
+from ragbus.bus.memory import drop_memory_broker
+from ragbus.ingestion import builtin_corpus, ingest
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.worker import processors_running
 
 
 async def ingest_corpus(settings: Settings, data_dir: Path, out=sys.stderr) -> None:
     """The default corpus through document-load, unless ``data_dir`` already holds it."""
-    from processors.keyword.index import exists, index_path
+    from ragbus.keyword.index import exists, index_path
 
     if exists(index_path(data_dir, "default")):
         print(f"reusing the corpus ingested in {data_dir}", file=out)

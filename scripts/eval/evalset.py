@@ -47,7 +47,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from processors.ingestion.markup import plain
+from ragbus.ingestion.markup import plain
 
 QUESTIONS = Path(__file__).with_name("questions.jsonl")
 KINDS = ("identifier", "paraphrase", "multi-concept")
@@ -100,9 +100,9 @@ def bare(text: str) -> str:
 
 def corpus_chunks(chunk_size: int | None = None, chunk_overlap: int | None = None) -> dict[str, str]:
     """Chunk id -> text of the default corpus, cut by the project's own chunker (defaults: its settings)."""
-    from processors.chunker.chunking import chunk_document
-    from processors.chunker.settings import ChunkerSettings
-    from processors.ingestion import builtin_corpus
+    from ragbus.chunker.chunking import chunk_document
+    from ragbus.chunker.settings import ChunkerSettings
+    from ragbus.ingestion import builtin_corpus
 
     defaults = ChunkerSettings()
     size = defaults.chunk_size if chunk_size is None else chunk_size
@@ -199,7 +199,7 @@ def _stem(word: str) -> str:
 
 def content_words(text: str) -> set[str]:
     """Case-folded non-stopwords (the prompt processor's list), a plural 's' dropped."""
-    from processors.prompt.lexical import STOPWORDS
+    from ragbus.prompt.lexical import STOPWORDS
 
     return {_stem(w) for w in re.findall(r"[^\W_]+", text.casefold()) if w not in STOPWORDS}
 

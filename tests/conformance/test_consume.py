@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from processors.bus import Undecodable, consume, dead_letter_topic
-from processors.bus.consume import H_ATTEMPTS, H_ERROR, H_GROUP, H_ORIGIN, H_REASON
+from ragbus.bus import Undecodable, consume, dead_letter_topic
+from ragbus.bus.consume import H_ATTEMPTS, H_ERROR, H_GROUP, H_ORIGIN, H_REASON
 
 from ..helpers.receiving import receive, receive_until
 

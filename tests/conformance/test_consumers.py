@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from processors.runtime.request_client import NotServed, RequestClient, RequestTimeout
+from ragbus.runtime.request_client import NotServed, RequestClient, RequestTimeout
 
 from ..helpers.serving import serving
 from ..runtime.echo import EchoPiece, EchoProcessor, EchoRequest, EchoResponse, EchoSettings, StreamingEcho

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from processors.bus import BusError, MessageTooLarge, SubscriptionClosed
+from ragbus.bus import BusError, MessageTooLarge, SubscriptionClosed
 
 from ..helpers.receiving import RECEIVE_TIMEOUT, receive, receive_until
 
@@ -238,7 +238,7 @@ def unique(prefix: str) -> str:
 
 async def test_each_key_stays_in_order_on_one_member_of_a_group(backend, open_bus, topic):
     """Per-key ordering across members. On Pulsar this needs a KeyShared subscription."""
-    from config.bus import PulsarOptions
+    from ragbus.config.bus import PulsarOptions
 
     key_shared = PulsarOptions(subscription_type="KeyShared", consumer_id_spread=8)
     options = {"pulsar": key_shared} if backend == "pulsar" else {}

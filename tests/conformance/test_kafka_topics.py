@@ -8,9 +8,9 @@ import uuid
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from config.bus import KafkaOptions, TopicLayout
-from processors.bus import connect, dead_letter_topic
-from processors.bus.kafka.bus import retry_topic
+from ragbus.config.bus import KafkaOptions, TopicLayout
+from ragbus.bus import connect, dead_letter_topic
+from ragbus.bus.kafka.bus import retry_topic
 
 from ..helpers.brokers import settings_for_tests
 
@@ -50,7 +50,7 @@ async def test_topics_are_created_with_their_classes_partitions(kafka_broker, to
 async def test_a_log_topic_is_created_compacted_with_its_classes_partitions(kafka_broker):
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-    from schema.topics import CHANGELOG_PREFIX
+    from ragbus.schema.topics import CHANGELOG_PREFIX
 
     log_topic = f"{CHANGELOG_PREFIX}{uuid.uuid4().hex[:10]}"
     async with await connect(kafka_broker.url, settings_for_tests()) as bus:

@@ -13,8 +13,8 @@ import uuid
 
 import pytest
 
-from processors.bus import BusConfigError, LogReader, LogRecord
-from schema.topics import CHANGELOG_PREFIX
+from ragbus.bus import BusConfigError, LogReader, LogRecord
+from ragbus.schema.topics import CHANGELOG_PREFIX
 
 from ..helpers.receiving import RECEIVE_TIMEOUT, read_to_end
 
@@ -114,8 +114,8 @@ async def test_only_log_topics_are_appended_to_or_read_as_logs(open_bus, topic):
 
 
 async def test_the_latest_token_of_each_partition_covers_every_write_before_it(open_bus, log_topic):
-    from processors.bus.positions import latest
-    from schema.changelog import parse_token, token
+    from ragbus.bus.positions import latest
+    from ragbus.schema.changelog import parse_token, token
 
     bus = await open_bus()
     tokens = [token(log_topic, await bus.append(log_topic, f"{i}".encode(), key=f"d{i}")) for i in range(16)]

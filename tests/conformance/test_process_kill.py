@@ -13,14 +13,14 @@ import sys
 
 import pytest
 
-from processors.bus import connect
+from ragbus.bus import connect
 
 from ..helpers.brokers import settings_for_tests
 from ..helpers.receiving import receive
 
 CHILD = """
 import asyncio, sys
-from processors.bus import connect
+from ragbus.bus import connect
 
 async def main(url, topic):
     bus = await connect(url)

@@ -20,10 +20,10 @@ REPO = Path(__file__).resolve().parents[2]
 # Counts, by level, what reaches the Python logger over 20 publish/receive/ack round trips.
 SCRIPT = """
 import asyncio, collections, json, logging, os, sys
-from config.settings import load_settings
-from processors.bus import connect
-from processors.bus.pulsar import log as backend
-from processors.testing import selection
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect
+from ragbus.bus.pulsar import log as backend
+from ragbus.testing import selection
 
 backend.CLIENT_LOG.setLevel(getattr(logging, sys.argv[2]))
 calls = collections.Counter()

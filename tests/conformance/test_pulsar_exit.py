@@ -21,9 +21,9 @@ RUNS, AT_ONCE = 24, 4  # at one run in six ending so, 24 clean runs in a row hap
 
 SCRIPT = """
 import asyncio, sys
-from config.settings import load_settings
-from processors.bus import connect
-from processors.testing import selection
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect
+from ragbus.testing import selection
 
 async def main():
     async with await connect(sys.argv[1], load_settings(environ=selection.broker_env()).bus) as bus:

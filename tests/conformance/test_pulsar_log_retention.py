@@ -17,12 +17,12 @@ import httpx
 import msgspec
 import pytest
 
-from processors.bus import BusError, connect
-from processors.runtime.replica_reports import read_reports
-from processors.testing import brokers, selection
-from schema import encode
-from schema.changelog import ReplicaReport
-from schema.topics import CHANGELOG_PREFIX, REPLICAS_LOG
+from ragbus.bus import BusError, connect
+from ragbus.runtime.replica_reports import read_reports
+from ragbus.testing import brokers, selection
+from ragbus.schema import encode
+from ragbus.schema.changelog import ReplicaReport
+from ragbus.schema.topics import CHANGELOG_PREFIX, REPLICAS_LOG
 
 from ..helpers.brokers import own_broker, settings_for_tests
 from ..helpers.receiving import read_to_end

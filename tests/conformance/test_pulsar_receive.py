@@ -17,11 +17,11 @@ import _pulsar
 import pulsar.asyncio as pulsar_async
 import pytest
 
-from config.bus import PulsarOptions
-from processors.bus import connect
-from processors.bus.base import SubscriptionClosed
-from processors.bus.pulsar import bus as pulsar_backend
-from processors.bus.pulsar.inbox import Inbox, InboxClosed
+from ragbus.config.bus import PulsarOptions
+from ragbus.bus import connect
+from ragbus.bus.base import SubscriptionClosed
+from ragbus.bus.pulsar import bus as pulsar_backend
+from ragbus.bus.pulsar.inbox import Inbox, InboxClosed
 
 from ..helpers.brokers import settings_for_tests
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from processors.runtime.recording import read_recording, record, replay
+from ragbus.runtime.recording import read_recording, record, replay
 
 from ..helpers.receiving import receive
 
@@ -74,7 +74,7 @@ async def test_recording_keeps_the_publish_gaps_of_a_backlog(open_bus, topic, tm
 
 
 async def test_replay_keeps_recorded_timing_when_asked(open_bus, topic, tmp_path):
-    from processors.runtime.recording import Recorded, _encoder
+    from ragbus.runtime.recording import Recorded, _encoder
 
     path = tmp_path / "timed.jsonl"
     lines = [_encoder.encode(Recorded(time=t, topic=topic, body=str(i).encode())) + b"\n"
@@ -96,7 +96,7 @@ def test_bad_recording_line_names_file_and_line(tmp_path):
 
 async def _run(*argv, env=None):
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "processors.cli", *argv,
+        sys.executable, "-m", "ragbus.cli", *argv,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
     )
     out, err = await asyncio.wait_for(proc.communicate(), 120)
@@ -117,7 +117,7 @@ async def test_record_on_the_default_memory_bus_warns_that_it_is_private(tmp_pat
 
 @pytest.mark.parametrize("which", ["kafka", "pulsar"])
 async def test_record_and_replay_commands_against_a_real_broker(which, request, topic, tmp_path):
-    from processors.bus import connect
+    from ragbus.bus import connect
 
     from ..helpers.brokers import settings_for_tests
 

@@ -9,11 +9,11 @@ import contextlib
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from processors.bus import connect
-from processors.bus.kafka.bus import SHARED_REPLY_TOPIC
-from processors.runtime.envelope import REQUEST_ID
-from processors.runtime.request_client import RequestClient
-from schema import REPLY_PREFIX
+from ragbus.bus import connect
+from ragbus.bus.kafka.bus import SHARED_REPLY_TOPIC
+from ragbus.runtime.envelope import REQUEST_ID
+from ragbus.runtime.request_client import RequestClient
+from ragbus.schema import REPLY_PREFIX
 
 from ..helpers.brokers import settings_for_tests
 from ..helpers.serving import serving

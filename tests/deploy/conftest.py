@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from processors.testing.brokers import free_port
+from ragbus.testing.brokers import free_port
 
 from ..helpers.image import DATA_DIR, QUESTION, build_image, need_podman, podman, unique, wait_ready
 

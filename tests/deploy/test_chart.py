@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from config.settings import processor_settings
-from processors.runtime.worker import processor_class
+from ragbus.config.settings import processor_settings
+from ragbus.runtime.worker import processor_class
 
 from ..helpers import chart
 

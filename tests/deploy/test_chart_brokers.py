@@ -21,9 +21,9 @@ import httpx
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from processors.bus.kafka.groups import RETRY_INFIX, member_topics
-from processors.testing import brokers, selection
-from processors.testing.chaos import WorkerProcess
+from ragbus.bus.kafka.groups import RETRY_INFIX, member_topics
+from ragbus.testing import brokers, selection
+from ragbus.testing.chaos import WorkerProcess
 
 from ..helpers import chart
 

@@ -95,6 +95,14 @@ def test_no_compiler_pytest_llama_cpp_or_pip(image):
     assert found.strip() == "[]"
 
 
+def test_it_installs_one_import_package_ragbus(image):
+    """No top-level config, schema or processors beside it, which an application's own would clash with."""
+    found = run(image, "python", "-c", "import importlib.util as u; "
+                "print([m for m in ('config', 'schema', 'processors') if u.find_spec(m)], "
+                "[m for m in ('ragbus', 'ragbus.config', 'ragbus.schema', 'ragbus.cli') if u.find_spec(m)])")
+    assert found.strip() == "[] ['ragbus', 'ragbus.config', 'ragbus.schema', 'ragbus.cli']"
+
+
 def test_the_extras_it_was_built_with_import(image):
     extras = podman("image", "inspect", "--format", '{{index .Labels "io.ragbus.extras"}}', image).stdout.strip()
     modules = [m for extra in extras.split(",") for m in EXTRA_MODULES.get(extra, [])]

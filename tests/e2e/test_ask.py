@@ -16,8 +16,8 @@ import uuid
 
 import pytest
 
-from processors.cli.ask import show
-from processors.runtime.typed_clients import RemoteError
+from ragbus.cli.ask import show
+from ragbus.runtime.typed_clients import RemoteError
 
 from ..helpers.brokers import settings_for_tests
 from ..helpers.rag_pipeline import pipeline
@@ -88,7 +88,7 @@ async def test_ask_in_every_mode_against_a_real_broker(which, request, tmp_path,
         # `ragbus ask --bus URL` starts nothing: it publishes the question and waits for these workers.
         env = {**os.environ, "RAGBUS_DATA_DIR": str(tmp_path / "unused"), "RAGBUS_BUS__PULSAR__CONSUMER_ID_SPREAD": "8"}
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "processors.cli", "ask", "What does the else clause of a for loop do?",
+            sys.executable, "-m", "ragbus.cli", "ask", "What does the else clause of a for loop do?",
             "--bus", url, "--collection", collection, "--mode", "hybrid", "--json",
             env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         out, err = await asyncio.wait_for(proc.communicate(), 120)
@@ -102,7 +102,7 @@ async def ragbus_on(url: str, *args: str, data_dir) -> tuple[int, str, str]:
     """``ragbus ARGS --bus URL`` in a process of its own: its exit status, output and errors."""
     env = {**os.environ, "RAGBUS_DATA_DIR": str(data_dir)}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "processors.cli", *args, "--bus", url,
+        sys.executable, "-m", "ragbus.cli", *args, "--bus", url,
         env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode is not None

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from processors.testing import brokers, jars
+from ragbus.testing import brokers, jars
 
 
 @pytest.mark.parametrize(("how", "light"), [(signal.SIGINT, False), (signal.SIGTERM, True)],
@@ -30,7 +30,7 @@ async def test_brokers_command_removes_its_directory_and_stops_its_brokers(how, 
         pytest.skip(str(exc))
     env = dict(os.environ, TMPDIR=str(tmp_path))  # where tempfile puts ragbus-brokers-*
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "processors.cli", "brokers", "kafka", "pulsar", *(["--light"] if light else []),
+        sys.executable, "-m", "ragbus.cli", "brokers", "kafka", "pulsar", *(["--light"] if light else []),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
     )
     ports = []
@@ -78,7 +78,7 @@ def test_a_broker_whose_package_is_missing_is_named_with_what_to_install_and_not
     work.mkdir()
     repo = Path(__file__).resolve().parents[2]
     env = dict(os.environ, TMPDIR=str(work), PYTHONPATH=os.pathsep.join([str(shadow), str(repo)]))
-    run = subprocess.run([sys.executable, "-m", "processors.cli", "brokers", *which, "--light"], capture_output=True,
+    run = subprocess.run([sys.executable, "-m", "ragbus.cli", "brokers", *which, "--light"], capture_output=True,
                          text=True, env=env, timeout=60, check=False)
     assert run.returncode == 2, run.stderr
     assert run.stderr.splitlines() == [*(SAYS[name] for name in which or SHADOWED),
@@ -89,7 +89,7 @@ def test_a_broker_whose_package_is_missing_is_named_with_what_to_install_and_not
 def _brokers_command(args, tmp_path, **env):
     work = tmp_path / "tmp"
     work.mkdir(exist_ok=True)
-    return subprocess.run([sys.executable, "-m", "processors.cli", "brokers", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "ragbus.cli", "brokers", *args], capture_output=True, text=True,
                           env=dict(os.environ, TMPDIR=str(work), **env), timeout=60, check=False), work
 
 
@@ -134,7 +134,7 @@ def test_kafka_formats_and_starts_whatever_its_random_cluster_id_begins_with(tmp
     an option ("expected one argument") until the id was passed as one token."""
     import uuid
 
-    from processors.testing import apache
+    from ragbus.testing import apache
 
     try:
         jars.lib_dir("kafka")

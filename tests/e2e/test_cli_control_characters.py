@@ -18,18 +18,18 @@ from pathlib import Path
 import httpx
 import pytest
 
-from processors.ingestion.send import send_document
-from processors.ingestion.sources import DocumentSource
-from processors.testing.gateway import GatewayProcess
-from processors.testing.stores import build_stores
-from schema import BadRequest, Document, Fact, KgQueryResponse
+from ragbus.ingestion.send import send_document
+from ragbus.ingestion.sources import DocumentSource
+from ragbus.testing.gateway import GatewayProcess
+from ragbus.testing.stores import build_stores
+from ragbus.schema import BadRequest, Document, Fact, KgQueryResponse
 
 REPO = Path(__file__).resolve().parents[2]
 RAW = ("\x1b", "\u202e", "\x07", "\x00")  # none of these may reach a terminal
 
 
 def ragbus(*args: str, data: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "processors.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "ragbus.cli", *args], capture_output=True, text=True,
                           env=dict(os.environ, RAGBUS_DATA_DIR=str(data), PYTHONPATH=str(REPO)), cwd=REPO,
                           timeout=300, check=False)
 
@@ -94,7 +94,7 @@ def test_an_upload_whose_id_holds_a_control_character_is_refused_400_naming_it(t
 
 def test_kg_query_prints_entities_and_facts_escaped(capsys):
     """A graph's entities and facts come from whoever loaded it: ``ragbus kg query`` escapes them too."""
-    from processors.cli.kg import _show  # the printing of `ragbus kg query`, fed a response as kg-query sends it
+    from ragbus.cli.kg import _show  # the printing of `ragbus kg query`, fed a response as kg-query sends it
 
     fact = Fact("Osprey\x1b[2J", "departs_from", "Bergen", text="Osprey\x1b[2J departs from Bergen\u202e",
                 source="ferries\x07")
@@ -107,10 +107,10 @@ def test_kg_query_prints_entities_and_facts_escaped(capsys):
 
 async def test_the_chunker_refuses_an_id_with_a_control_character_published_straight_onto_the_bus():
     """Not every writer goes through the ingestion layer: a Document sent to document-load is checked there too."""
-    from processors.chunker import ChunkerProcessor, ChunkerSettings
-    from processors.runtime.envelope import Envelope, new_traceparent
-    from processors.runtime.processor import RequestContext
-    from schema import BadRequest, Document
+    from ragbus.chunker import ChunkerProcessor, ChunkerSettings
+    from ragbus.runtime.envelope import Envelope, new_traceparent
+    from ragbus.runtime.processor import RequestContext
+    from ragbus.schema import BadRequest, Document
 
     chunker = ChunkerProcessor("document-load", ChunkerSettings())
     context = RequestContext(envelope=Envelope(request_id="r", reply_to=None, attempt=1, deadline_ms=None,

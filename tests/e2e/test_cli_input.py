@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from processors.cli.main import build_parser
+from ragbus.cli.main import build_parser
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 def ragbus(*args: str, data_dir: Path, timeout: float = 120) -> subprocess.CompletedProcess:
     env = dict(os.environ, RAGBUS_DATA_DIR=str(data_dir), PYTHONPATH=str(REPO))
     return subprocess.run(
-        [sys.executable, "-m", "processors.cli", *args],
+        [sys.executable, "-m", "ragbus.cli", *args],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=timeout,
     )
 

@@ -32,7 +32,7 @@ PRINTING = [
 
 
 def ragbus(*args: str, data: Path, stdout=subprocess.PIPE, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "processors.cli", *args], stdout=stdout, stderr=subprocess.PIPE,
+    return subprocess.run([sys.executable, "-m", "ragbus.cli", *args], stdout=stdout, stderr=subprocess.PIPE,
                           text=True, env=dict(os.environ, RAGBUS_DATA_DIR=str(data), PYTHONPATH=str(REPO), **env),
                           cwd=REPO, timeout=300, check=False)
 

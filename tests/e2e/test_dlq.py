@@ -20,11 +20,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from config.settings import ProcessorSettings
-from processors.bus.dead_letters import REDRIVEN, REDRIVES, pending, redrive
-from processors.runtime.envelope import request_headers
-from processors.runtime.processor import Processor, RequestContext
-from schema import encode
+from ragbus.config.settings import ProcessorSettings
+from ragbus.bus.dead_letters import REDRIVEN, REDRIVES, pending, redrive
+from ragbus.runtime.envelope import request_headers
+from ragbus.runtime.processor import Processor, RequestContext
+from ragbus.schema import encode
 
 from ..helpers.brokers import settings_for_tests
 from ..helpers.serving import serving
@@ -136,7 +136,7 @@ async def test_poison_then_fix_then_redrive_is_handled_once_with_fresh_attempts(
 
 
 async def test_reason_and_limit_pick_what_is_redriven():
-    from processors.bus import connect
+    from ragbus.bus import connect
 
     bus = await connect(f"memory://dlq-{uuid.uuid4().hex[:8]}", settings_for_tests())
     try:
@@ -169,13 +169,13 @@ async def test_reason_and_limit_pick_what_is_redriven():
 
 def ragbus(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-m", "processors.cli", *args], capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, "-m", "ragbus.cli", *args], capture_output=True, text=True, env=env,
                           cwd=REPO, timeout=120)
 
 
 @pytest.mark.parametrize("backend", ["kafka", "pulsar"])
 async def test_the_command_lists_and_redrives_until_the_topic_is_empty(bus_url, topic):
-    from processors.bus import connect
+    from ragbus.bus import connect
 
     async with await connect(bus_url, settings_for_tests()) as bus:
         writer = ledger(topic)

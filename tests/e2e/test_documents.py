@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import contextlib
 
-from config import pipelines
-from config.settings import load_settings
-from processors.bus import connect
-from processors.ingestion import document_id, load_documents
-from processors.ingestion import ingest
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import DocumentRagClient
-from processors.runtime.worker import processors_running
+from ragbus.config import pipelines
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect
+from ragbus.ingestion import document_id, load_documents
+from ragbus.ingestion import ingest
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import DocumentRagClient
+from ragbus.runtime.worker import processors_running
 
 from ..documents_made import NOISY_PAGE, write_docx, write_pdf, write_pptx
 

@@ -9,15 +9,15 @@ file is measured by ``python -m scripts.bench_large_document`` (minutes of embed
 
 from __future__ import annotations
 
-from config import pipelines
-from config.settings import load_settings
-from processors.bus import connect
-from processors.chunker import chunk_document
-from processors.ingestion import ingest
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import DocumentRagClient
-from processors.runtime.worker import processors_running
-from schema import Document
+from ragbus.config import pipelines
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect
+from ragbus.chunker import chunk_document
+from ragbus.ingestion import ingest
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import DocumentRagClient
+from ragbus.runtime.worker import processors_running
+from ragbus.schema import Document
 
 from ..helpers.ingest_pipeline import large_text
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from processors.testing import brokers
+from ragbus.testing import brokers
 
 REPO = Path(__file__).resolve().parents[2]
 SUITE = "tests/conformance/test_delivery.py"

@@ -17,8 +17,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from processors.testing.gateway import GatewayProcess
-from processors.testing.selection import broker_env
+from ragbus.testing.gateway import GatewayProcess
+from ragbus.testing.selection import broker_env
 
 from ..helpers.rag_pipeline import pipeline
 from ..helpers.serve_stores import stores
@@ -29,7 +29,7 @@ UK = "Who was head of government of the United Kingdom?"
 
 def ragbus_mcp(env: dict[str, str], *args: str) -> StdioServerParameters:
     """``ragbus mcp`` as the SDK's client starts it: this interpreter's module, its own process."""
-    return StdioServerParameters(command=sys.executable, args=["-m", "processors.cli", "mcp", *args],
+    return StdioServerParameters(command=sys.executable, args=["-m", "ragbus.cli", "mcp", *args],
                                  env={**os.environ, **broker_env(), **env}, cwd=str(Path(__file__).parents[2]))
 
 

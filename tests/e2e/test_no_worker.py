@@ -24,7 +24,7 @@ PATIENCE = 300
 
 def ragbus(*args: str, data_dir: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, RAGBUS_DATA_DIR=str(data_dir), PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-m", "processors.cli", *args],
+    return subprocess.run([sys.executable, "-m", "ragbus.cli", *args],
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=PATIENCE)
 
 

@@ -16,8 +16,8 @@ from typing import ClassVar
 
 import pytest
 
-from processors.runtime import tracing
-from schema import topics
+from ragbus.runtime import tracing
+from ragbus.schema import topics
 
 from ..helpers.forgetful_echo import ForgetsFirstAttempts
 from ..helpers.rag_pipeline import pipeline
@@ -142,8 +142,8 @@ def test_without_otel_settings_nothing_of_opentelemetry_is_loaded():
     """Off is free: the processor and the client check one flag, and the SDK is never imported."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     probe = (
-        "import sys; import processors.runtime.processor, processors.runtime.request_client, processors.runtime.worker;"
-        "from processors.runtime import tracing;"
+        "import sys; import ragbus.runtime.processor, ragbus.runtime.request_client, ragbus.runtime.worker;"
+        "from ragbus.runtime import tracing;"
         "print(tracing.ENABLED, sorted(m for m in sys.modules if m.startswith('opentelemetry')))"
     )
     run = subprocess.run([sys.executable, "-c", probe], env=dict(env, PYTHONPATH=str(REPO)), cwd=REPO,
@@ -226,7 +226,7 @@ async def test_a_worker_exports_its_spans_by_otlp_to_the_endpoint_the_environmen
 
 
 async def _bus(url):
-    from processors.bus import connect
+    from ragbus.bus import connect
 
     from ..helpers.brokers import settings_for_tests
 

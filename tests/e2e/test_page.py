@@ -14,7 +14,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
-from processors.testing.gateway import GatewayProcess
+from ragbus.testing.gateway import GatewayProcess
 
 from ..documents_made import write_pdf
 from ..helpers.browser import FLAGS, chromium, screenshots

@@ -21,13 +21,13 @@ import httpx
 import msgspec
 import pytest
 
-from config import pipelines
-from processors.bus import connect
-from processors.testing.stores import build_stores
-from processors.runtime.request_client import RequestClient, RequestTimeout
-from processors.runtime.typed_clients import DocumentRagClient, RemoteError
-from processors.testing.brokers import free_port
-from processors.testing.chaos import QueryLoad, WorkerProcess, worker_env
+from ragbus.config import pipelines
+from ragbus.bus import connect
+from ragbus.testing.stores import build_stores
+from ragbus.runtime.request_client import RequestClient, RequestTimeout
+from ragbus.runtime.typed_clients import DocumentRagClient, RemoteError
+from ragbus.testing.brokers import free_port
+from ragbus.testing.chaos import QueryLoad, WorkerProcess, worker_env
 
 from ..helpers.brokers import settings_for_tests
 from ..helpers.monitoring import MONITORING, as_promql, panel_exprs, tool

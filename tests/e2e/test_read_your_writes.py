@@ -18,15 +18,15 @@ import uuid
 import httpx
 import pytest
 
-from config import pipelines
-from processors.bus import connect
-from processors.ingestion import DocumentSource, ingest
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import DocumentRagClient
-from processors.testing.chaos import WorkerProcess, worker_env
-from processors.testing.gateway import GatewayProcess
-from schema import Document
-from schema.changelog import FILE_WRITES
+from ragbus.config import pipelines
+from ragbus.bus import connect
+from ragbus.ingestion import DocumentSource, ingest
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import DocumentRagClient
+from ragbus.testing.chaos import WorkerProcess, worker_env
+from ragbus.testing.gateway import GatewayProcess
+from ragbus.schema import Document
+from ragbus.schema.changelog import FILE_WRITES
 
 from ..helpers.brokers import settings_for_tests
 

@@ -12,7 +12,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from processors.testing.gateway import GatewayProcess
+from ragbus.testing.gateway import GatewayProcess
 
 from ..helpers.serve_stores import stores
 

@@ -14,11 +14,11 @@ import httpx
 import openai
 import pytest
 
-from config import pipelines
-from config.settings import load_settings
-from processors.testing.stores import build_stores
-from processors.runtime.worker import processors_running
-from processors.testing.gateway import GatewayProcess
+from ragbus.config import pipelines
+from ragbus.config.settings import load_settings
+from ragbus.testing.stores import build_stores
+from ragbus.runtime.worker import processors_running
+from ragbus.testing.gateway import GatewayProcess
 
 from ..helpers.brokers import settings_for_tests
 from ..helpers.rag_pipeline import DOCS
@@ -416,11 +416,11 @@ def test_serve_says_the_bus_cannot_be_reached_and_never_that_it_serves(tmp_path)
     import subprocess
     import sys
 
-    from processors.testing.brokers import free_port
+    from ragbus.testing.brokers import free_port
 
     url = f"kafka://127.0.0.1:{free_port()}"
     env = {**os.environ, "RAGBUS_DATA_DIR": str(tmp_path), "RAGBUS_BUS__CONNECT_TIMEOUT_S": "2"}
-    done = subprocess.run([sys.executable, "-m", "processors.cli", "serve", "--port", str(free_port()), "--bus", url],
+    done = subprocess.run([sys.executable, "-m", "ragbus.cli", "serve", "--port", str(free_port()), "--bus", url],
                           env=env, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2, done.stderr
     assert f"ragbus: error: the bus at {url} cannot be reached: " in done.stderr
@@ -435,7 +435,7 @@ def test_without_keys_serve_refuses_an_address_other_than_loopback(host, tmp_pat
 
     env = {k: v for k, v in os.environ.items() if k != "RAGBUS_API_KEYS"}
     env["RAGBUS_DATA_DIR"] = str(tmp_path)
-    done = subprocess.run([sys.executable, "-m", "processors.cli", "serve", "--host", host, "--port", "0"],
+    done = subprocess.run([sys.executable, "-m", "ragbus.cli", "serve", "--host", host, "--port", "0"],
                           env=env, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2, done.stderr
     assert f"no API key is set, so ragbus serve answers on loopback only; {host} would" in done.stderr
@@ -444,7 +444,7 @@ def test_without_keys_serve_refuses_an_address_other_than_loopback(host, tmp_pat
 
 
 def test_loopback_is_what_keyless_serving_may_bind():
-    from processors.cli.serve import is_loopback
+    from ragbus.cli.serve import is_loopback
 
     assert all(is_loopback(h) for h in ("127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost"))
     assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "example.com", "localhost.example"))

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
-from processors.testing.gateway import GatewayProcess
+from ragbus.testing.gateway import GatewayProcess
 
 from ..helpers.serve_stores import stores
 

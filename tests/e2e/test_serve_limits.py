@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import uvicorn
 
-from processors.gateway.http_limits import HeadLimits, protocol_with
-from processors.testing.gateway import GatewayProcess
+from ragbus.gateway.http_limits import HeadLimits, protocol_with
+from ragbus.testing.gateway import GatewayProcess
 
 from ..helpers.serve_stores import stores
 

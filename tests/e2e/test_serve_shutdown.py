@@ -12,7 +12,7 @@ import signal
 import httpx
 import pytest
 
-from processors.testing.gateway import GatewayProcess
+from ragbus.testing.gateway import GatewayProcess
 
 from ..helpers.serve_stores import stores
 

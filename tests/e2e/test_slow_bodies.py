@@ -16,10 +16,10 @@ import httpx
 import pytest
 import uvicorn
 
-from processors.gateway.guard import Guard
-from processors.gateway.http_limits import HeadLimits, protocol_with
-from processors.gateway.keys import gather
-from processors.testing.gateway import GatewayProcess
+from ragbus.gateway.guard import Guard
+from ragbus.gateway.http_limits import HeadLimits, protocol_with
+from ragbus.gateway.keys import gather
+from ragbus.testing.gateway import GatewayProcess
 
 from ..helpers.serve_stores import stores
 

@@ -27,16 +27,16 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from config.bus import PulsarOptions
-from config.settings import load_settings
-from processors.bus import connect
-from processors.bus.memory import drop_memory_broker
-from processors.runtime.status import statuses
-from processors.runtime.envelope import request_headers
-from processors.runtime.worker import processors_running
-from processors.testing import brokers, selection
-from schema import REPLY_PREFIX, EmbedRequest, encode
-from schema import topics as t
+from ragbus.config.bus import PulsarOptions
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect
+from ragbus.bus.memory import drop_memory_broker
+from ragbus.runtime.status import statuses
+from ragbus.runtime.envelope import request_headers
+from ragbus.runtime.worker import processors_running
+from ragbus.testing import brokers, selection
+from ragbus.schema import REPLY_PREFIX, EmbedRequest, encode
+from ragbus.schema import topics as t
 
 from ..helpers.brokers import own_broker, settings_for_tests
 
@@ -46,7 +46,7 @@ PATIENCE = 60.0  # Pulsar Lite refreshes its gauges every few seconds; a poll gi
 
 def ragbus_status(url: str, env: dict[str, str]) -> dict:
     done = subprocess.run(
-        [sys.executable, "-m", "processors.cli", "status", "--bus", url, "--processors", t.EMBED, "--json"],
+        [sys.executable, "-m", "ragbus.cli", "status", "--bus", url, "--processors", t.EMBED, "--json"],
         capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO), **env), cwd=REPO, timeout=120,
     )
     assert done.returncode == 0, done.stderr
@@ -155,7 +155,7 @@ async def test_pulsar_status_without_metrics_says_it_cannot_tell(pulsar_broker):
 
 
 def test_pulsar_gauges_are_read_as_pulsar_lite_and_pulsar_label_them():
-    from processors.bus.pulsar.stats import parse
+    from ragbus.bus.pulsar.stats import parse
 
     text = "\n".join([
         "# TYPE pulsar_subscription_back_log gauge",
@@ -177,7 +177,7 @@ def test_pulsar_gauges_are_read_as_pulsar_lite_and_pulsar_label_them():
 
 def test_on_the_embedded_bus_status_says_the_bus_is_its_own():
     """An empty table on memory:// is the command's own bus, not the deployment's: it says so, naming --bus."""
-    done = subprocess.run([sys.executable, "-m", "processors.cli", "status", "--processors", t.EMBED],
+    done = subprocess.run([sys.executable, "-m", "ragbus.cli", "status", "--processors", t.EMBED],
                           capture_output=True, text=True, cwd=REPO, timeout=120,
                           env=dict(os.environ, PYTHONPATH=str(REPO), RAGBUS_BUS__URL="memory://"))
     assert done.returncode == 0 and done.stdout.startswith("TOPIC"), done.stderr
@@ -187,6 +187,6 @@ def test_on_the_embedded_bus_status_says_the_bus_is_its_own():
 
 @pytest.mark.parametrize("command", [["status"], ["dlq"], ["dlq", "list"], ["dlq", "redrive"]])
 def test_the_commands_explain_themselves(command):
-    done = subprocess.run([sys.executable, "-m", "processors.cli", *command, "--help"], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "ragbus.cli", *command, "--help"], capture_output=True,
                           text=True, env=dict(os.environ, PYTHONPATH=str(REPO)), cwd=REPO, timeout=60)
     assert done.returncode == 0 and done.stdout.startswith(f"usage: ragbus {' '.join(command)}"), done.stderr

@@ -12,8 +12,8 @@ import uuid
 
 import pytest
 
-from processors.cli.ask import show, show_stream
-from processors.runtime.typed_clients import RemoteError
+from ragbus.cli.ask import show, show_stream
+from ragbus.runtime.typed_clients import RemoteError
 
 from ..helpers.brokers import settings_for_tests
 from ..helpers.rag_pipeline import pipeline
@@ -78,7 +78,7 @@ async def ask_on_a_terminal(url: str, collection: str, tmp_path) -> str:
     main, secondary = pty.openpty()
     env = {**os.environ, "RAGBUS_DATA_DIR": str(tmp_path / "unused")}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "processors.cli", "ask", QUESTION, "--bus", url, "--collection", collection,
+        sys.executable, "-m", "ragbus.cli", "ask", QUESTION, "--bus", url, "--collection", collection,
         "--mode", "hybrid", env=env, stdout=secondary, stderr=asyncio.subprocess.PIPE)
     os.close(secondary)
     _, err = await asyncio.wait_for(proc.communicate(), 120)

@@ -14,7 +14,7 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from config.settings import load_settings
+from ragbus.config.settings import load_settings
 
 pytestmark = pytest.mark.brokers
 
@@ -30,7 +30,7 @@ retention_ms = 172800000
 
 def ragbus(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(REPO), RAGBUS_DATA_DIR=str(cwd / "data"))
-    return subprocess.run([sys.executable, "-m", "processors.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "ragbus.cli", *args], capture_output=True, text=True,
                           env=env, cwd=REPO, timeout=120)
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from processors.bus import Bus
-from processors.runtime.envelope import ATTEMPT, REPLY_TO, TRACEPARENT
-from schema import topics
+from ragbus.bus import Bus
+from ragbus.runtime.envelope import ATTEMPT, REPLY_TO, TRACEPARENT
+from ragbus.schema import topics
 
 from ..helpers.rag_pipeline import pipeline
 

@@ -12,9 +12,9 @@ import asyncio
 import httpx
 import pytest
 
-from processors.testing.stores import build_stores
-from processors.testing.gateway import GatewayProcess
-from schema import Document
+from ragbus.testing.stores import build_stores
+from ragbus.testing.gateway import GatewayProcess
+from ragbus.schema import Document
 
 from ..documents_made import write_docx, write_pdf
 

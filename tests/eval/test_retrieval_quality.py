@@ -51,9 +51,9 @@ def test_the_split_is_fixed_halved_by_kind_and_the_one_drawn_with_its_seed():
 
 
 def test_hybrid_is_the_configured_default_mode():
-    from config.settings import load_settings, processor_settings
-    from processors.document_rag import DocumentRag
-    from processors.document_rag.settings import DocumentRagSettings
+    from ragbus.config.settings import load_settings, processor_settings
+    from ragbus.document_rag import DocumentRag
+    from ragbus.document_rag.settings import DocumentRagSettings
 
     configured = processor_settings(load_settings(environ={}), "document-rag", DocumentRagSettings)
     assert configured.retrieval_mode == "hybrid"

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from config.bus import BusSettings, KafkaOptions, PulsarOptions
-from processors.testing import brokers, selection
+from ragbus.config.bus import BusSettings, KafkaOptions, PulsarOptions
+from ragbus.testing import brokers, selection
 
 
 @dataclass

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from processors.testing.brokers import in_ci
+from ragbus.testing.brokers import in_ci
 
 ROOT = Path(__file__).resolve().parents[2]
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from config import pipelines
-from config.settings import Settings, lanes, load_settings
-from processors.testing import brokers
+from ragbus.config import pipelines
+from ragbus.config.settings import Settings, lanes, load_settings
+from ragbus.testing import brokers
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "config" / "deploy" / "chart"

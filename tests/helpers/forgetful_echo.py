@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from processors.runtime.processor import RequestContext
+from ragbus.runtime.processor import RequestContext
 
 from ..runtime.echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
 

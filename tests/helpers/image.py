@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from processors.testing.brokers import in_ci
+from ragbus.testing.brokers import in_ci
 
 DEPLOY = Path(__file__).resolve().parents[2] / "config" / "deploy"
 # The image's data dir (RAGBUS_DATA_DIR in config/deploy/Containerfile), where a test mounts a volume.

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import contextlib
 
-from config import pipelines
-from config.settings import load_settings
-from processors.bus import connect
-from processors.ingestion import builtin_corpus
-from processors.runtime.request_client import RequestClient
-from processors.runtime.worker import processors_running
-from schema import Document
+from ragbus.config import pipelines
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect
+from ragbus.ingestion import builtin_corpus
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.worker import processors_running
+from ragbus.schema import Document
 
 PIPELINE = (*pipelines.INGEST, *pipelines.RETRIEVAL)
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import contextlib
 import uuid
 
-from config import pipelines
-from config.settings import load_settings
-from processors.bus import connect
-from processors.runtime.request_client import RequestClient
-from processors.runtime.worker import processors_running
+from ragbus.config import pipelines
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.worker import processors_running
 
 
 @contextlib.asynccontextmanager

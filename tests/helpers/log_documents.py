@@ -7,14 +7,14 @@ import uuid
 
 import numpy as np
 
-from processors.doc_embeddings import DocEmbeddingsDeleteProcessor, DocEmbeddingsSettings, DocEmbeddingsStoreProcessor
-from processors.doc_embeddings.store import VectorStore, collection_dir
-from processors.keyword import KeywordIndex, KeywordSettings
-from processors.library import DocumentRecordProcessor, LibrarySettings
-from processors.library.store import Library, library_path
-from processors.runtime.envelope import Envelope, new_traceparent
-from processors.runtime.processor import RequestContext
-from schema import Chunk, DeleteDocument, DocumentInfo, EmbeddedChunks, RecordDocument, generation_of
+from ragbus.doc_embeddings import DocEmbeddingsDeleteProcessor, DocEmbeddingsSettings, DocEmbeddingsStoreProcessor
+from ragbus.doc_embeddings.store import VectorStore, collection_dir
+from ragbus.keyword import KeywordIndex, KeywordSettings
+from ragbus.library import DocumentRecordProcessor, LibrarySettings
+from ragbus.library.store import Library, library_path
+from ragbus.runtime.envelope import Envelope, new_traceparent
+from ragbus.runtime.processor import RequestContext
+from ragbus.schema import Chunk, DeleteDocument, DocumentInfo, EmbeddedChunks, RecordDocument, generation_of
 
 
 def _context() -> RequestContext:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from processors.testing.brokers import in_ci
+from ragbus.testing.brokers import in_ci
 
 MONITORING = Path(__file__).resolve().parents[2] / "config" / "monitoring"
 

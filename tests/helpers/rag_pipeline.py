@@ -10,17 +10,17 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from config import pipelines
-from config.settings import load_settings
-from processors.bus import connect
-from processors.bus.memory import drop_memory_broker
-from processors.kg.files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology
-from processors.ingestion import ingest
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import DocumentRagClient
-from processors.runtime.worker import processors_running
-from schema import Document
-from schema import topics as t
+from ragbus.config import pipelines
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect
+from ragbus.bus.memory import drop_memory_broker
+from ragbus.kg.files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology
+from ragbus.ingestion import ingest
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import DocumentRagClient
+from ragbus.runtime.worker import processors_running
+from ragbus.schema import Document
+from ragbus.schema import topics as t
 
 DOCS = [
     Document(document_id="with", title="with statement",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from processors.bus import LogReader, LogRecord
+from ragbus.bus import LogReader, LogRecord
 
 RECEIVE_TIMEOUT = 20.0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from processors.testing.stores import build_stores
+from ragbus.testing.stores import build_stores
 
 from .rag_pipeline import DOCS
 

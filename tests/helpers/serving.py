@@ -6,11 +6,11 @@ import asyncio
 import contextlib
 import uuid
 
-from processors.bus import connect
-from processors.bus.memory import drop_memory_broker
-from processors.prompt import PromptProcessor
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import PromptClient
+from ragbus.bus import connect
+from ragbus.bus.memory import drop_memory_broker
+from ragbus.prompt import PromptProcessor
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import PromptClient
 
 from ..runtime.echo import EchoProcessor, EchoSettings
 

@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from processors.chunker import chunk_document, split_text
-from processors.chunker.chunking import chunk_part, split_part
-from schema import Document
+from ragbus.chunker import chunk_document, split_text
+from ragbus.chunker.chunking import chunk_part, split_part
+from ragbus.schema import Document
 
 TEXT = " ".join(f"Sentence number {i} says something about topic {i % 7}." for i in range(200))
 

@@ -14,10 +14,10 @@ import uuid
 
 import pytest
 
-from processors.bus import connect
-from processors.bus.memory import drop_memory_broker
-from processors.replica import DocumentsReplicaProcessor, ReplicaSettings
-from schema.topics import CHANGELOG_PREFIX
+from ragbus.bus import connect
+from ragbus.bus.memory import drop_memory_broker
+from ragbus.replica import DocumentsReplicaProcessor, ReplicaSettings
+from ragbus.schema.topics import CHANGELOG_PREFIX
 
 from ..helpers.log_documents import LogWriters, caught_up, compact_past_retention, served_document
 

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from processors.ingestion import load_documents
+from ragbus.ingestion import load_documents
 
 from ..documents_made import NOISY_PAGE, write_docx, write_pdf, write_pptx
 
@@ -159,7 +159,7 @@ def test_a_path_that_does_not_exist_is_named(tmp_path, suffix):
 
 
 def test_an_upload_reads_as_the_same_file_on_disk_does(tmp_path):
-    from processors.ingestion import open_bytes
+    from ragbus.ingestion import open_bytes
 
     path = write_docx(tmp_path / "kettle.docx", "Acme Kettle Warranty", [
         ("How long is the warranty?", ["Seven years from purchase."]), ("How do I claim?", ["Post it to Leeds."])])
@@ -175,7 +175,7 @@ def test_an_upload_reads_as_the_same_file_on_disk_does(tmp_path):
     ("cafe.txt", "", b"caf\xe9 cr\xe8me \x00\x00\x00", "UnreadableDocument"),
 ])
 def test_an_upload_that_cannot_be_read_raises_a_typed_error_naming_it(filename, media_type, content, error):
-    from processors import ingestion
+    from ragbus import ingestion
 
     with pytest.raises(getattr(ingestion, error)) as raised:
         ingestion.open_bytes(content, filename=filename, media_type=media_type, collection="default", document_id="x")
@@ -184,7 +184,7 @@ def test_an_upload_that_cannot_be_read_raises_a_typed_error_naming_it(filename, 
 
 
 def test_an_upload_in_cp1252_or_named_by_its_media_type_is_read():
-    from processors.ingestion import open_bytes
+    from ragbus.ingestion import open_bytes
 
     cafe = open_bytes("Le café coûte 3 €.".encode("cp1252"), filename="cafe.txt", collection="default",
                       document_id="c")

@@ -17,10 +17,10 @@ import faiss
 import numpy as np
 import pytest
 
-from config.settings import SettingsError, data_dir, default_data_dir, load_settings
-from processors.bus import connect
-from processors.bus.memory import drop_memory_broker
-from processors.doc_embeddings import (
+from ragbus.config.settings import SettingsError, data_dir, default_data_dir, load_settings
+from ragbus.bus import connect
+from ragbus.bus.memory import drop_memory_broker
+from ragbus.doc_embeddings import (
     DocEmbeddingsDeleteProcessor,
     DocEmbeddingsQueryProcessor,
     DocEmbeddingsSettings,
@@ -29,12 +29,12 @@ from processors.doc_embeddings import (
     StoreError,
     VectorStore,
 )
-from processors.doc_embeddings.store import INDEX_CACHE
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import DocEmbeddingsClient, FetchChunkClient, RemoteError
-from processors.runtime.worker import build_processor
-from schema import Chunk, DeleteDocument, EmbeddedChunks, IngestResult
-from schema import topics as t
+from ragbus.doc_embeddings.store import INDEX_CACHE
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import DocEmbeddingsClient, FetchChunkClient, RemoteError
+from ragbus.runtime.worker import build_processor
+from ragbus.schema import Chunk, DeleteDocument, EmbeddedChunks, IngestResult
+from ragbus.schema import topics as t
 
 from ..helpers.serving import serving
 
@@ -419,7 +419,7 @@ def test_settings_defaults_and_wiring_from_a_config_file(tmp_path):
     config = tmp_path / "ragbus.toml"
     config.write_text(
         '[processors.doc-embeddings-query]\n'
-        'class = "processors.doc_embeddings:DocEmbeddingsQueryProcessor"\n'
+        'class = "ragbus.doc_embeddings:DocEmbeddingsQueryProcessor"\n'
         f'data_dir = "{tmp_path}"\n'
         "hnsw_ef_search = 128\n"
     )

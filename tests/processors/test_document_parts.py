@@ -9,10 +9,10 @@ from __future__ import annotations
 import tracemalloc
 from types import SimpleNamespace
 
-from processors.chunker.chunking import split_part, split_text
-from processors.ingestion import load_documents
-from processors.ingestion import ingest, send_document
-from schema import IngestResult, encode
+from ragbus.chunker.chunking import split_part, split_text
+from ragbus.ingestion import load_documents
+from ragbus.ingestion import ingest, send_document
+from ragbus.schema import IngestResult, encode
 
 SENTENCE = "The quick brown fox jumps over the lazy dog while the lighthouse keeper logs ship {i}. "
 
@@ -101,7 +101,7 @@ class TitlingClient(ChunkingClient):
         self.titles: list[tuple[str, str]] = []
 
     async def request(self, topic, message, response_type, *, timeout):
-        from processors.chunker.chunking import chunk_part
+        from ragbus.chunker.chunking import chunk_part
 
         result = await super().request(topic, message, response_type, timeout=timeout)
         chunks, _ = chunk_part(message, self.size, self.overlap)

@@ -17,13 +17,13 @@ import uuid
 import msgspec
 import pytest
 
-from config.settings import load_settings
-from processors.ingestion import ingest
-from processors.runtime.worker import processors_running
-from processors.bus import LogRecord
-from processors.bus.memory import drop_memory_broker
-from processors.testing import brokers, selection
-from schema import (
+from ragbus.config.settings import load_settings
+from ragbus.ingestion import ingest
+from ragbus.runtime.worker import processors_running
+from ragbus.bus import LogRecord
+from ragbus.bus.memory import drop_memory_broker
+from ragbus.testing import brokers, selection
+from ragbus.schema import (
     DeleteDocument,
     EmbeddedChunks,
     DocumentList,
@@ -36,8 +36,8 @@ from schema import (
     RecordDocument,
     decode,
 )
-from schema.changelog import CHUNKS, KIND, RECORD, SWITCH, ReplicaStatus, ReplicaStatusRequest
-from schema.topics import CHANGELOG_PREFIX
+from ragbus.schema.changelog import CHUNKS, KIND, RECORD, SWITCH, ReplicaStatus, ReplicaStatusRequest
+from ragbus.schema.topics import CHANGELOG_PREFIX
 
 from ..helpers.brokers import own_broker
 from ..helpers.rag_pipeline import DOCS

@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
-from config.settings import SettingsError, load_settings
-from processors.bus import connect
-from processors.bus.memory import drop_memory_broker
-from processors.embed import EmbedProcessor, EmbedSettings, OnnxSettings, OpenAISettings
-from processors.embed.onnx_backend import BULK_NICENESS, ModelError, OnnxBackend, default_vocab_path, load_vocab
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import EmbedClient, RemoteError
-from processors.runtime.worker import build_processor
+from ragbus.config.settings import SettingsError, load_settings
+from ragbus.bus import connect
+from ragbus.bus.memory import drop_memory_broker
+from ragbus.embed import EmbedProcessor, EmbedSettings, OnnxSettings, OpenAISettings
+from ragbus.embed.onnx_backend import BULK_NICENESS, ModelError, OnnxBackend, default_vocab_path, load_vocab
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import EmbedClient, RemoteError
+from ragbus.runtime.worker import build_processor
 
 from ..helpers.serving import serving
 
@@ -410,7 +410,7 @@ async def test_the_optimised_model_is_kept_and_gives_the_same_vectors_bit_for_bi
 
 
 async def test_the_optimised_model_is_named_by_the_export_and_the_runtime(tmp_path):
-    from processors.embed.onnx_backend import optimized_path
+    from ragbus.embed.onnx_backend import optimized_path
 
     a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
     a.write_bytes(b"one export")

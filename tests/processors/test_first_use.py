@@ -14,18 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from config.settings import load_settings
-from processors.bus import connect
-from processors.bus.memory import drop_memory_broker
-from processors.cli import seed
-from processors.ingestion import files
-from processors.cli.main import main
-from processors.kg.store import graph_path
-from processors.runtime.request_client import RequestClient
-from processors.runtime.store_lock import take_writer_lock
-from processors.runtime.typed_clients import FetchChunkClient, KgClient
-from processors.runtime.worker import processors_running
-from schema import topics as t
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect
+from ragbus.bus.memory import drop_memory_broker
+from ragbus.cli import seed
+from ragbus.ingestion import files
+from ragbus.cli.main import main
+from ragbus.kg.store import graph_path
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.store_lock import take_writer_lock
+from ragbus.runtime.typed_clients import FetchChunkClient, KgClient
+from ragbus.runtime.worker import processors_running
+from ragbus.schema import topics as t
 
 TOPICS = ["assert", "break", "continue", "for", "if", "pass", "while", "with"]
 

@@ -15,10 +15,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from processors.kg.files import load_graph
-from processors.kg.store import graph_path, load_log
-from processors.runtime.typed_clients import KgClient
-from schema.times import iso, parse_instant
+from ragbus.kg.files import load_graph
+from ragbus.kg.store import graph_path, load_log
+from ragbus.runtime.typed_clients import KgClient
+from ragbus.schema.times import iso, parse_instant
 
 from ..helpers.kg_pipeline import kg_processors
 
@@ -143,7 +143,7 @@ async def test_an_edited_fact_loaded_again_is_revised_and_the_old_version_stays_
 
 def _ragbus(*args: str, data_dir) -> subprocess.CompletedProcess:
     env = {**os.environ, "RAGBUS_DATA_DIR": str(data_dir), "RAGBUS_BUS__URL": "memory://"}
-    return subprocess.run([sys.executable, "-m", "processors.cli", *args], check=False, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "ragbus.cli", *args], check=False, capture_output=True,
                           text=True, env=env, timeout=120)
 
 

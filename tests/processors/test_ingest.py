@@ -11,21 +11,21 @@ import uuid
 import msgspec
 import pytest
 
-from processors.chunker import as_stored, chunk_document
-from processors.ingestion import DocumentSource, builtin_corpus, load_documents
-from processors.cli.library import list_collections, list_documents
-from processors.ingestion import ingest
-from processors.runtime import metrics
-from processors.runtime.processor import Processor
-from processors.runtime.typed_clients import (
+from ragbus.chunker import as_stored, chunk_document
+from ragbus.ingestion import DocumentSource, builtin_corpus, load_documents
+from ragbus.cli.library import list_collections, list_documents
+from ragbus.ingestion import ingest
+from ragbus.runtime import metrics
+from ragbus.runtime.processor import Processor
+from ragbus.runtime.typed_clients import (
     DocEmbeddingsClient,
     EmbedClient,
     FetchChunkClient,
     KeywordClient,
     RemoteError,
 )
-from schema import DeleteDocument, Document, EmbeddedChunks, Fact, IngestResult, LoadTriples
-from schema import topics as t
+from ragbus.schema import DeleteDocument, Document, EmbeddedChunks, Fact, IngestResult, LoadTriples
+from ragbus.schema import topics as t
 
 from ..helpers.brokers import settings_for_tests
 from ..helpers.ingest_pipeline import DOCS, LARGE_ENV, large_text, pipeline
@@ -126,7 +126,7 @@ class FailingStore(Processor):
 
 
 async def test_a_failed_store_leaves_no_partial_chunk_set(tmp_path, monkeypatch):
-    from config.settings import ProcessorSettings
+    from ragbus.config.settings import ProcessorSettings
 
     url = f"memory://{tmp_path.name}"
     stores = {"document-load.store_topics": ["doc-embeddings-store", "failing-store"]}
@@ -224,7 +224,7 @@ class FailingLaterStore(Processor):
 
 
 async def test_a_later_part_that_fails_leaves_no_partial_document(tmp_path, monkeypatch):
-    from config.settings import ProcessorSettings
+    from ragbus.config.settings import ProcessorSettings
 
     url = f"memory://{tmp_path.name}"
     doc = Document(document_id="big", title="big", text=large_text(150_000))

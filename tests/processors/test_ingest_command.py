@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 def ragbus(*args: str, data_dir: Path, cwd: Path = REPO, **env: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, RAGBUS_DATA_DIR=str(data_dir), PYTHONPATH=str(REPO), **env)
     return subprocess.run(
-        [sys.executable, "-m", "processors.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300
+        [sys.executable, "-m", "ragbus.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300
     )
 
 

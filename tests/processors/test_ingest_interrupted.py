@@ -34,7 +34,7 @@ def _env(data: Path, **extra: str) -> dict[str, str]:
 
 
 def ragbus(*args: str, data: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "processors.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "ragbus.cli", *args], capture_output=True, text=True,
                           env=_env(data), cwd=REPO, timeout=300, check=False)
 
 
@@ -47,7 +47,7 @@ async def test_ctrl_c_while_a_large_document_is_stored_ends_at_once_and_keeps_th
 
     manual.write_text(large_text(1_300_000))  # the new version: seven parts
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "processors.cli", "ingest", str(manual), env=_env(data, **LARGE), cwd=REPO,
+        sys.executable, "-m", "ragbus.cli", "ingest", str(manual), env=_env(data, **LARGE), cwd=REPO,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
     seen = []

@@ -10,22 +10,22 @@ from dataclasses import dataclass
 
 import pytest
 
-from config.settings import load_settings
-from processors.bus import connect
-from processors.bus.memory import drop_memory_broker
-from processors.keyword import (
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect
+from ragbus.bus.memory import drop_memory_broker
+from ragbus.keyword import (
     KeywordDeleteProcessor,
     KeywordIndex,
     KeywordQueryProcessor,
     KeywordSettings,
     KeywordStoreProcessor,
 )
-from processors.keyword.index import identifier_tokens, stems, words
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import KeywordClient, RemoteError
-from processors.runtime.worker import build_processor
-from schema import Chunk, DeleteDocument, EmbeddedChunks, IngestResult
-from schema import topics as t
+from ragbus.keyword.index import identifier_tokens, stems, words
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import KeywordClient, RemoteError
+from ragbus.runtime.worker import build_processor
+from ragbus.schema import Chunk, DeleteDocument, EmbeddedChunks, IngestResult
+from ragbus.schema import topics as t
 
 from ..helpers.serving import serving
 
@@ -171,7 +171,7 @@ async def test_with_stemming_an_inflected_word_matches_and_an_identifier_still_m
 def test_an_index_written_before_the_stem_field_is_still_searched(tmp_path):
     import tantivy
 
-    from processors.keyword.index import LEGACY_SCHEMA, index_path
+    from ragbus.keyword.index import LEGACY_SCHEMA, index_path
 
     path = index_path(tmp_path, "default")
     path.mkdir(parents=True)
@@ -406,14 +406,14 @@ async def test_config_sections_wire_the_three_processors(tmp_path):
     config.write_text(
         """
 [processors.keyword-query]
-class = "processors.keyword:KeywordQueryProcessor"
+class = "ragbus.keyword:KeywordQueryProcessor"
 
 [processors.keyword-store]
-class = "processors.keyword:KeywordStoreProcessor"
+class = "ragbus.keyword:KeywordStoreProcessor"
 topic = "chunk-store"
 
 [processors.keyword-delete]
-class = "processors.keyword:KeywordDeleteProcessor"
+class = "ragbus.keyword:KeywordDeleteProcessor"
 topic = "document-delete"
 """
     )
@@ -491,7 +491,7 @@ async def test_a_staged_version_is_unseen_until_one_commit_switches_the_document
 def test_an_index_written_before_versions_is_searched_and_switched_without_them(tmp_path):
     import tantivy
 
-    from processors.keyword.index import UNVERSIONED_SCHEMA, index_path
+    from ragbus.keyword.index import UNVERSIONED_SCHEMA, index_path
 
     path = index_path(tmp_path, "default")
     path.mkdir(parents=True)
@@ -509,7 +509,7 @@ def test_an_index_written_before_versions_is_searched_and_switched_without_them(
 
 
 def test_a_new_load_of_a_version_clears_what_a_failed_one_staged(tmp_path):
-    from processors.runtime.staging import Staging
+    from ragbus.runtime.staging import Staging
 
     staging = Staging(tmp_path)
     longer = [Chunk(chunk_id=f"d#{i}", document_id="d", text=f"old {i}", position=i, generation="v") for i in range(4)]

@@ -14,10 +14,10 @@ import uuid
 
 import pytest
 
-from processors.kg.files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_items, read_ontology
-from processors.runtime.typed_clients import KgClient, RemoteError
-from schema import Entity, Fact, IngestResult, LoadTriples
-from schema import topics as t
+from ragbus.kg.files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_items, read_ontology
+from ragbus.runtime.typed_clients import KgClient, RemoteError
+from ragbus.schema import Entity, Fact, IngestResult, LoadTriples
+from ragbus.schema import topics as t
 
 from ..helpers.brokers import settings_for_tests
 from ..helpers.kg_pipeline import kg_processors
@@ -176,7 +176,7 @@ def test_a_line_without_kind_must_look_like_a_fact_to_be_one(tmp_path):
 
 def _ragbus(*args: str, data_dir) -> subprocess.CompletedProcess:
     env = {**os.environ, "RAGBUS_DATA_DIR": str(data_dir), "RAGBUS_BUS__URL": "memory://"}
-    return subprocess.run([sys.executable, "-m", "processors.cli", *args], check=False, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "ragbus.cli", *args], check=False, capture_output=True,
                           text=True,
                           env=env, timeout=120)
 

@@ -16,11 +16,11 @@ from datetime import UTC, datetime
 import msgspec
 import pytest
 
-from processors.kg import KgQueryProcessor, KgStoreProcessor
-from processors.kg.settings import KgSettings
-from processors.runtime.changelog import ReplicaDirInUse
-from schema import Entity, Fact, IngestResult, KgQueryRequest, KgQueryResponse, LoadTriples
-from schema.topics import CHANGELOG_PREFIX
+from ragbus.kg import KgQueryProcessor, KgStoreProcessor
+from ragbus.kg.settings import KgSettings
+from ragbus.runtime.changelog import ReplicaDirInUse
+from ragbus.schema import Entity, Fact, IngestResult, KgQueryRequest, KgQueryResponse, LoadTriples
+from ragbus.schema.topics import CHANGELOG_PREFIX
 
 from ..helpers.serving import client_on, serving
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from processors.kg.files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, read_items, read_ontology
-from processors.kg.ontology import OntologyError
-from processors.kg.store import GraphLog, GraphStore, graph_path, load_log, stamped
-from schema import Entity, Fact, LoadTriples
-from schema.times import parse_instant
+from ragbus.kg.files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, read_items, read_ontology
+from ragbus.kg.ontology import OntologyError
+from ragbus.kg.store import GraphLog, GraphStore, graph_path, load_log, stamped
+from ragbus.schema import Entity, Fact, LoadTriples
+from ragbus.schema.times import parse_instant
 
 ONTOLOGY = {
     "classes": {"Thing": "", "Person": "Thing", "Place": "Thing", "City": "Place"},
@@ -285,9 +285,9 @@ def test_a_torn_last_record_is_waited_for_by_readers_and_cut_by_the_next_writer(
 
 
 async def test_a_batch_the_log_could_not_take_is_applied_again_on_retry(tmp_path, monkeypatch):
-    from processors.kg import KgSettings, KgStoreProcessor
-    from processors.kg.store import GraphLog as Log
-    from processors.runtime.processor import RequestContext
+    from ragbus.kg import KgSettings, KgStoreProcessor
+    from ragbus.kg.store import GraphLog as Log
+    from ragbus.runtime.processor import RequestContext
 
     writer = KgStoreProcessor("kg-store", KgSettings(topic="t", group="g", data_dir=str(tmp_path)))
     await writer.start()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from processors.library import DocumentRecordProcessor, DocumentsQueryProcessor, Library, LibrarySettings, library_path
-from schema import DocumentInfo, ListDocuments, RecordDocument
+from ragbus.library import DocumentRecordProcessor, DocumentsQueryProcessor, Library, LibrarySettings, library_path
+from ragbus.schema import DocumentInfo, ListDocuments, RecordDocument
 
 
 def info(document_id: str, chunks: int = 1, collection: str = "default") -> DocumentInfo:

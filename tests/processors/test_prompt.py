@@ -12,19 +12,19 @@ import uuid
 import pytest
 import pytest_asyncio
 
-from config.settings import SettingsError, load_settings
-from processors.ingestion.markup import plain
-from processors.prompt import ExtractiveSettings, PromptProcessor, PromptSettings
-from processors.prompt import templates as tpl
-from processors.prompt.answer import compose
-from processors.prompt.asked import asked_subject, defined_subject
-from processors.prompt.concepts import extract
-from processors.prompt.lexical import bm25, sentences, stems, terms
-from processors.prompt.processor import load_templates
-from processors.prompt.templates import TemplateError, parse
-from processors.prompt.variables import ValidationError, check
-from processors.runtime.typed_clients import RemoteError
-from processors.runtime.worker import build_processor
+from ragbus.config.settings import SettingsError, load_settings
+from ragbus.ingestion.markup import plain
+from ragbus.prompt import ExtractiveSettings, PromptProcessor, PromptSettings
+from ragbus.prompt import templates as tpl
+from ragbus.prompt.answer import compose
+from ragbus.prompt.asked import asked_subject, defined_subject
+from ragbus.prompt.concepts import extract
+from ragbus.prompt.lexical import bm25, sentences, stems, terms
+from ragbus.prompt.processor import load_templates
+from ragbus.prompt.templates import TemplateError, parse
+from ragbus.prompt.variables import ValidationError, check
+from ragbus.runtime.typed_clients import RemoteError
+from ragbus.runtime.worker import build_processor
 
 from ..helpers.serving import serve_prompt as serve
 
@@ -620,7 +620,7 @@ def test_an_answer_whose_evidence_spans_several_lines_keeps_them_all():
 
 
 def test_what_a_question_names_is_read_from_its_words():
-    from processors.prompt.answering import code_names, keyword_names, symbols
+    from ragbus.prompt.answering import code_names, keyword_names, symbols
 
     assert code_names("How do str.split() and divmod() treat __index__ and with_traceback?") == {
         "str.split", "divmod", "__index__", "with_traceback"}
@@ -772,7 +772,7 @@ async def test_a_broken_template_stops_the_processor_from_starting(tmp_path):
 @module_loop
 async def test_settings_from_a_file_and_the_environment(tmp_path):
     config = tmp_path / "ragbus.toml"
-    config.write_text('[processors.prompt]\nclass = "processors.prompt:PromptProcessor"\n')
+    config.write_text('[processors.prompt]\nclass = "ragbus.prompt:PromptProcessor"\n')
     built = build_processor(load_settings(config, environ={}), "prompt")
     assert isinstance(built, PromptProcessor)
     s = built.settings

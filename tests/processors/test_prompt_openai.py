@@ -27,12 +27,12 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from processors.prompt import OpenAISettings, PromptProcessor, PromptSettings
-from processors.prompt.openai_backend import concept_lines, retry_after_s
-from processors.runtime.typed_clients import RemoteError
-from processors.testing.brokers import in_ci
-from processors.testing.llama import API_KEY, GGUF, MODEL_ALIAS, LlamaServer, smollm2_gguf
-from schema import PromptResult
+from ragbus.prompt import OpenAISettings, PromptProcessor, PromptSettings
+from ragbus.prompt.openai_backend import concept_lines, retry_after_s
+from ragbus.runtime.typed_clients import RemoteError
+from ragbus.testing.brokers import in_ci
+from ragbus.testing.llama import API_KEY, GGUF, MODEL_ALIAS, LlamaServer, smollm2_gguf
+from ragbus.schema import PromptResult
 
 from ..helpers.serving import serve_prompt as serve_on_private_bus
 
@@ -139,8 +139,8 @@ async def test_a_real_model_streams_its_answer_token_by_token(model):
 
 @module_loop
 async def test_prompt_tokens_are_the_servers_count_of_the_rendered_template(model, llama_server, tmp_path):
-    from processors.prompt.processor import load_templates
-    from processors.prompt.variables import check
+    from ragbus.prompt.processor import load_templates
+    from ragbus.prompt.variables import check
 
     variables = {"query": "Name the concepts of: Angela Merkel and the Bundestag"}
     template = load_templates(PromptSettings())["extract-concepts"]

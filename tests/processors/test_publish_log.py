@@ -17,18 +17,18 @@ from datetime import UTC, datetime
 import msgspec
 import pytest
 
-from config import pipelines
-from config.settings import load_settings
-from processors.bus import connect
-from processors.bus.memory import drop_memory_broker
-from processors.cli import publish_log
-from processors.cli.main import main as ragbus
-from processors.doc_embeddings.store import VectorStore, collection_dir
-from processors.ingestion import ingest
-from processors.kg import KgQueryProcessor
-from processors.kg.settings import KgSettings
-from processors.runtime.worker import processors_running, put_stores_in
-from schema import (
+from ragbus.config import pipelines
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect
+from ragbus.bus.memory import drop_memory_broker
+from ragbus.cli import publish_log
+from ragbus.cli.main import main as ragbus
+from ragbus.doc_embeddings.store import VectorStore, collection_dir
+from ragbus.ingestion import ingest
+from ragbus.kg import KgQueryProcessor
+from ragbus.kg.settings import KgSettings
+from ragbus.runtime.worker import processors_running, put_stores_in
+from ragbus.schema import (
     DocEmbeddingsRequest,
     DocEmbeddingsResponse,
     DocumentList,
@@ -44,8 +44,8 @@ from schema import (
     ListDocuments,
     LoadTriples,
 )
-from schema.times import iso
-from schema.topics import CHANGELOG_PREFIX
+from ragbus.schema.times import iso
+from ragbus.schema.topics import CHANGELOG_PREFIX
 
 from ..helpers.rag_pipeline import DOCS
 from ..helpers.serving import client_on, serving

@@ -16,21 +16,21 @@ from collections.abc import Awaitable, Callable
 import msgspec
 import pytest
 
-from config import pipelines
-from processors.chunker import as_stored, chunk_document
-from processors.ingestion import ingest
-from processors.cli.library import list_documents
-from processors.runtime.processor import Processor
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import (
+from ragbus.config import pipelines
+from ragbus.chunker import as_stored, chunk_document
+from ragbus.ingestion import ingest
+from ragbus.cli.library import list_documents
+from ragbus.runtime.processor import Processor
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import (
     DocEmbeddingsClient,
     DocumentRagClient,
     EmbedClient,
     FetchChunkClient,
     KeywordClient,
 )
-from schema import ChunkMatch, DeleteDocument, Document, EmbeddedChunks, IngestResult
-from schema import topics as t
+from ragbus.schema import ChunkMatch, DeleteDocument, Document, EmbeddedChunks, IngestResult
+from ragbus.schema import topics as t
 
 from ..helpers.brokers import settings_for_tests
 from ..helpers.ingest_pipeline import DOCS, LARGE_ENV, large_text, pipeline
@@ -184,7 +184,7 @@ class FlakyKeywordStore(Processor):
 
 
 async def test_a_later_part_that_fails_leaves_the_old_version_whole(tmp_path, monkeypatch):
-    from config.settings import ProcessorSettings
+    from ragbus.config.settings import ProcessorSettings
 
     url = f"memory://{tmp_path.name}"
     doc = Document(document_id="lighthouse", title="lighthouse", text=large_text(100_000))
@@ -227,7 +227,7 @@ class RelayedDelete(Processor):
     response_type = IngestResult
 
     def __init__(self, name: str, client: RequestClient, target: str) -> None:
-        from config.settings import ProcessorSettings
+        from ragbus.config.settings import ProcessorSettings
 
         super().__init__(name, ProcessorSettings(topic=name, group=name))
         self.client, self.target = client, target
@@ -300,9 +300,9 @@ def write_old_format_stores(data_dir, chunks, vectors) -> None:
     import numpy as np
     import tantivy
 
-    from processors.doc_embeddings.store import collection_dir
-    from processors.keyword import KeywordSettings
-    from processors.keyword.index import UNVERSIONED_SCHEMA, KeywordIndex, index_path
+    from ragbus.doc_embeddings.store import collection_dir
+    from ragbus.keyword import KeywordSettings
+    from ragbus.keyword.index import UNVERSIONED_SCHEMA, KeywordIndex, index_path
 
     faiss = collection_dir(data_dir, "default")
     faiss.mkdir(parents=True)
@@ -376,9 +376,9 @@ async def test_a_switch_is_sent_with_the_loads_deadline_so_one_delivered_after_i
     load's own deadline, not call_timeout_s (120 s), and a processor drops what reaches it past its deadline."""
     import time
 
-    from processors.runtime.envelope import parse_envelope
-    from processors.runtime.metrics import REGISTRY
-    from processors.runtime.request_client import RequestTimeout
+    from ragbus.runtime.envelope import parse_envelope
+    from ragbus.runtime.metrics import REGISTRY
+    from ragbus.runtime.request_client import RequestTimeout
 
     url = f"memory://{tmp_path.name}"
     doc = Document(document_id="kettle", title="Kettle warranty", text=KETTLE)

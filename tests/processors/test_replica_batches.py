@@ -14,13 +14,13 @@ import uuid
 
 import pytest
 
-from processors.bus import connect
-from processors.bus.memory import drop_memory_broker
-from processors.doc_embeddings.store import GENERATION_FILE, VectorStore, collection_dir
-from processors.keyword import KeywordIndex, KeywordSettings
-from processors.replica import DocumentsReplicaProcessor, ReplicaSettings
-from processors.runtime.changelog import CheckpointFile, LogFollower
-from schema.topics import CHANGELOG_PREFIX
+from ragbus.bus import connect
+from ragbus.bus.memory import drop_memory_broker
+from ragbus.doc_embeddings.store import GENERATION_FILE, VectorStore, collection_dir
+from ragbus.keyword import KeywordIndex, KeywordSettings
+from ragbus.replica import DocumentsReplicaProcessor, ReplicaSettings
+from ragbus.runtime.changelog import CheckpointFile, LogFollower
+from ragbus.schema.topics import CHANGELOG_PREFIX
 
 from ..helpers.log_documents import LogWriters, write_documents
 

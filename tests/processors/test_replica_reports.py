@@ -16,10 +16,10 @@ import sys
 import uuid
 from pathlib import Path
 
-from processors.replica import DocumentsReplicaProcessor, ReplicaSettings
-from processors.runtime.replica_reports import ReportLoop, read_reports, replica_id
-from processors.runtime.status import statuses
-from schema.topics import CHANGELOG_PREFIX
+from ragbus.replica import DocumentsReplicaProcessor, ReplicaSettings
+from ragbus.runtime.replica_reports import ReportLoop, read_reports, replica_id
+from ragbus.runtime.status import statuses
+from ragbus.schema.topics import CHANGELOG_PREFIX
 
 from ..helpers.log_documents import write_documents
 
@@ -117,7 +117,7 @@ async def test_a_report_loop_keeps_reporting_after_a_failed_append(bus_url, open
 
 def _ragbus_status(url: str) -> dict:
     done = subprocess.run(
-        [sys.executable, "-m", "processors.cli", "status", "--bus", url, "--processors", "documents-replica",
+        [sys.executable, "-m", "ragbus.cli", "status", "--bus", url, "--processors", "documents-replica",
          "--json"],
         capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)), cwd=REPO, timeout=120,
     )

@@ -16,12 +16,12 @@ import uuid
 import msgspec
 import pytest
 
-from processors.bus import connect
-from processors.bus.memory import drop_memory_broker
-from processors.replica import DocumentsReplicaProcessor, ReplicaSettings
-from schema import DeleteDocument, EmbeddedChunks, RecordDocument
-from schema.changelog import KIND
-from schema.topics import CHANGELOG_PREFIX
+from ragbus.bus import connect
+from ragbus.bus.memory import drop_memory_broker
+from ragbus.replica import DocumentsReplicaProcessor, ReplicaSettings
+from ragbus.schema import DeleteDocument, EmbeddedChunks, RecordDocument
+from ragbus.schema.changelog import KIND
+from ragbus.schema.topics import CHANGELOG_PREFIX
 
 from ..helpers.log_documents import LogWriters, caught_up, compact_past_retention, compacted, held, write_documents
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from config import pipelines
-from config.settings import load_settings
-from processors.keyword import KeywordDeleteProcessor, KeywordSettings, KeywordStoreProcessor
-from processors.kg import KgSettings, KgStoreProcessor
-from processors.library import DocumentRecordProcessor, LibrarySettings
-from processors.runtime.store_lock import StoreLocked, lock_path, take_writer_lock
-from processors.runtime.worker import processors_running, run_workers
+from ragbus.config import pipelines
+from ragbus.config.settings import load_settings
+from ragbus.keyword import KeywordDeleteProcessor, KeywordSettings, KeywordStoreProcessor
+from ragbus.kg import KgSettings, KgStoreProcessor
+from ragbus.library import DocumentRecordProcessor, LibrarySettings
+from ragbus.runtime.store_lock import StoreLocked, lock_path, take_writer_lock
+from ragbus.runtime.worker import processors_running, run_workers
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -90,7 +90,7 @@ async def test_keyword_store_and_delete_of_one_process_share_the_lock(tmp_path):
 
 
 class Worker:
-    """``python -m processors.cli worker --all --bus URL`` with the test's data dir; stderr kept whole."""
+    """``python -m ragbus.cli worker --all --bus URL`` with the test's data dir; stderr kept whole."""
 
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
@@ -99,7 +99,7 @@ class Worker:
     @classmethod
     async def start(cls, url: str, env: dict[str, str]) -> Worker:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "processors.cli", "worker", "--all", "--bus", url,
+            sys.executable, "-m", "ragbus.cli", "worker", "--all", "--bus", url,
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env=env, cwd=REPO,
         )
         return cls(proc)
@@ -154,7 +154,7 @@ async def test_a_second_worker_on_one_data_dir_exits_with_why_and_never_says_rea
         doc = tmp_path / "shipping.txt"
         doc.write_text("Parcels ship within two working days; express parcels ship the same day.")
         ingest = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "processors.cli", "ingest", str(doc), "--bus", url, "--collection", f"locks-{suffix}",
+            sys.executable, "-m", "ragbus.cli", "ingest", str(doc), "--bus", url, "--collection", f"locks-{suffix}",
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, cwd=REPO,
         )
         _, err = await asyncio.wait_for(ingest.communicate(), 120)

@@ -18,11 +18,11 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from tokenizers import BertWordPieceTokenizer
 
-from processors.chunker.chunking import split_text
-from processors.chunker.settings import ChunkerSettings
-from processors.embed.onnx_backend import default_vocab_path, load_vocab
-from processors.embed.settings import OnnxSettings
-from processors.embed.wordpiece import WordPiece
+from ragbus.chunker.chunking import split_text
+from ragbus.chunker.settings import ChunkerSettings
+from ragbus.embed.onnx_backend import default_vocab_path, load_vocab
+from ragbus.embed.settings import OnnxSettings
+from ragbus.embed.wordpiece import WordPiece
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_TOKENS = OnnxSettings().max_tokens

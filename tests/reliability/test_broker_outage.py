@@ -22,9 +22,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from config import pipelines
-from processors.testing.chaos import worker_env
-from processors.testing.gateway import GatewayProcess
+from ragbus.config import pipelines
+from ragbus.testing.chaos import worker_env
+from ragbus.testing.gateway import GatewayProcess
 
 from ..helpers.brokers import own_broker
 
@@ -41,7 +41,7 @@ class LoggedWorker:
     def __init__(self, names: list[str], url: str, env: dict[str, str], log: Path) -> None:
         self.log = log
         with open(log, "wb") as out:  # the child keeps its own copy of the descriptor
-            self.proc = subprocess.Popen([sys.executable, "-m", "processors.cli", "worker", *names, "--bus", url],
+            self.proc = subprocess.Popen([sys.executable, "-m", "ragbus.cli", "worker", *names, "--bus", url],
                                          env=env, stdout=subprocess.DEVNULL, stderr=out, start_new_session=True)
 
     def lines(self) -> list[str]:

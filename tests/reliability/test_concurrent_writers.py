@@ -17,15 +17,15 @@ import uuid
 
 import pytest
 
-from processors.bus import connect
-from processors.bus.positions import latest, place
-from processors.replica import DocumentsReplicaProcessor, ReplicaSettings
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import DocumentRagClient, FetchChunkClient
-from processors.testing.chaos import WorkerProcess
-from processors.testing.log_hosts import host_env, host_topic, role_args, var
-from schema import Document, IngestResult, generation_of
-from schema.changelog import parse_token
+from ragbus.bus import connect
+from ragbus.bus.positions import latest, place
+from ragbus.replica import DocumentsReplicaProcessor, ReplicaSettings
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import DocumentRagClient, FetchChunkClient
+from ragbus.testing.chaos import WorkerProcess
+from ragbus.testing.log_hosts import host_env, host_topic, role_args, var
+from ragbus.schema import Document, IngestResult, generation_of
+from ragbus.schema.changelog import parse_token
 
 from ..helpers.brokers import settings_for_tests
 from ..helpers.log_documents import served_document

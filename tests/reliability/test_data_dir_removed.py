@@ -15,13 +15,13 @@ import uuid
 
 import pytest
 
-from processors.bus import connect
-from processors.ingestion import DocumentSource, ingest
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import FetchChunkClient
-from processors.testing.chaos import WorkerProcess
-from processors.testing.log_hosts import host_env, host_topic, role_args
-from schema import Document
+from ragbus.bus import connect
+from ragbus.ingestion import DocumentSource, ingest
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import FetchChunkClient
+from ragbus.testing.chaos import WorkerProcess
+from ragbus.testing.log_hosts import host_env, host_topic, role_args
+from ragbus.schema import Document
 
 from ..helpers.brokers import settings_for_tests
 

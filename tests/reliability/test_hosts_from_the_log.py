@@ -19,16 +19,16 @@ from datetime import UTC, datetime
 import msgspec
 import pytest
 
-from config import pipelines
-from processors.bus import connect
-from processors.ingestion import ingest
-from processors.kg.files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import DocumentRagClient
-from processors.testing import brokers, log_hosts, netns
-from processors.replica.processor import CHECKPOINT
-from processors.testing.chaos import WorkerProcess
-from schema import DeleteDocument, Document, Entity, Fact, IngestResult, LoadTriples
+from ragbus.config import pipelines
+from ragbus.bus import connect
+from ragbus.ingestion import ingest
+from ragbus.kg.files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_ontology
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import DocumentRagClient
+from ragbus.testing import brokers, log_hosts, netns
+from ragbus.replica.processor import CHECKPOINT
+from ragbus.testing.chaos import WorkerProcess
+from ragbus.schema import DeleteDocument, Document, Entity, Fact, IngestResult, LoadTriples
 
 from ..helpers.brokers import own_broker, settings_for_tests
 from ..helpers.rag_pipeline import DOCS, ELSE_QUESTION, UK_QUESTION

@@ -25,13 +25,13 @@ import uuid
 
 import pytest
 
-from config import pipelines
-from config.bus import KafkaOptions
-from processors.bus import connect
-from processors.runtime.request_client import RequestClient
-from processors.testing import selection
-from processors.testing.chaos import LoadReport, QueryLoad, WorkerProcess, worker_env
-from processors.testing.stores import build_stores
+from ragbus.config import pipelines
+from ragbus.config.bus import KafkaOptions
+from ragbus.bus import connect
+from ragbus.runtime.request_client import RequestClient
+from ragbus.testing import selection
+from ragbus.testing.chaos import LoadReport, QueryLoad, WorkerProcess, worker_env
+from ragbus.testing.stores import build_stores
 
 from ..helpers.brokers import settings_for_tests
 from ..helpers.rag_pipeline import QUESTIONS, documents

@@ -16,9 +16,9 @@ import uuid
 
 import pytest
 
-from processors.bus import connect
-from processors.runtime.request_client import RequestClient
-from processors.testing.log_chaos import ChaosReport, LogChaos
+from ragbus.bus import connect
+from ragbus.runtime.request_client import RequestClient
+from ragbus.testing.log_chaos import ChaosReport, LogChaos
 
 from ..helpers.brokers import own_broker, settings_for_tests
 

@@ -39,13 +39,13 @@ import msgspec
 import pytest
 from aiokafka.errors import MessageSizeTooLargeError as KafkaMessageSizeTooLarge
 
-from config import pipelines
-from processors.bus import SubscriptionClosed, connect, dead_letter_topic
-from processors.bus.consume import H_ATTEMPTS, H_ERROR, H_ORIGIN, H_REASON
-from processors.bus.memory import _BROKERS, drop_memory_broker
-from processors.runtime import metrics
-from processors.runtime import processor as processor_module
-from processors.runtime.envelope import (
+from ragbus.config import pipelines
+from ragbus.bus import SubscriptionClosed, connect, dead_letter_topic
+from ragbus.bus.consume import H_ATTEMPTS, H_ERROR, H_ORIGIN, H_REASON
+from ragbus.bus.memory import _BROKERS, drop_memory_broker
+from ragbus.runtime import metrics
+from ragbus.runtime import processor as processor_module
+from ragbus.runtime.envelope import (
     ATTEMPT,
     CONTENT_TYPE_HEADER,
     DEADLINE,
@@ -55,9 +55,9 @@ from processors.runtime.envelope import (
     now_ms,
     request_headers,
 )
-from processors.runtime.processor import DROPPED_EXPIRED
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import (
+from ragbus.runtime.processor import DROPPED_EXPIRED
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import (
     DocEmbeddingsClient,
     DocumentRagClient,
     EmbedClient,
@@ -66,9 +66,9 @@ from processors.runtime.typed_clients import (
     KgClient,
     PromptClient,
 )
-from processors.runtime.worker import processors_running
-from processors.testing import selection
-from schema import (
+from ragbus.runtime.worker import processors_running
+from ragbus.testing import selection
+from ragbus.schema import (
     CONTENT_TYPE,
     REPLY_PREFIX,
     DecodeError,
@@ -82,7 +82,7 @@ from schema import (
     decode,
     encode,
 )
-from schema import topics as t
+from ragbus.schema import topics as t
 
 from ..helpers.brokers import settings_for_tests
 from ..helpers.rag_pipeline import ELSE_QUESTION, UK_QUESTION, ingest_corpus, query_settings

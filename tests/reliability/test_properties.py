@@ -20,12 +20,12 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-import schema
-from processors.document_rag import rrf_fuse
-from processors.keyword import KeywordIndex, KeywordSettings
-from processors.kg import EntityLinker, TimeError, link_entities, parse_instant
-from processors.kg.linking import normalise
-from schema import SCHEMAS, Chunk, ChunkMatch, DecodeError, decode, encode
+from ragbus import schema
+from ragbus.document_rag import rrf_fuse
+from ragbus.keyword import KeywordIndex, KeywordSettings
+from ragbus.kg import EntityLinker, TimeError, link_entities, parse_instant
+from ragbus.kg.linking import normalise
+from ragbus.schema import SCHEMAS, Chunk, ChunkMatch, DecodeError, decode, encode
 
 # database=None: no .hypothesis/ directory in the checkout; failures are pinned with @example instead.
 FAST = settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])

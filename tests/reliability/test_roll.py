@@ -17,8 +17,8 @@ import uuid
 import httpx
 import pytest
 
-from processors.ingestion import builtin_corpus
-from processors.testing.roll import COLLECTION, Endpoints, Load, Site, missing_writes
+from ragbus.ingestion import builtin_corpus
+from ragbus.testing.roll import COLLECTION, Endpoints, Load, Site, missing_writes
 
 pytestmark = pytest.mark.brokers
 

@@ -22,13 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from config.bus import BusSettings, KafkaOptions, PulsarOptions
-from config.settings import load_settings
-from processors.bus import connect, dead_letter_topic
-from processors.bus.consume import H_ERROR, H_REASON
-from processors.bus.memory import drop_memory_broker
-from processors.runtime.envelope import REQUEST_ID, request_headers
-from schema import REPLY_PREFIX, decode, encode
+from ragbus.config.bus import BusSettings, KafkaOptions, PulsarOptions
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect, dead_letter_topic
+from ragbus.bus.consume import H_ERROR, H_REASON
+from ragbus.bus.memory import drop_memory_broker
+from ragbus.runtime.envelope import REQUEST_ID, request_headers
+from ragbus.schema import REPLY_PREFIX, decode, encode
 
 from ..helpers.brokers import settings_for_tests
 from ..helpers.receiving import receive
@@ -373,8 +373,8 @@ def recording(calls: list) -> type:
 def kafka_clients(monkeypatch):
     import aiokafka.helpers
 
-    from processors.bus.kafka import bus as kafka
-    from processors.bus.kafka import status as kafka_status
+    from ragbus.bus.kafka import bus as kafka
+    from ragbus.bus.kafka import status as kafka_status
 
     calls = {"producer": [], "consumer": [], "admin": [], "ssl": []}
     ssl_context = object()
@@ -392,7 +392,7 @@ def kafka_clients(monkeypatch):
 
 
 async def test_kafka_security_settings_reach_every_aiokafka_client(kafka_clients):
-    from processors.bus.kafka.bus import KafkaListener, KafkaSubscription
+    from ragbus.bus.kafka.bus import KafkaListener, KafkaSubscription
 
     calls, ssl_context = kafka_clients
     settings = load_settings(environ={**SECURITY_ENV, "RAGBUS_BUS__KAFKA__SSL_CERTFILE": "/etc/ragbus/client.pem",

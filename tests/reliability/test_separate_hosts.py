@@ -20,10 +20,10 @@ import uuid
 import msgspec
 import pytest
 
-from config import pipelines
-from processors.testing.stores import build_stores
-from processors.testing import brokers, netns
-from processors.testing.chaos import WorkerProcess, worker_env
+from ragbus.config import pipelines
+from ragbus.testing.stores import build_stores
+from ragbus.testing import brokers, netns
+from ragbus.testing.chaos import WorkerProcess, worker_env
 
 from ..helpers.brokers import own_broker
 from ..helpers.rag_pipeline import DOCS
@@ -73,7 +73,7 @@ async def test_hosts_of_their_own_answer_every_question_when_a_worker_link_is_cu
             WorkerProcess(pipelines.QUERY, broker.url, env, wrap=network[name].wrap).start() for name in ("w1", "w2")
         )))
         caller = await asyncio.create_subprocess_exec(
-            *network["caller"].wrap, sys.executable, "-m", "processors.testing.remote_load", "--bus", broker.url,
+            *network["caller"].wrap, sys.executable, "-m", "ragbus.testing.remote_load", "--bus", broker.url,
             "--collection", collection, "--total", str(TOTAL), "--concurrency", "8",
             "--timeout", str(CALL_TIMEOUT_S), "--every", "10",
             env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,

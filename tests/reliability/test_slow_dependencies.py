@@ -29,17 +29,17 @@ import uuid
 import msgspec
 import pytest
 
-from config import pipelines
-from config.settings import ProcessorSettings
-from processors.bus import connect
-from processors.document_rag import DocumentRagProcessor
-from processors.document_rag.settings import DocumentRagSettings
-from processors.runtime.processor import Processor, RequestContext
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import DocumentRagClient, RemoteError
-from processors.runtime.worker import processors_running
-from schema import ChunkMatch, EmbedResponse, KeywordQueryResponse, KgQueryResponse
-from schema import topics as t
+from ragbus.config import pipelines
+from ragbus.config.settings import ProcessorSettings
+from ragbus.bus import connect
+from ragbus.document_rag import DocumentRagProcessor
+from ragbus.document_rag.settings import DocumentRagSettings
+from ragbus.runtime.processor import Processor, RequestContext
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import DocumentRagClient, RemoteError
+from ragbus.runtime.worker import processors_running
+from ragbus.schema import ChunkMatch, EmbedResponse, KeywordQueryResponse, KgQueryResponse
+from ragbus.schema import topics as t
 
 from ..helpers.brokers import settings_for_tests
 from ..helpers.rag_pipeline import ELSE_QUESTION, UK_QUESTION, ingest_corpus, query_settings

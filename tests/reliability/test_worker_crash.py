@@ -17,11 +17,11 @@ import uuid
 
 import pytest
 
-from config import pipelines
-from processors.bus import connect
-from processors.testing.stores import build_stores
-from processors.runtime.request_client import RequestClient
-from processors.testing.chaos import QueryLoad, WorkerProcess, worker_env
+from ragbus.config import pipelines
+from ragbus.bus import connect
+from ragbus.testing.stores import build_stores
+from ragbus.runtime.request_client import RequestClient
+from ragbus.testing.chaos import QueryLoad, WorkerProcess, worker_env
 
 from ..helpers.brokers import settings_for_tests
 from ..helpers.rag_pipeline import QUESTIONS, documents

@@ -8,9 +8,9 @@ from typing import ClassVar
 
 import msgspec
 
-from config.settings import ProcessorSettings
-from processors.runtime.processor import Processor, RequestContext
-from schema import Error
+from ragbus.config.settings import ProcessorSettings
+from ragbus.runtime.processor import Processor, RequestContext
+from ragbus.schema import Error
 
 
 class EchoRequest(msgspec.Struct, kw_only=True):

@@ -13,12 +13,12 @@ import logging
 
 import pytest
 
-from processors.document_rag import DocumentRagProcessor
-from processors.document_rag.settings import DocumentRagSettings
-from processors.kg import KgQueryProcessor
-from processors.kg.settings import KgSettings
-from processors.runtime import metrics
-from schema import DocumentRagRequest, DocumentRagResponse, KgQueryRequest, KgQueryResponse
+from ragbus.document_rag import DocumentRagProcessor
+from ragbus.document_rag.settings import DocumentRagSettings
+from ragbus.kg import KgQueryProcessor
+from ragbus.kg.settings import KgSettings
+from ragbus.runtime import metrics
+from ragbus.schema import DocumentRagRequest, DocumentRagResponse, KgQueryRequest, KgQueryResponse
 
 from ..helpers.metrics import counter
 from ..helpers.serving import client_on, serving
@@ -65,7 +65,7 @@ async def test_kg_query_answers_a_bad_request_and_counts_it_as_bad_not_as_an_err
     assert counter(metrics.bad_requests, "kg-query", error_type) == bad_before + 1
     assert counter(metrics.errors, "kg-query", error_type) == errors_before
     assert problems(caplog) == []
-    refused = [r for r in caplog.records if r.name == "processors.runtime.processor" and says in r.getMessage()]
+    refused = [r for r in caplog.records if r.name == "ragbus.runtime.processor" and says in r.getMessage()]
     assert [r.levelno for r in refused] == [logging.INFO]
 
 

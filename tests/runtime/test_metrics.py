@@ -10,20 +10,20 @@ import sys
 import urllib.error
 import urllib.request
 
-from config.settings import load_settings
-from processors.bus import connect
-from processors.runtime import metrics
-from processors.runtime.request_client import RequestClient
-from processors.runtime.worker import run_workers
-from processors.testing.brokers import free_port
-from schema import EmbedRequest
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect
+from ragbus.runtime import metrics
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.worker import run_workers
+from ragbus.testing.brokers import free_port
+from ragbus.schema import EmbedRequest
 
 from .echo import EchoRequest, EchoResponse
 from .workers import REPO, write_config
 
 
 async def test_worker_serves_prometheus_metrics_that_count_its_requests(topic, tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="processors.runtime.worker")
+    caplog.set_level(logging.INFO, logger="ragbus.runtime.worker")
     port = free_port()
     config = write_config(tmp_path / "m.toml", topic, metrics_port=port)
     settings = load_settings(config, environ={})
@@ -69,7 +69,7 @@ async def test_a_metrics_port_in_use_fails_naming_the_address_and_the_setting(to
         config = write_config(tmp_path / "m.toml", topic, metrics_port=port)
         env = {k: v for k, v in os.environ.items() if not k.startswith("RAGBUS_")}
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "processors.cli", "worker", "echo", "--bus", f"memory://{topic}",
+            sys.executable, "-m", "ragbus.cli", "worker", "echo", "--bus", f"memory://{topic}",
             "--config", str(config), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             env=dict(env, PYTHONPATH=str(REPO), RAGBUS_DATA_DIR=str(tmp_path)), cwd=REPO,
         )

@@ -6,13 +6,13 @@ import asyncio
 
 import pytest
 
-from processors.bus import dead_letter_topic
-from processors.bus.consume import H_REASON
-from processors.runtime import metrics
-from processors.runtime.envelope import DEADLINE, REPLY_TO, REQUEST_ID, now_ms, request_headers
-from processors.runtime.processor import error_response
-from processors.runtime.request_client import RequestTimeout
-from schema import REPLY_PREFIX, Error, PromptResult, encode
+from ragbus.bus import dead_letter_topic
+from ragbus.bus.consume import H_REASON
+from ragbus.runtime import metrics
+from ragbus.runtime.envelope import DEADLINE, REPLY_TO, REQUEST_ID, now_ms, request_headers
+from ragbus.runtime.processor import error_response
+from ragbus.runtime.request_client import RequestTimeout
+from ragbus.schema import REPLY_PREFIX, Error, PromptResult, encode
 
 from ..helpers.metrics import counter
 from ..helpers.receiving import receive
@@ -75,7 +75,7 @@ async def test_handler_exception_becomes_an_error_response_and_is_not_retried(op
 async def test_invalid_request_gets_a_validation_error_naming_the_field(open_bus, topic):
     bus = await open_bus()
     async with serving(bus, echo(topic)), client_on(bus) as client:
-        from schema import EmbedRequest
+        from ragbus.schema import EmbedRequest
 
         # An EmbedRequest has no "text": the echo processor must say so, not crash.
         response = await client.request(topic, EmbedRequest(texts=["a"]), EchoResponse, timeout=30)
@@ -186,7 +186,7 @@ async def test_duplicate_response_is_dropped_and_counted(open_bus, topic):
 
 
 async def test_processor_concurrency_setting_is_honoured(topic):
-    from processors.bus import connect
+    from ragbus.bus import connect
 
     bus = await connect(f"memory://{topic}")
     processor = echo(topic, concurrency=3)
@@ -213,7 +213,7 @@ async def test_processor_concurrency_setting_is_honoured(topic):
 
 
 async def test_thousands_of_requests_in_flight_each_get_their_own_response(topic):
-    from processors.bus import connect
+    from ragbus.bus import connect
 
     bus = await connect(f"memory://{topic}")
     async with serving(bus, echo(topic, concurrency=64)), client_on(bus) as client:
@@ -234,7 +234,7 @@ def test_error_response_fills_required_fields():
 
 async def test_a_failed_reply_publish_nacks_and_the_request_is_answered_on_redelivery(topic):
     """A transport failure is not a business error: the request comes back and is answered."""
-    from processors.bus import connect
+    from ragbus.bus import connect
 
     bus = await connect(f"memory://{topic}")
     processor_bus = await connect(f"memory://{topic}")

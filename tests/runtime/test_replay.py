@@ -6,8 +6,8 @@ from pathlib import Path
 
 import msgspec
 
-from processors.runtime.request_client import RequestClient
-from processors.testing.replay import RecordedResponder, compare_with_recording, recorded_exchanges
+from ragbus.runtime.request_client import RequestClient
+from ragbus.testing.replay import RecordedResponder, compare_with_recording, recorded_exchanges
 
 from ..helpers.serving import serving
 from .echo import EchoRequest, EchoResponse, EchoSettings
@@ -36,7 +36,7 @@ async def test_orchestration_runs_against_recorded_processors(open_bus):
 
 
 async def test_a_request_missing_from_the_recording_is_answered_with_an_error(topic):
-    from processors.bus import connect
+    from ragbus.bus import connect
 
     bus = await connect(f"memory://{topic}")
     responder = RecordedResponder(FIXTURE_PATH, [FIRST], response_types={FIRST: EchoResponse})
@@ -48,7 +48,7 @@ async def test_a_request_missing_from_the_recording_is_answered_with_an_error(to
 
 
 async def test_live_processors_reproduce_the_recording(topic):
-    from processors.bus import connect
+    from ragbus.bus import connect
 
     bus = await connect(f"memory://{topic}")
     first, second = processors()
@@ -59,7 +59,7 @@ async def test_live_processors_reproduce_the_recording(topic):
 
 
 async def test_a_changed_processor_is_caught_by_the_recording(topic):
-    from processors.bus import connect
+    from ragbus.bus import connect
 
     bus = await connect(f"memory://{topic}")
     first, _ = processors()

@@ -13,8 +13,8 @@ import signal
 
 import pytest
 
-from processors.bus import connect
-from processors.runtime.request_client import RequestClient
+from ragbus.bus import connect
+from ragbus.runtime.request_client import RequestClient
 
 from ..helpers.brokers import settings_for_tests
 from .echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings

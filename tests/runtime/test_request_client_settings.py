@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from config.settings import load_settings
-from processors.bus import connect
-from processors.runtime.request_client import RequestClient
+from ragbus.config.settings import load_settings
+from ragbus.bus import connect
+from ragbus.runtime.request_client import RequestClient
 
 
 async def test_a_client_without_a_timeout_waits_as_long_as_the_client_setting_says():

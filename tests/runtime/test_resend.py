@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from processors.runtime.request_client import RequestClient, RequestTimeout
+from ragbus.runtime.request_client import RequestClient, RequestTimeout
 
 from ..helpers.forgetful_echo import ForgetsFirstAttempts
 from ..helpers.serving import client_on, serving

@@ -13,12 +13,12 @@ import contextlib
 
 import pytest
 
-from processors.bus import Bus
-from processors.runtime import replies
-from processors.runtime.envelope import REPLY_TO, REQUEST_ID
-from processors.runtime.processor import RequestContext
-from processors.runtime.request_client import ClientClosed, RequestClient
-from schema import REPLY_PREFIX, decode, encode
+from ragbus.bus import Bus
+from ragbus.runtime import replies
+from ragbus.runtime.envelope import REPLY_TO, REQUEST_ID
+from ragbus.runtime.processor import RequestContext
+from ragbus.runtime.request_client import ClientClosed, RequestClient
+from ragbus.schema import REPLY_PREFIX, decode, encode
 
 from ..helpers.serving import client_on, serving
 from .echo import EchoPiece, EchoProcessor, EchoRequest, EchoResponse, EchoSettings, StreamingEcho

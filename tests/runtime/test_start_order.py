@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
-from config.settings import load_settings
-from processors.runtime.worker import run_workers
+from ragbus.config.settings import load_settings
+from ragbus.runtime.worker import run_workers
 
 from .echo import StartOrder
 

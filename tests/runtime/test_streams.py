@@ -7,7 +7,7 @@ import asyncio
 import msgspec
 import pytest
 
-from processors.runtime.request_client import NotStreamed, RequestTimeout
+from ragbus.runtime.request_client import NotStreamed, RequestTimeout
 
 from ..helpers.serving import client_on, serving
 from ..helpers.waiting import until

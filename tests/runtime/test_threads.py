@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from processors.runtime.threads import Closed, OneThread
+from ragbus.runtime.threads import Closed, OneThread
 
 
 def where(i: int) -> tuple[int, int, str]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from processors.bus import connect
-from processors.runtime.processor import Processor
-from processors.runtime.request_client import RequestClient
-from processors.runtime.typed_clients import (
+from ragbus.bus import connect
+from ragbus.runtime.processor import Processor
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.typed_clients import (
     DocEmbeddingsClient,
     EmbedClient,
     FetchChunkClient,
@@ -17,8 +17,8 @@ from processors.runtime.typed_clients import (
     PromptClient,
     RemoteError,
 )
-from schema import SCHEMAS, ChunkMatch, Error, Fact, KgQueryResponse, PromptResult
-from schema import topics as t
+from ragbus.schema import SCHEMAS, ChunkMatch, Error, Fact, KgQueryResponse, PromptResult
+from ragbus.schema import topics as t
 
 from ..helpers.serving import serving
 
@@ -27,7 +27,7 @@ class Inspector(Processor):
     """Answers any topic from SCHEMAS with a response derived from the request it got."""
 
     def __init__(self, topic: str) -> None:
-        from config.settings import ProcessorSettings
+        from ragbus.config.settings import ProcessorSettings
 
         super().__init__(topic, ProcessorSettings(topic=topic, group=topic))
         self.request_type, self.response_type = SCHEMAS[topic]

@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from processors.bus import connect
-from processors.runtime.request_client import RequestClient
-from processors.runtime.recording import record
+from ragbus.bus import connect
+from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.recording import record
 
 from .echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
 

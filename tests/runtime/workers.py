@@ -35,7 +35,7 @@ class Worker:
     async def start(cls, url: str, config: Path) -> Worker:
         env = dict(os.environ, RAGBUS_BUS__PULSAR__CONSUMER_ID_SPREAD="8", PYTHONPATH=str(REPO))
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "processors.cli", "worker", "echo", "--bus", url, "--config", str(config),
+            sys.executable, "-m", "ragbus.cli", "worker", "echo", "--bus", url, "--config", str(config),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, cwd=REPO,
         )
         return cls(proc)

@@ -78,7 +78,7 @@ def test_near_duplicates_are_paired_and_different_lines_are_not():
 
 
 def test_the_listing_shows_a_fragment_whole():
-    from schema import DocumentRagResponse
+    from ragbus.schema import DocumentRagResponse
     from scripts.eval.evalset import Question
     from scripts.eval_answers import report
 
@@ -96,7 +96,7 @@ def test_a_lower_case_start_before_a_call_is_still_mid_sentence():
 
 
 def test_citations_made_up_and_failed_answers_are_counted():
-    from schema import ChunkMatch, DocumentRagResponse
+    from ragbus.schema import ChunkMatch, DocumentRagResponse
     from scripts.eval.evalset import Question
     from scripts.eval_answers import report
 
@@ -117,7 +117,7 @@ def test_citations_made_up_and_failed_answers_are_counted():
 
 
 def test_the_answer_steps_misses_are_counted_by_kind_and_by_how_far_the_words_are_the_evidences():
-    from schema import ChunkMatch, DocumentRagResponse
+    from ragbus.schema import ChunkMatch, DocumentRagResponse
     from scripts.eval.evalset import Question
     from scripts.eval_answers import GROUPS, report
 

@@ -11,10 +11,10 @@ import msgspec
 import msgspec.inspect as mi
 import pytest
 
-from config.settings import Settings, SettingsError, load_settings, processor_settings
-from processors.runtime.worker import processor_class
-from schema import DecodeError, DocumentRagRequest, decode, encode
-from schema.topics import SCHEMAS
+from ragbus.config.settings import Settings, SettingsError, load_settings, processor_settings
+from ragbus.runtime.worker import processor_class
+from ragbus.schema import DecodeError, DocumentRagRequest, decode, encode
+from ragbus.schema.topics import SCHEMAS
 
 
 def numeric_fields(struct: type, path: str = "", seen: set | None = None):
@@ -76,8 +76,8 @@ def lower(struct: type, field: str) -> int:
 
 
 def test_a_limit_passed_from_one_processor_to_another_has_the_same_lower_bound_on_both_sides():
-    from processors.document_rag.settings import DocumentRagSettings
-    from schema import DocEmbeddingsRequest, KeywordQueryRequest, KgQueryRequest
+    from ragbus.document_rag.settings import DocumentRagSettings
+    from ragbus.schema import DocEmbeddingsRequest, KeywordQueryRequest, KgQueryRequest
 
     # document-rag's doc_limit becomes the limit of its doc-embeddings-query and keyword-query calls.
     doc_limits = {

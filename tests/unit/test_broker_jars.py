@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from processors.testing import jars
-from processors.testing.errors import BrokerStartError
+from ragbus.testing import jars
+from ragbus.testing.errors import BrokerStartError
 
 # Stands in for `mvn ... -DoutputDirectory=DIR`: writes two jars into DIR, or fails as told.
 FAKE_MVN = """#!{python}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from processors.testing import apache, brokers, selection
+from ragbus.testing import apache, brokers, selection
 
 
 @pytest.mark.parametrize("bus", ["kafka", "pulsar"])

@@ -11,8 +11,8 @@ import asyncio
 
 import pytest
 
-from processors.bus import Bus, BusError, Delivery, MessageTooLarge, SubscriptionClosed
-from processors.bus.base import Subscription
+from ragbus.bus import Bus, BusError, Delivery, MessageTooLarge, SubscriptionClosed
+from ragbus.bus.base import Subscription
 
 
 class _Delivery(Delivery):

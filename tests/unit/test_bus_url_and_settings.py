@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from config.bus import BusSettings
-from config.settings import bus_settings
-from processors.bus import BusConfigError, BusUnavailable, connect, parse_bus_url
+from ragbus.config.bus import BusSettings
+from ragbus.config.settings import bus_settings
+from ragbus.bus import BusConfigError, BusUnavailable, connect, parse_bus_url
 
 
 @pytest.mark.parametrize(
@@ -104,7 +104,7 @@ def test_bad_settings_are_named(env, says):
 
 
 async def test_kafka_security_options_reach_the_client():
-    from processors.bus.kafka.bus import KafkaBus
+    from ragbus.bus.kafka.bus import KafkaBus
 
     settings = bus_settings(
         {

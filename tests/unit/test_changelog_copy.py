@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from processors.bus import LogRecord
-from processors.runtime.changelog import CheckpointFile, LocalCopy, ReplicaDirInUse
+from ragbus.bus import LogRecord
+from ragbus.runtime.changelog import CheckpointFile, LocalCopy, ReplicaDirInUse
 
 
 def record(i: int, body: bytes | None = b"x") -> LogRecord:

@@ -19,8 +19,8 @@ REPO = Path(__file__).resolve().parents[2]
 # argv: the body to lose ("" loses nothing), then the command's arguments.
 PROBE = """
 import sys
-from processors.cli import check
-from processors.cli.main import main
+from ragbus.cli import check
+from ragbus.cli.main import main
 
 body, real_connect = sys.argv[1].encode(), check.connect
 

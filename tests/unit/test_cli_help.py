@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from processors.cli.main import build_parser
+from ragbus.cli.main import build_parser
 
 
 def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
@@ -26,7 +26,7 @@ def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParse
 
 def test_ragbus_help_has_no_docstring_markup():
     # As a user runs it: the description once came from a docstring with ``ragbus`` in it.
-    shown = subprocess.run([sys.executable, "-m", "processors.cli", "--help"], capture_output=True, text=True,
+    shown = subprocess.run([sys.executable, "-m", "ragbus.cli", "--help"], capture_output=True, text=True,
                            check=True, timeout=60).stdout
     assert "usage: ragbus" in shown and "``" not in shown, shown
 
@@ -43,13 +43,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _ragbus(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-m", "processors.cli", *args], capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, "-m", "ragbus.cli", *args], capture_output=True, text=True, env=env,
                           cwd=REPO, timeout=60)
 
 
 def test_bare_ragbus_prints_help_and_runs_nothing(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO), RAGBUS_DATA_DIR=str(tmp_path / "data"))
-    done = subprocess.run([sys.executable, "-m", "processors.cli"], capture_output=True, text=True, env=env,
+    done = subprocess.run([sys.executable, "-m", "ragbus.cli"], capture_output=True, text=True, env=env,
                           cwd=REPO, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: ragbus") and "{check,worker," in done.stdout and "ask" in done.stdout
@@ -96,7 +96,7 @@ def test_the_cli_on_the_memory_bus_loads_no_broker_client(tmp_path):
     """
     probe = (
         "import sys\n"
-        "from processors.cli.main import main\n"
+        "from ragbus.cli.main import main\n"
         "assert main(['check', '--bus', 'memory://probe']) == 0\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'aiokafka', 'kafka', 'pulsar', '_pulsar'}))\n"
     )

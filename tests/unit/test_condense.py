@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from processors.prompt.condense import leans, model_line, standalone, subject
+from ragbus.prompt.condense import leans, model_line, standalone, subject
 
 
 @pytest.mark.parametrize("question", [

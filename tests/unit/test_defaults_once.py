@@ -20,8 +20,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from config.bus import BusSettings
-from config.settings import (
+from ragbus.config.bus import BusSettings
+from ragbus.config.settings import (
     DEFAULTS,
     WIRING,
     ClientSettings,
@@ -34,13 +34,13 @@ from config.settings import (
     load_settings,
     processor_settings,
 )
-from processors.cli.main import build_parser
-from processors.doc_embeddings.store import VectorStore
-from processors.document_rag import DocumentRag
-from processors.gateway.pipeline import BusPipeline
-from processors.prompt.lexical import bm25
-from processors.runtime.metrics import serve_metrics
-from processors.runtime.worker import processor_class
+from ragbus.cli.main import build_parser
+from ragbus.doc_embeddings.store import VectorStore
+from ragbus.document_rag import DocumentRag
+from ragbus.gateway.pipeline import BusPipeline
+from ragbus.prompt.lexical import bm25
+from ragbus.runtime.metrics import serve_metrics
+from ragbus.runtime.worker import processor_class
 
 TOML = tomllib.loads(DEFAULTS.read_text())
 SHIPPED = load_settings(environ={})  # what a user gets: no file of their own, no RAGBUS_ variables
@@ -178,8 +178,8 @@ def test_document_rag_takes_every_setting_it_shares_a_name_with_from_the_setting
 
 
 async def test_the_document_rag_processor_runs_its_configured_mode_and_fusion_not_the_class_defaults():
-    from processors.bus import connect
-    from processors.document_rag import DocumentRagProcessor
+    from ragbus.bus import connect
+    from ragbus.document_rag import DocumentRagProcessor
 
     processor = DocumentRagProcessor("document-rag", settings_type("document-rag")())
     processor.bus = await connect("memory://document-rag-configured-mode")

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from processors.document_rag import RRF_K, DocumentRag, DocumentRagSettings, rrf_fuse
-from processors.runtime.typed_clients import KgClient, PromptClient
-from processors.document_rag.core import MAX_HISTORY, MAX_TURN_CHARS
-from schema import DEFAULT_COLLECTION, ChunkMatch, Fact, KgQueryResponse, PromptResult, Turn
+from ragbus.document_rag import RRF_K, DocumentRag, DocumentRagSettings, rrf_fuse
+from ragbus.runtime.typed_clients import KgClient, PromptClient
+from ragbus.document_rag.core import MAX_HISTORY, MAX_TURN_CHARS
+from ragbus.schema import DEFAULT_COLLECTION, ChunkMatch, Fact, KgQueryResponse, PromptResult, Turn
 
 QUESTION = "Who led the government of Germany in 2015?"
-CORE_LOGGER = "processors.document_rag.core"
+CORE_LOGGER = "ragbus.document_rag.core"
 
 
 # -- stubs --------------------------------------------------------------------------------------
@@ -272,7 +272,7 @@ def rig(*, prompt=None, embed=None, docs=None, fetch=None, kw=None, kg=None, **o
 
 
 def test_package_exports_documentrag_rrf_fuse_and_k_60():
-    import processors.document_rag as package
+    import ragbus.document_rag as package
 
     assert package.DocumentRag is DocumentRag
     assert package.rrf_fuse is rrf_fuse

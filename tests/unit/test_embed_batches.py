@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from processors.embed.onnx_backend import batches
+from ragbus.embed.onnx_backend import batches
 
 
 def _sizes(lengths: list[int], most: int, tokens: int) -> list[list[int]]:

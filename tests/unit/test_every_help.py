@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from processors.cli.main import build_parser, main
+from ragbus.cli.main import build_parser, main
 
 REPO = Path(__file__).resolve().parents[2]
 

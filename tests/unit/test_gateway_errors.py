@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from processors.gateway.errors import HTTPError, decode_body, from_pipeline
-from processors.runtime.request_client import NotServed, RequestTimeout
-from processors.runtime.typed_clients import RemoteError
-from schema import Error
-from schema.http import AskRequest
+from ragbus.gateway.errors import HTTPError, decode_body, from_pipeline
+from ragbus.runtime.request_client import NotServed, RequestTimeout
+from ragbus.runtime.typed_clients import RemoteError
+from ragbus.schema import Error
+from ragbus.schema.http import AskRequest
 
 FIELDS = ["question", "mode", "at_time", "doc_limit", "collection"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from processors.gateway.keys import ApiKey, BadKey, allows, gather, match, parse_entry
+from ragbus.gateway.keys import ApiKey, BadKey, allows, gather, match, parse_entry
 
 
 def test_a_bare_key_is_admin_of_every_collection_as_before_roles():

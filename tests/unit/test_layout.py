@@ -4,35 +4,51 @@ every pipeline names configured processors, and every processor speaks its topic
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from config import pipelines
-from config.settings import load_settings, processor_settings
-from processors.runtime.worker import processor_class
-from schema.topics import SCHEMAS
+from ragbus.config import pipelines
+from ragbus.config.settings import load_settings, processor_settings
+from ragbus.runtime.worker import processor_class
+from ragbus.schema.topics import SCHEMAS
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("processors", "schema", "config")
+# Each folder's name in the installed package (pyproject.toml [tool.setuptools] package-dir).
+PACKAGES = {"processors": "ragbus", "schema": "ragbus.schema", "config": "ragbus.config"}
+PACKAGES_BY_NAME = {name: folder for folder, name in PACKAGES.items()}
 
 
 def modules() -> dict[str, Path]:
     found = {}
-    for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    for folder, package in PACKAGES.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts.pop()
-            found[".".join(parts)] = path
+            found[".".join([package, *parts])] = path
     return found
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node but those under ``if TYPE_CHECKING:`` (names for the type checker, never imported)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and ast.unparse(child.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+                todo.extend(child.orelse)
+            else:
+                todo.append(child)
 
 
 def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     """The project modules ``name`` imports anywhere in its file, function bodies included."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _runtime_nodes(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -52,17 +68,17 @@ GRAPH = {name: imports(name, path, modules()) for name, path in modules().items(
 
 
 def layer(name: str) -> float:
-    """config and schema < bus < runtime < ingestion < a processor package < replica < testing < cli.
+    """config and schema < bus < runtime < ingestion < a processor package < replica < testing < cli
+    < the package's own ``__init__`` (the public API, naming what every layer defines).
 
     The replica (a host's document stores made from the log) applies each record with the stores'
     own writers, so it sits above the store packages, as the CLI sits above what it runs.
     """
     parts = name.split(".")
-    if parts[0] in ("config", "schema"):
-        return 0
     if len(parts) == 1:
-        return 0  # processors/__init__.py
-    return {"bus": 1, "runtime": 2, "ingestion": 2.5, "replica": 3.5, "testing": 4, "cli": 5}.get(parts[1], 3)
+        return 6  # processors/__init__.py: ragbus itself
+    return {"config": 0, "schema": 0, "bus": 1, "runtime": 2, "ingestion": 2.5, "replica": 3.5, "testing": 4,
+            "cli": 5}.get(parts[1], 3)
 
 
 def test_every_module_imports():
@@ -71,7 +87,7 @@ def test_every_module_imports():
     missing = []
     for name, path in known.items():
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] in PACKAGES):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] == "ragbus"):
                 package = name if path.name == "__init__.py" else name.rpartition(".")[0]
                 base = node.module or ""
                 if node.level:
@@ -114,8 +130,8 @@ def test_layers_import_only_downwards():
 
 
 def test_the_bus_reads_no_settings_of_its_own():
-    bus_imports = {b for a, targets in GRAPH.items() if a.startswith("processors.bus") for b in targets}
-    assert "config.settings" not in bus_imports
+    bus_imports = {b for a, targets in GRAPH.items() if a.startswith("ragbus.bus") for b in targets}
+    assert "ragbus.config.settings" not in bus_imports
 
 
 def test_every_pipeline_names_configured_processors():
@@ -139,8 +155,8 @@ def test_each_processor_speaks_its_topics_schema(name):
     assert (cls.request_type, cls.response_type) == tuple(SCHEMAS[topic])
 
 
-@pytest.mark.parametrize("client, package", [("aiokafka", "processors.bus.kafka"), ("pulsar", "processors.bus.pulsar"),
-                                             ("_pulsar", "processors.bus.pulsar")])
+@pytest.mark.parametrize("client, package", [("aiokafka", "ragbus.bus.kafka"), ("pulsar", "ragbus.bus.pulsar"),
+                                             ("_pulsar", "ragbus.bus.pulsar")])
 def test_a_broker_client_is_imported_only_in_its_backend(client, package):
     """The memory bus and everything above the bus load no broker client; each backend keeps its own."""
     outside = []
@@ -173,3 +189,36 @@ def test_no_test_module_imports_another():
                     if parts[-1].startswith("test_") or parts[-1] == "conftest":
                         found.append(f"{path.relative_to(ROOT)}: {'.'.join(parts)}")
     assert found == []
+
+
+def test_the_build_installs_every_package_under_ragbus():
+    """pyproject.toml lists each package (package discovery cannot remap folders): a new one is listed too."""
+    build = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert build["package-dir"] == PACKAGES_BY_NAME
+    assert sorted(build["packages"]) == sorted(n for n, p in modules().items() if p.name == "__init__.py")
+
+
+def test_the_code_imports_only_ragbus_names():
+    """processors, schema and config are folders, not import names: an import of one would load a second
+    copy of a module beside ragbus's, or fail once installed."""
+    old = []
+    for path in [p for f in (*PACKAGES, "scripts", "tests") for p in (ROOT / f).rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                roots = [alias.name.split(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                roots = [(node.module or "").split(".")[0]]
+            else:
+                continue
+            if set(roots) & set(PACKAGES):
+                old.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert old == []
+
+
+def test_the_public_api_names_what_its_modules_define():
+    import ragbus
+
+    assert ragbus.__all__ and all(getattr(ragbus, name) is not None for name in ragbus.__all__)
+    assert "connect" in dir(ragbus)
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        ragbus.nothing  # noqa: B018

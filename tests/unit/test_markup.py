@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from processors.ingestion.markup import plain
+from ragbus.ingestion.markup import plain
 
 
 @pytest.mark.parametrize(("marked", "read"), [

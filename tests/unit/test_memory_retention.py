@@ -6,9 +6,9 @@ import uuid
 
 import pytest
 
-from config.bus import BusSettings
-from processors.bus import connect
-from processors.bus.memory import _BROKERS, drop_memory_broker
+from ragbus.config.bus import BusSettings
+from ragbus.bus import connect
+from ragbus.bus.memory import _BROKERS, drop_memory_broker
 
 
 @pytest.fixture

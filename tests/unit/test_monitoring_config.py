@@ -13,7 +13,7 @@ from pathlib import Path
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from processors.runtime import metrics
+from ragbus.runtime import metrics
 
 from ..helpers.monitoring import MONITORING, as_promql, panel_exprs, tool
 

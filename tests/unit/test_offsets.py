@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from processors.bus.kafka.offsets import PartitionOffsets
+from ragbus.bus.kafka.offsets import PartitionOffsets
 
 
 def test_nothing_committable_until_the_first_message_is_done():

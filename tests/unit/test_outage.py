@@ -12,11 +12,11 @@ import logging
 
 import pytest
 
-from config.bus import BusSettings
-from processors.bus import outage
-from processors.bus.client_log import ClientLines, Kind
-from processors.bus.kafka import client_log as kafka_lines
-from processors.bus.pulsar import log as pulsar_lines
+from ragbus.config.bus import BusSettings
+from ragbus.bus import outage
+from ragbus.bus.client_log import ClientLines, Kind
+from ragbus.bus.kafka import client_log as kafka_lines
+from ragbus.bus.pulsar import log as pulsar_lines
 
 from ..helpers import waiting
 

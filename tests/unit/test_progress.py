@@ -12,7 +12,7 @@ import sys
 import termios
 from pathlib import Path
 
-from processors.cli.progress import Progress, progress_bar
+from ragbus.cli.progress import Progress, progress_bar
 
 REPO = Path(__file__).resolve().parents[2]
 RATE_LINE = r"\d+/\d+ \(100%\) \[\d\d:\d\d<00:00, +[\d.]+(\w+/s|s/\w+)\]$"
@@ -91,7 +91,7 @@ def test_a_terminal_gets_tqdms_bar_with_rate_and_time_left():
 def test_kg_load_into_a_log_writes_plain_progress_lines(tmp_path):
     # As a user's CI job runs it: stderr is a pipe, not a terminal.
     env = dict(os.environ, RAGBUS_DATA_DIR=str(tmp_path), PYTHONPATH=str(REPO))
-    done = subprocess.run([sys.executable, "-m", "processors.cli", "kg", "load"], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "ragbus.cli", "kg", "load"], capture_output=True, text=True,
                           env=env, cwd=REPO, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "\r" not in done.stderr
@@ -103,9 +103,9 @@ async def test_record_into_a_log_counts_messages_in_plain_lines(tmp_path, capsys
     import argparse
     import uuid
 
-    from processors.bus import connect
-    from processors.bus.memory import drop_memory_broker
-    from processors.cli.records import _record
+    from ragbus.bus import connect
+    from ragbus.bus.memory import drop_memory_broker
+    from ragbus.cli.records import _record
 
     url = f"memory://record-{uuid.uuid4().hex[:8]}"
     try:

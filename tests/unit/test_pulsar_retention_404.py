@@ -10,10 +10,10 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from config.bus import PulsarOptions
-from processors.bus.base import BusError
-from processors.bus.pulsar import retention
-from processors.bus.url import BusAddress
+from ragbus.config.bus import PulsarOptions
+from ragbus.bus.base import BusError
+from ragbus.bus.pulsar import retention
+from ragbus.bus.url import BusAddress
 
 INFINITE = {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}
 

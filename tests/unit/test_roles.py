@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
-from config import pipelines
-from config.settings import StoreSettings, load_settings, processor_settings
-from processors.runtime.worker import processor_class
+from ragbus.config import pipelines
+from ragbus.config.settings import StoreSettings, load_settings, processor_settings
+from ragbus.runtime.worker import processor_class
 
 
 def changelog_of(environ: dict[str, str]) -> dict[str, bool]:
@@ -49,7 +49,7 @@ def test_a_role_is_the_pipeline_of_its_host_with_the_stores_in_files_or_on_the_l
 
 def worker(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     import os
-    return subprocess.run([sys.executable, "-m", "processors.cli", "worker", *args, "--bus", "memory://roles"],
+    return subprocess.run([sys.executable, "-m", "ragbus.cli", "worker", *args, "--bus", "memory://roles"],
                           capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})})
 
 

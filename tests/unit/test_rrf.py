@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from processors.document_rag import RRF_K, rrf_fuse
-from schema import ChunkMatch
+from ragbus.document_rag import RRF_K, rrf_fuse
+from ragbus.schema import ChunkMatch
 
 
 def ids(matches: list[ChunkMatch]) -> list[str]:
@@ -17,7 +17,7 @@ def ranked(*chunk_ids: str) -> list[ChunkMatch]:
 
 
 def test_rrf_k_is_60_and_exported_by_the_package():
-    from processors.document_rag import DocumentRag  # noqa: F401  (the package exports all three)
+    from ragbus.document_rag import DocumentRag  # noqa: F401  (the package exports all three)
 
     assert RRF_K == 60
 
@@ -146,7 +146,7 @@ def test_negative_limit_is_rejected():
 
 # --- score-based fusion (minmax, dbsf) beside RRF ------------------------------------------------
 
-from processors.document_rag.fusion import FUSIONS, fuse, score_fuse  # noqa: E402
+from ragbus.document_rag.fusion import FUSIONS, fuse, score_fuse  # noqa: E402
 
 
 def scored(*pairs: tuple[str, float]) -> list[ChunkMatch]:

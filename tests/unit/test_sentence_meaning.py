@@ -5,9 +5,9 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from processors.embed.onnx_backend import default_model_path, default_vocab_path
-from processors.prompt.answer import Passage
-from processors.prompt.settings import ExtractiveSettings
+from ragbus.embed.onnx_backend import default_model_path, default_vocab_path
+from ragbus.prompt.answer import Passage
+from ragbus.prompt.settings import ExtractiveSettings
 from scripts.eval import evalset
 from scripts.eval_sentence_meaning import Recorded, SentenceModel, answered, record, reweigh_by
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from config.settings import ProcessorSettings, SettingsError, lanes, load_settings, processor_settings
-from processors.runtime.worker import build_processor
+from ragbus.config.settings import ProcessorSettings, SettingsError, lanes, load_settings, processor_settings
+from ragbus.runtime.worker import build_processor
 
 from ..runtime.echo import EchoProcessor, EchoSettings
 

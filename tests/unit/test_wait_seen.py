@@ -7,13 +7,13 @@ import uuid
 
 import pytest
 
-from processors.bus import connect
-from processors.bus.memory import drop_memory_broker
-from processors.runtime import changelog
-from processors.runtime.changelog import CheckpointFile, LogFollower, NotYetApplied, ReplicaMissing, wait_seen
-from schema import BadRequest
-from schema.changelog import token
-from schema.topics import CHANGELOG_PREFIX
+from ragbus.bus import connect
+from ragbus.bus.memory import drop_memory_broker
+from ragbus.runtime import changelog
+from ragbus.runtime.changelog import CheckpointFile, LogFollower, NotYetApplied, ReplicaMissing, wait_seen
+from ragbus.schema import BadRequest
+from ragbus.schema.changelog import token
+from ragbus.schema.topics import CHANGELOG_PREFIX
 
 
 @pytest.fixture
@@ -73,9 +73,9 @@ async def test_a_token_that_is_not_one_is_a_bad_request_and_a_missing_replica_sa
 
 async def test_a_read_the_replica_cannot_serve_yet_is_answered_and_logged_without_a_stack_trace(bus, tmp_path,
                                                                                                  caplog):
-    from config.settings import ProcessorSettings
-    from processors.runtime.processor import Processor
-    from schema import IngestResult, ListDocuments
+    from ragbus.config.settings import ProcessorSettings
+    from ragbus.runtime.processor import Processor
+    from ragbus.schema import IngestResult, ListDocuments
 
     from ..helpers.serving import client_on, serving
 
@@ -92,7 +92,7 @@ async def test_a_read_the_replica_cannot_serve_yet_is_answered_and_logged_withou
         behind = await client.request(topic, ListDocuments(collection="c"), IngestResult, timeout=10)
         bug = await client.request(topic, ListDocuments(collection="bug"), IngestResult, timeout=10)
     assert behind.error is not None and behind.error.type == "NotYetApplied" and bug.error.type == "KeyError"
-    logged = [r for r in caplog.records if r.name == "processors.runtime.processor"]
+    logged = [r for r in caplog.records if r.name == "ragbus.runtime.processor"]
     assert [(r.levelname, r.exc_info is None) for r in logged] == [("WARNING", True), ("ERROR", False)]
     assert "NotYetApplied: documents-replica is behind the log" in logged[0].getMessage()  # a bug keeps its trace
 

@@ -1,5 +1,5 @@
 """The Kafka backend (aiokafka): the bus, its consumer groups, topic layouts and group status.
 
-Nothing is imported here, so ``processors.bus.kafka.offsets`` loads without aiokafka and
-``processors.bus.connect`` loads the client only for a ``kafka://`` URL.
+Nothing is imported here, so ``ragbus.bus.kafka.offsets`` loads without aiokafka and
+``ragbus.bus.connect`` loads the client only for a ``kafka://`` URL.
 """

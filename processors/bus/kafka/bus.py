@@ -40,8 +40,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
-from config.bus import BusSettings, TopicLayout
-from schema.topics import REPLY_PREFIX
+from ragbus.config.bus import BusSettings, TopicLayout
+from ragbus.schema.topics import REPLY_PREFIX
 
 from .. import outage
 from ..base import (

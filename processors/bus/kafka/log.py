@@ -22,7 +22,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.partitioner import DefaultPartitioner
 
-from config.bus import BusSettings
+from ragbus.config.bus import BusSettings
 
 from ..base import BusError, LogReader, LogRecord
 from ..url import BusAddress

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from config.bus import BusSettings
+from ragbus.config.bus import BusSettings
 
 from ..base import BusError, GroupStatus, Retained
 from ..url import BusAddress

@@ -20,8 +20,8 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 from aiokafka.protocol.offset import OffsetRequest
 
-from config.bus import TopicLayout
-from schema.topics import REPLY_PREFIX, is_changelog
+from ragbus.config.bus import TopicLayout
+from ragbus.schema.topics import REPLY_PREFIX, is_changelog
 
 from ..base import TopicInfo
 from .groups import RETRY_INFIX

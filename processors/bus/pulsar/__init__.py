@@ -1,5 +1,5 @@
 """The Pulsar backend (pulsar-client): the bus, its listener inbox, client log and broker metrics.
 
-Nothing is imported here, so ``processors.bus.connect`` loads pulsar-client only for a
+Nothing is imported here, so ``ragbus.bus.connect`` loads pulsar-client only for a
 ``pulsar://`` URL.
 """

@@ -37,8 +37,8 @@ import _pulsar
 import pulsar
 import pulsar.asyncio as pulsar_async
 
-from config.bus import BusSettings
-from schema.topics import REPLICAS_LOG
+from ragbus.config.bus import BusSettings
+from ragbus.schema.topics import REPLICAS_LOG
 
 from .. import outage
 from ..base import Bus, BusError, BusUnavailable, Delivery, GroupStatus, LogReader, Retained, Subscription

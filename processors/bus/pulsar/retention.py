@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 import httpx
 
-from config.bus import PulsarOptions
+from ragbus.config.bus import PulsarOptions
 
 from ..base import BusError
 from ..url import BusAddress

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from processors.kg.answering import about_itself, stem
-from processors.kg.ontology import Ontology, OntologyError
-from schema.times import parse_instant
+from ragbus.kg.answering import about_itself, stem
+from ragbus.kg.ontology import Ontology, OntologyError
+from ragbus.schema.times import parse_instant
 from scripts.eval_facts import sample_graph
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from processors.kg.facade import ContextRetriever, build_prompt, reasoning_paths
-from processors.kg.store import GraphStore
-from processors.kg.temporal import RetrievedContext
-from schema.times import TimeError
+from ragbus.kg.facade import ContextRetriever, build_prompt, reasoning_paths
+from ragbus.kg.store import GraphStore
+from ragbus.kg.temporal import RetrievedContext
+from ragbus.schema.times import TimeError
 
 
 def fact(head, relation, tail, valid_from=None, valid_until=None):

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from processors.kg.linking import EntityLinker, link_entities, normalise
+from ragbus.kg.linking import EntityLinker, link_entities, normalise
 
 
 def test_normalise_is_casefolded_nfkc_and_keeps_accented_words_whole():

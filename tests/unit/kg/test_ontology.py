@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from processors.kg.files import SAMPLE_ONTOLOGY
-from processors.kg.ontology import (
+from ragbus.kg.files import SAMPLE_ONTOLOGY
+from ragbus.kg.ontology import (
     DISJOINTNESS,
     DOMAIN_VIOLATION,
     IRREFLEXIVE_VIOLATION,

@@ -8,14 +8,14 @@ from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 
-from processors.kg.temporal import (
+from ragbus.kg.temporal import (
     DEFAULT_HEADER_TEMPLATE,
     RetrievedContext,
     TemporalGraphRetriever,
     filter_contexts,
     render_header,
 )
-from schema.times import TimeError
+from ragbus.schema.times import TimeError
 
 
 def entity(id_, valid_from=None, valid_until=None, **extra):
@@ -219,7 +219,7 @@ def test_malformed_and_inverted_intervals_are_dropped_and_reported(caplog):
         ),
         ctx([entity("fine")]),
     ]
-    with caplog.at_level(logging.WARNING, logger="processors.kg.temporal"):
+    with caplog.at_level(logging.WARNING, logger="ragbus.kg.temporal"):
         kept, dropped = filter_contexts(contexts, "2023")
     assert kept_ids(kept[0]) == ["ok"]
     assert [r["id"] for r in kept[0].related_relationships] == ["r-ok"]
@@ -229,7 +229,7 @@ def test_malformed_and_inverted_intervals_are_dropped_and_reported(caplog):
     assert "yesterday" in dropped[0].reason
     assert "inverted" in dropped[1].reason
     assert dropped[2].item["id"] == "r-bad"
-    messages = [r.getMessage() for r in caplog.records if r.name == "processors.kg.temporal"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "ragbus.kg.temporal"]
     assert len(messages) == 4
     assert "'bad'" in messages[0] and "yesterday" in messages[0]
     assert "'inverted'" in messages[1] and "inverted" in messages[1]

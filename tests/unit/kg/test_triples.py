@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from processors.kg.ontology import Ontology, reason_name
-from processors.kg.triples import retrieve_triples
+from ragbus.kg.ontology import Ontology, reason_name
+from ragbus.kg.triples import retrieve_triples
 
 FACTS = [
     ("Angela Merkel", "head_of_government_of", "Germany"),
