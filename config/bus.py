@@ -51,8 +51,9 @@ class KafkaOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # how often an idle consumer asks again. Twice Kafka's own default (500): a `worker --all` has
     # 17 consumers, and at 500 ms their empty polls alone kept an idle worker and its broker above
     # 3% of a core (scripts/bench_idle.py: worker 3.2% -> 2.4%, Tansu 4.2% -> 2.7%).
-    # Tansu (the test broker) wakes a waiting fetch of one partition but not one spanning
-    # several: with Tansu, set 5 (processors/testing/brokers.py TEST_BROKER_ENV; README).
+    # Tansu (a light Kafka the tests can run instead of Apache Kafka, RAGBUS_TEST_KAFKA=light) wakes a
+    # waiting fetch of one partition but not one spanning several: with Tansu, set 5
+    # (processors/testing/brokers.py LIGHT_BROKER_ENV sets it for them).
     fetch_max_wait_ms: NonNegativeMillis = 1000
     session_timeout_ms: PositiveMillis = 6000
     heartbeat_interval_ms: PositiveMillis = 1000

@@ -305,9 +305,13 @@ class Bus(abc.ABC):
 
     The public methods hold the rules every backend shares (a closed bus
     refuses everything, an oversized body never reaches the broker, closing
-    twice is harmless and closes every subscription first); a backend
-    implements only ``_publish``, ``_subscribe``, ``_close`` and, if joining a
-    group is slow on it, ``_listen``.
+    twice is harmless and closes every subscription first). A backend must
+    implement ``_publish``, ``_subscribe`` and ``_close``; it overrides, where it
+    can, ``_listen`` and ``_reply_inbox`` (when joining a group is slow on it),
+    ``_append``, ``_read_log`` and ``_read_retained`` (log topics), and the admin
+    calls (``has_consumers``, ``unreachable``, ``consumer_topics``,
+    ``provision_topics``, ``describe_topics``, ``list_topics``, ``group_status``),
+    whose defaults here refuse or say they cannot tell.
     """
 
     url: str

@@ -1,6 +1,6 @@
 """Replay recordings in tests: stand in for processors, or check a live processor against them.
 
-A recording (``ragbus record``, processors/recording.py) of request topics
+A recording (``ragbus record``, processors/runtime/recording.py) of request topics
 and the callers' reply topics pairs every request with its response through
 ``request-id`` and ``reply-to``. Two helpers use those pairs:
 
