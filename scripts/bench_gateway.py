@@ -173,6 +173,7 @@ async def run_in(args, work: Path) -> int:
         gateway = GatewayProcess(url, env={**env, "RAGBUS_DATA_DIR": str(work / "gateway")},
                                  log_path=work / "serve.log")
         await asyncio.to_thread(gateway.start)
+        assert gateway.process is not None and broker.process is not None  # both started
         pids = {"workers": workers.pid, "gateway": gateway.process.pid, "broker": broker.process.pid}
         settings_bus = load_settings(environ=selection.broker_env()).bus  # the test broker's, as the workers'
         try:

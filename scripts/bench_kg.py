@@ -48,7 +48,8 @@ def names(count: int, rng: random.Random) -> list[str]:
     # Two-word names whose second word is one of `count // 8` surnames: linking sees many
     # names sharing a first token, as people's names do.
     surnames = [f"{rng.choice(FIRST)}{rng.randrange(10**6):06d}son" for _ in range(max(1, count // 8))]
-    out, seen = [], set()
+    out: list[str] = []
+    seen: set[str] = set()
     while len(out) < count:
         name = f"{rng.choice(FIRST)} {rng.choice(surnames)}"
         if name not in seen:

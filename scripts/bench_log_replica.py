@@ -230,8 +230,9 @@ async def run(backend: str, chunks: int, per_doc: int, fresh: int, workdir: Path
             records = replica.follower.read if replica.follower else 0
             alone_s = 0.0
             if unbatched:  # side by side: the same catch-up publishing after every record
-                alone, alone_s = await replica_ready(bus, log, workdir / f"{backend}-unbatched", batch_s=0)
-                await alone.close()
+                unbatched_replica, alone_s = await replica_ready(bus, log, workdir / f"{backend}-unbatched",
+                                                                 batch_s=0)
+                await unbatched_replica.close()
             # Freshness: a document written while the replica follows, until the replica applied it,
             # and until the host's query processor finds it.
             host = str(workdir / f"{backend}-host")

@@ -209,8 +209,7 @@ async def measure(ask, concurrency: int, total: int, broker_pid: int | None, idl
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     wall = time.perf_counter() - wall0
     broker = cpu_of(broker_pid) - broker0
-    by_thread = thread_cpu()
-    by_thread.subtract(threads0)
+    by_thread = {name: s - threads0.get(name, 0.0) for name, s in thread_cpu().items()}
     cpu = time.process_time() - cpu0 + broker
     cpu_per_query = cpu / total
     limit = (os.cpu_count() or 1) / cpu_per_query
@@ -220,7 +219,7 @@ async def measure(ask, concurrency: int, total: int, broker_pid: int | None, idl
             "cpu_ms": cpu_per_query * 1e3,
             "broker_ms": broker / total * 1e3, "net_ms": net_ms, "idle": idle[0], "idle_broker": idle[1],
             "limit": limit, "share": total / wall / limit,
-            "threads": {name: s / total * 1e3 for name, s in by_thread.most_common() if s > 0}}
+            "threads": {name: s / total * 1e3 for name, s in sorted(by_thread.items(), key=lambda kv: -kv[1]) if s > 0}}
 
 
 async def main() -> None:
@@ -323,21 +322,22 @@ async def run(args, work: Path) -> None:
         print(f"| {backend} | {c} | {r['p50']:.1f} | {r['p99']:.1f} | {r['qps']:.1f} | {r['cpu_ms']:.1f} "
               f"| {r['broker_ms']:.1f} | {r['idle']:.0%} ({r['idle_broker']:.0%}) | {r['net_ms']:.1f} "
               f"| {r['limit']:.1f} | {r['share']:.0%} | {vs} |")
-    for backend, raw in raw_trips.items():
+    for backend, trip in raw_trips.items():
         for c, r in ((c, r) for b, c, r in rows if b == backend):
             d = base.get(c)
             if d is None:
                 continue
             if c == 1:
-                bound = d["p50"] + HOPS * raw.p50_ms
-                print(f"\n{backend}: raw ping-pong p50 {raw.p50_ms:.1f} ms; bound at c=1 = direct {d['p50']:.1f} + "
-                      f"{HOPS} x {raw.p50_ms:.1f} = {bound:.1f} ms ({bound / d['p50']:.2f}x direct); "
+                bound = d["p50"] + HOPS * trip.p50_ms
+                print(f"\n{backend}: raw ping-pong p50 {trip.p50_ms:.1f} ms; bound at c=1 = direct {d['p50']:.1f} + "
+                      f"{HOPS} x {trip.p50_ms:.1f} = {bound:.1f} ms ({bound / d['p50']:.2f}x direct); "
                       f"measured {r['p50']:.1f} ms ({r['p50'] / bound:.2f}x the bound)")
             else:
-                floor = d["cpu_ms"] + EXCHANGES * raw.cpu_ms
-                print(f"{backend}: raw round trip {raw.cpu_ms:.2f} CPU ms (this process and the broker, "
+                floor = d["cpu_ms"] + EXCHANGES * trip.cpu_ms
+                print(f"{backend}: raw round trip {trip.cpu_ms:.2f} CPU ms (this process and the broker, "
                       f"{pingpong.CONCURRENCY} in flight); floor at c={c} = direct {d['cpu_ms']:.1f} + "
-                      f"{EXCHANGES} x {raw.cpu_ms:.2f} = {floor:.1f} CPU ms/query ({floor / d['cpu_ms']:.2f}x direct); "
+                      f"{EXCHANGES} x {trip.cpu_ms:.2f} = {floor:.1f} CPU ms/query "
+                      f"({floor / d['cpu_ms']:.2f}x direct); "
                       f"measured {r['cpu_ms']:.1f} ({r['cpu_ms'] / floor:.2f}x the floor)")
                 spread = spread_trips[backend]
                 spread_floor = d["cpu_ms"] + EXCHANGES * spread.cpu_ms

@@ -33,7 +33,9 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -62,7 +64,7 @@ IDENT_SHARE = 0.03  # share of a chunk's tokens that are identifier-like
 
 
 @contextlib.asynccontextmanager
-async def running(names: list[str], data_dir: Path):
+async def running(names: Sequence[str], data_dir: Path):
     """``names`` running in this process on a fresh memory:// bus over ``data_dir``; yields a RequestClient."""
     os.environ["RAGBUS_DATA_DIR"] = str(data_dir)  # default_data_dir() of every store processor
     settings = load_settings(environ={})
@@ -120,7 +122,7 @@ async def bench_ingest(quick: bool, tmp: Path) -> None:
     print("\nBusy time of each processor's worker thread during ingestion (4 documents in flight):")
     for label, spent in busy.items():
         print(f"  {label:<36} {spent:>7.1f} s  ({100 * spent / summary.seconds:>5.1f}% of wall time)")
-    top = max(busy, key=busy.get)
+    top = max(busy, key=lambda label: busy[label])
     print(f"Dominant: {top}. Threads overlap (the stores write one document while the next is embedded).")
     shutil.rmtree(data_dir, ignore_errors=True)
 
@@ -226,11 +228,13 @@ async def bench_queries(n: int, n_queries: int, tmp: Path, vocab) -> list[tuple]
     async with running(pipelines.RETRIEVAL, data_dir) as client:
         keyword = KeywordClient(client, timeout=300)
         vector = DocEmbeddingsClient(client, timeout=300)
-        for name, call, inputs, build, index_type in [
+        # (store, one search, its inputs, seconds to build it, its index)
+        cases: list[tuple[str, Callable[[Any], Awaitable[Any]], Any, float, str]] = [
             ("tantivy", lambda q: keyword.query(query=q, limit=10), texts, built["tantivy"], "BM25"),
             ("faiss", lambda v: vector.query([v.tolist()], limit=10), vectors, built["faiss"],
              f"{'IndexHNSWFlat' if kind == 'hnsw' else 'IndexFlatIP'} ({kind}, threshold {threshold:,})"),
-        ]:
+        ]
+        for name, call, inputs, build, index_type in cases:
             first = await timed(call, inputs[:1])  # opens the store; faiss builds its index here
             samples = await timed(call, inputs[1:])
             rows.append((name, n, index_type, build, first[0] * 1000, percentile(samples, 50) * 1000,

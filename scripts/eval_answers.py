@@ -48,6 +48,7 @@ import tempfile
 import tomllib
 import uuid
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 
 import msgspec
@@ -97,7 +98,7 @@ async def ask_all(settings, questions: list[evalset.Question]) -> dict[str, Docu
 
 
 def report(questions: list[evalset.Question], relevant: dict[str, list[str]],
-           got: dict[str, DocumentRagResponse | str], splits: list[str], show: bool) -> list[str]:
+           got: Mapping[str, DocumentRagResponse | str], splits: list[str], show: bool) -> list[str]:
     out = ["| half | n | answer recall | answer step's recall (n) | fragment lines (of lines) | answers with one "
            "| duplicate pairs | answers citing a chunk | citations not given | failed |",
            "|---|---|---|---|---|---|---|---|---|---|"]
@@ -133,7 +134,7 @@ def report(questions: list[evalset.Question], relevant: dict[str, list[str]],
                 citing += bool(r.cited)
             given = {c.chunk_id for c in r.chunks}
             invented += sum(cid not in given for cid in _CHUNK_CITATION.findall(r.answer))
-            given_facts = {f.text.casefold() for f in r.facts}
+            given_facts = {f.text.casefold() for f in r.facts if f.text}
             invented += sum(t.strip().casefold() not in given_facts for t in _FACT_CITATION.findall(r.answer))
             answer_lines = answers.lines(r.answer)
             why = [(line, answers.fragment(line)) for line in answer_lines]

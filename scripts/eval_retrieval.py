@@ -171,19 +171,19 @@ def eval_settings(data_dir: Path, modes: Mapping[str, Mode], chunking: str | Non
         procs[name]["refresh_interval_s"] = 0
     procs[CONCEPTS_PROMPT] = {**procs["prompt"], "max_concepts": 8}
     for name, m in modes.items():
-        section = {**procs["document-rag"], "use_graph": False, "max_doc_limit": max(K, 50)}
+        rag = {**procs["document-rag"], "use_graph": False, "max_doc_limit": max(K, 50)}
         if m.vector_weight is not None:
-            section["vector_weight"] = m.vector_weight
+            rag["vector_weight"] = m.vector_weight
         if m.keyword_weight is not None:
-            section["keyword_weight"] = m.keyword_weight
+            rag["keyword_weight"] = m.keyword_weight
         if m.fusion is not None:
-            section["fusion"] = m.fusion
+            rag["fusion"] = m.fusion
         if m.depth is not None:
-            section["hybrid_depth"] = m.depth
+            rag["hybrid_depth"] = m.depth
         if m.concepts is not None:
-            section["prompt_topic"] = CONCEPTS_PROMPT
-            section["max_concepts"] = m.concepts
-        procs[processor_of(name)] = section
+            rag["prompt_topic"] = CONCEPTS_PROMPT
+            rag["max_concepts"] = m.concepts
+        procs[processor_of(name)] = rag
     settings.processors = procs
     return settings
 
@@ -320,8 +320,8 @@ def table(questions: Sequence[evalset.Question], relevant: Mapping[str, Sequence
         present = [s for s in systems if all((kind, s) in by_split[sp] for sp in splits)]
         if not present:
             continue
-        best = {(sp, m): max((by_split[sp][(kind, s)][m] for s in present if by_split[sp][(kind, s)][m] is not None),
-                             default=None) for sp in splits for m in metrics}
+        best = {(sp, m): max((v for s in present if (v := by_split[sp][(kind, s)][m]) is not None), default=None)
+                for sp in splits for m in metrics}
 
         def cell(sp: str, s: str, m: str, kind: str = kind, best: dict = best) -> str:
             v = by_split[sp][(kind, s)][m]

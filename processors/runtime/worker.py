@@ -13,6 +13,7 @@ import contextlib
 import importlib
 import logging
 import signal
+from collections.abc import Sequence
 from pathlib import Path
 
 from ragbus.config.settings import MetricsSettings, Settings, SettingsError, processor_settings
@@ -76,7 +77,7 @@ def _serve_metrics(settings: MetricsSettings, readiness: metrics.Readiness):
 
 async def run_workers(
     settings: Settings,
-    names: list[str],
+    names: Sequence[str],
     *,
     bus_url: str | None = None,
     stop: asyncio.Event | None = None,
@@ -152,7 +153,8 @@ async def run_workers(
 
 
 @contextlib.asynccontextmanager
-async def processors_running(settings: Settings, names: list[str], bus_url: str, *, ready_timeout: float = 300.0):
+async def processors_running(settings: Settings, names: Sequence[str], bus_url: str, *,
+                             ready_timeout: float = 300.0):
     """Run ``names`` as tasks of this process for the duration of a ``with`` block.
 
     The block starts once every processor has joined its group; a processor

@@ -30,7 +30,7 @@ def cpu_of(pid: int | None) -> float:
     return _stat_cpu(Path(f"/proc/{pid}/stat"), reaped=True) or 0.0
 
 
-def thread_cpu() -> collections.Counter:
+def thread_cpu() -> dict[str, float]:
     """CPU seconds (user + system) of this process's live threads so far, by thread name.
 
     Python threads go by their own name without the pool's index (a processor's thread
@@ -39,12 +39,12 @@ def thread_cpu() -> collections.Counter:
     """
     names = {t.native_id: t.name.rsplit("_", 1)[0] if t.name[-1:].isdigit() else t.name
              for t in threading.enumerate()}
-    cpu: collections.Counter = collections.Counter()
+    cpu: collections.defaultdict[str, float] = collections.defaultdict(float)
     for task in Path("/proc/self/task").iterdir():
         seconds = _stat_cpu(task / "stat")
         if seconds is not None:  # else it ended meanwhile
             cpu[names.get(int(task.name), "native")] += seconds
-    return cpu
+    return dict(cpu)
 
 
 def jit_cpu(pid: int | None) -> float:

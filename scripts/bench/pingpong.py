@@ -141,11 +141,12 @@ async def run(setup: Setup, plan: Plan, extra_cpu: Callable[[], float] = lambda:
     ``extra_cpu`` reads CPU seconds spent outside this process (a broker's) to count in ``cpu_ms``.
     """
     async with setup(uuid.uuid4().hex[:10]) as (call, helpers):
-        tasks = [asyncio.create_task(measure(call, plan, extra_cpu)), *map(asyncio.create_task, helpers)]
+        measuring = asyncio.create_task(measure(call, plan, extra_cpu))
+        tasks = [measuring, *map(asyncio.create_task, helpers)]
         try:
             done, _ = await asyncio.wait(tasks, timeout=plan.budget_s, return_when=asyncio.FIRST_COMPLETED)
-            if tasks[0] in done:
-                return tasks[0].result()
+            if measuring in done:
+                return measuring.result()
             for task in done:
                 task.result()  # a dead helper's error
                 raise RuntimeError(f"a helper of the measurement stopped early: {task.get_coro()!r}")

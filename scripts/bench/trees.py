@@ -37,7 +37,10 @@ def run(argv: list[str], env: dict[str, str], cwd: Path) -> Run:
     proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines: list[tuple[float, str]] = []
 
+    assert proc.stdout is not None and proc.stderr is not None  # both piped
+
     def read_stderr() -> None:
+        assert proc.stderr is not None
         for line in proc.stderr:  # universal newlines: a \r frame counts as a line too
             lines.append((time.perf_counter() - started, line.rstrip("\n")))
 
