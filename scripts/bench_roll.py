@@ -28,9 +28,8 @@ import uuid
 
 import httpx
 
-from ragbus.ingestion import builtin_corpus
 from ragbus.testing import brokers
-from ragbus.testing.roll import COLLECTION, Call, Endpoints, Load, Site, missing_writes
+from ragbus.testing.roll import Call, Endpoints, Load, Site, load_corpus, missing_writes
 from scripts.bench.brokers import broker_for, broker_env
 from scripts.bench.stats import percentile
 
@@ -78,11 +77,7 @@ async def run(args, broker, workdir) -> int:
         async with httpx.AsyncClient(limits=limits) as http:
             follow = asyncio.ensure_future(endpoints.follow(http, following))
             await endpoints.some.wait()
-            for doc in builtin_corpus(COLLECTION)[:10]:
-                r = await http.post(f"{endpoints.pick()}/v1/documents", timeout=300,
-                                    json={"document_id": doc.document_id, "text": doc.text, "title": doc.title,
-                                          "collection": COLLECTION})
-                r.raise_for_status()
+            await load_corpus(http, endpoints, 10)
             load = Load(endpoints, QUESTIONS, rate=args.rate, write_rate=args.write_rate, timeout_s=args.timeout)
             running = asyncio.ensure_future(load.run(http, stop))
             await asyncio.sleep(args.warmup)  # the load's own pace: each phase is a span of its time

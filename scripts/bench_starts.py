@@ -25,9 +25,8 @@ import uuid
 
 import httpx
 
-from ragbus.ingestion import builtin_corpus
 from ragbus.testing import brokers
-from ragbus.testing.roll import COLLECTION, Endpoints, Load, Site
+from ragbus.testing.roll import Endpoints, Load, Site, load_corpus
 from scripts.bench.brokers import broker_env, broker_for
 from scripts.bench.cpu import cpu_of, machine_cpu
 from scripts.bench.stats import percentile
@@ -70,11 +69,7 @@ async def run(args, broker, workdir) -> None:
     async with httpx.AsyncClient(limits=httpx.Limits(max_connections=200)) as http:
         follow = asyncio.ensure_future(endpoints.follow(http, following))
         await endpoints.some.wait()
-        for doc in builtin_corpus(COLLECTION)[:10]:
-            r = await http.post(f"{endpoints.pick()}/v1/documents", timeout=300,
-                                json={"document_id": doc.document_id, "text": doc.text, "title": doc.title,
-                                      "collection": COLLECTION})
-            r.raise_for_status()
+        await load_corpus(http, endpoints, 10)
         load = Load(endpoints, QUESTIONS, rate=args.rate, write_rate=0.5)
         running = asyncio.ensure_future(load.run(http, stop))
         await asyncio.sleep(10)

@@ -26,6 +26,7 @@ from pathlib import Path
 import httpx
 
 from ragbus.config import pipelines
+from ragbus.ingestion import builtin_corpus
 
 from .chaos import WorkerProcess
 from .gateway import GatewayProcess
@@ -154,6 +155,15 @@ class Site:
                 await self.stop_host(host, timeout=60)
             except Exception as exc:  # whatever failed, the others still stop
                 print(f"stopping {host.name}: {exc}", file=sys.stderr)
+
+
+async def load_corpus(http: httpx.AsyncClient, endpoints: Endpoints, count: int, timeout_s: float = 300.0) -> None:
+    """The first ``count`` documents of the built-in corpus written into ``COLLECTION`` through a gateway."""
+    for doc in builtin_corpus(COLLECTION)[:count]:
+        r = await http.post(f"{endpoints.pick()}/v1/documents", timeout=timeout_s,
+                            json={"document_id": doc.document_id, "text": doc.text, "title": doc.title,
+                                  "collection": COLLECTION})
+        r.raise_for_status()
 
 
 class Endpoints:

@@ -15,7 +15,7 @@ import pytest
 from ragbus.runtime.request_client import NotServed, RequestClient, RequestTimeout
 
 from ..helpers.serving import serving
-from ..runtime.echo import EchoPiece, EchoProcessor, EchoRequest, EchoResponse, EchoSettings, StreamingEcho
+from ..helpers.echo import EchoPiece, EchoProcessor, EchoRequest, EchoResponse, EchoSettings, StreamingEcho
 
 TELLS = {"memory": True, "kafka": True, "pulsar": False}
 

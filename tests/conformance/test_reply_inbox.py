@@ -17,7 +17,7 @@ from ragbus.schema import REPLY_PREFIX
 
 from ..helpers.brokers import settings_for_tests
 from ..helpers.serving import serving
-from ..runtime.echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
+from ..helpers.echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
 
 
 @contextlib.asynccontextmanager

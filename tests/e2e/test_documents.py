@@ -17,7 +17,7 @@ from ragbus.runtime.request_client import RequestClient
 from ragbus.runtime.typed_clients import DocumentRagClient
 from ragbus.runtime.worker import processors_running
 
-from ..documents_made import NOISY_PAGE, write_docx, write_pdf, write_pptx
+from ..helpers.documents_made import NOISY_PAGE, write_docx, write_pdf, write_pptx
 
 
 @contextlib.asynccontextmanager

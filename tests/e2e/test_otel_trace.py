@@ -22,7 +22,7 @@ from ragbus.schema import topics
 from ..helpers.forgetful_echo import ForgetsFirstAttempts
 from ..helpers.rag_pipeline import pipeline
 from ..helpers.serving import client_on, serving
-from ..runtime.echo import EchoRequest, EchoResponse
+from ..helpers.echo import EchoRequest, EchoResponse
 from ..runtime.workers import REPO, Worker, write_config
 
 HOPS = {topics.EMBED, topics.DOC_EMBEDDINGS_QUERY, topics.KEYWORD_QUERY, topics.KG_QUERY, topics.PROMPT}
@@ -236,7 +236,7 @@ async def _bus(url):
 async def test_a_stream_stalled_and_resent_is_one_send_span_over_both_attempts(open_bus, topic, spans):
     from opentelemetry.trace import SpanKind
 
-    from ..runtime.echo import EchoPiece, EchoSettings, StreamingEcho
+    from ..helpers.echo import EchoPiece, EchoSettings, StreamingEcho
 
     bus = await open_bus()
     echo = StreamingEcho("echo", EchoSettings(topic=topic, group=f"echo-{topic}", drain_timeout_s=0.5), hang_after=1)

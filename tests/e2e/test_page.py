@@ -16,7 +16,7 @@ from playwright.sync_api import Page, expect, sync_playwright
 
 from ragbus.testing.gateway import GatewayProcess
 
-from ..documents_made import write_pdf
+from ..helpers.documents_made import write_pdf
 from ..helpers.browser import FLAGS, chromium, screenshots
 from ..helpers.serve_stores import stores
 

@@ -2,7 +2,7 @@
 to ``POST /v1/documents`` of the command in its own process, then asked about over HTTP.
 
 Each goes to a collection of its own, so an answer that cites anything cites the upload; the PDF and
-the Word file are made by ``tests/documents_made.py`` (the PDF by LibreOffice), as users have them.
+the Word file are made by ``tests/helpers/documents_made.py`` (the PDF by LibreOffice), as users have them.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ragbus.testing.stores import build_stores
 from ragbus.testing.gateway import GatewayProcess
 from ragbus.schema import Document
 
-from ..documents_made import write_docx, write_pdf
+from ..helpers.documents_made import write_docx, write_pdf
 
 WARRANTY = ("Every Acme kettle carries a warranty of seven years from the date of purchase, covering the heating "
             "element and the thermostat.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ragbus.runtime.processor import RequestContext
 
-from ..runtime.echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
+from .echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
 
 
 class ForgetsFirstAttempts(EchoProcessor):

@@ -12,7 +12,7 @@ from ragbus.prompt import PromptProcessor
 from ragbus.runtime.request_client import RequestClient
 from ragbus.runtime.typed_clients import PromptClient
 
-from ..runtime.echo import EchoProcessor, EchoSettings
+from .echo import EchoProcessor, EchoSettings
 
 
 def echo(topic: str, **settings) -> EchoProcessor:

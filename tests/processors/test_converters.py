@@ -9,7 +9,7 @@ import pytest
 
 from ragbus.ingestion import load_documents
 
-from ..documents_made import NOISY_PAGE, write_docx, write_pdf, write_pptx
+from ..helpers.documents_made import NOISY_PAGE, write_docx, write_pdf, write_pptx
 
 
 def read(path):

@@ -88,7 +88,7 @@ from ..helpers.brokers import settings_for_tests
 from ..helpers.rag_pipeline import ELSE_QUESTION, UK_QUESTION, ingest_corpus, query_settings
 from ..helpers.serving import serving
 from ..helpers.waiting import until
-from ..runtime.echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
+from ..helpers.echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
 
 # The request topics under attack (each processor's section name is its default topic), and the corpus:
 # the query processors of a worker, and the documents of the end-to-end tests.

@@ -17,8 +17,7 @@ import uuid
 import httpx
 import pytest
 
-from ragbus.ingestion import builtin_corpus
-from ragbus.testing.roll import COLLECTION, Endpoints, Load, Site, missing_writes
+from ragbus.testing.roll import Endpoints, Load, Site, load_corpus, missing_writes
 
 pytestmark = pytest.mark.brokers
 
@@ -39,11 +38,7 @@ async def test_a_roll_of_every_process_under_load_fails_nothing_and_loses_no_wri
         async with httpx.AsyncClient() as http:
             follow = asyncio.ensure_future(endpoints.follow(http, following))
             await asyncio.wait_for(endpoints.some.wait(), PATIENCE_S)
-            for doc in builtin_corpus(COLLECTION)[:4]:
-                r = await http.post(f"{endpoints.pick()}/v1/documents", timeout=PATIENCE_S,
-                                    json={"document_id": doc.document_id, "text": doc.text, "title": doc.title,
-                                          "collection": COLLECTION})
-                assert r.status_code == 201, r.text
+            await load_corpus(http, endpoints, 4, timeout_s=PATIENCE_S)
             load = Load(endpoints, QUESTIONS, rate=4, write_rate=0.5, timeout_s=PATIENCE_S, phase="roll")
             running = asyncio.ensure_future(load.run(http, stop))
             await asyncio.wait_for(load.wrote(2), PATIENCE_S)  # the load is flowing

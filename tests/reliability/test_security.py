@@ -33,7 +33,7 @@ from ragbus.schema import REPLY_PREFIX, decode, encode
 from ..helpers.brokers import settings_for_tests
 from ..helpers.receiving import receive
 from ..helpers.serving import client_on, echo, serving
-from ..runtime.echo import EchoRequest, EchoResponse
+from ..helpers.echo import EchoRequest, EchoResponse
 
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("processors", "schema", "config")

@@ -17,7 +17,7 @@ from ragbus.bus import connect
 from ragbus.runtime.request_client import RequestClient
 
 from ..helpers.brokers import settings_for_tests
-from ..runtime.echo import EchoPiece, EchoRequest
+from ..helpers.echo import EchoPiece, EchoRequest
 from ..runtime.workers import Worker
 
 WORDS = [f"w{i}" for i in range(12)]
@@ -26,7 +26,7 @@ WORDS = [f"w{i}" for i in range(12)]
 def streaming_config(path, topic):
     path.write_text("\n".join([
         "[processors.echo]",
-        'class = "tests.runtime.echo:StreamingEcho"',
+        'class = "tests.helpers.echo:StreamingEcho"',
         f'topic = "{topic}"',
         f'group = "echo-{topic}"',
         "drain_timeout_s = 0.5",

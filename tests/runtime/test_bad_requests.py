@@ -97,7 +97,7 @@ async def test_document_rag_answers_a_bad_request_and_counts_it_as_bad_not_as_an
 async def test_a_failure_that_is_not_the_callers_mistake_is_still_an_error_with_its_stack(open_bus, topic, caplog):
     """The other side of the line: a handler's own failure stays an ERROR with a traceback."""
     from ..helpers.serving import echo
-    from .echo import EchoRequest, EchoResponse
+    from ..helpers.echo import EchoRequest, EchoResponse
 
     bus = await open_bus()
     errors_before = counter(metrics.errors, "echo", "RuntimeError")

@@ -18,7 +18,7 @@ from ragbus.runtime.worker import run_workers
 from ragbus.testing.brokers import free_port
 from ragbus.schema import EmbedRequest
 
-from .echo import EchoRequest, EchoResponse
+from ..helpers.echo import EchoRequest, EchoResponse
 from .workers import REPO, write_config
 
 

@@ -18,7 +18,7 @@ from ..helpers.metrics import counter
 from ..helpers.receiving import receive
 from ..helpers.serving import client_on, echo, serving
 from ..helpers.waiting import until
-from .echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
+from ..helpers.echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
 
 
 async def test_request_gets_its_response_with_the_same_request_id(open_bus, topic):

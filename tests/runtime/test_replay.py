@@ -10,7 +10,7 @@ from ragbus.runtime.request_client import RequestClient
 from ragbus.testing.replay import RecordedResponder, compare_with_recording, recorded_exchanges
 
 from ..helpers.serving import serving
-from .echo import EchoRequest, EchoResponse, EchoSettings
+from ..helpers.echo import EchoRequest, EchoResponse, EchoSettings
 from .two_step import FIRST, FIXTURE, QUESTIONS, SECOND, processors, two_step
 
 FIXTURE_PATH = Path(__file__).resolve().parents[2] / FIXTURE

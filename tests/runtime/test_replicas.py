@@ -17,7 +17,7 @@ from ragbus.bus import connect
 from ragbus.runtime.request_client import RequestClient
 
 from ..helpers.brokers import settings_for_tests
-from .echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
+from ..helpers.echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
 from .workers import Worker, write_config
 
 TOTAL = 1000

@@ -15,7 +15,7 @@ from ragbus.runtime.request_client import RequestClient, RequestTimeout
 from ..helpers.forgetful_echo import ForgetsFirstAttempts
 from ..helpers.serving import client_on, serving
 from ..helpers.waiting import until
-from .echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
+from ..helpers.echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
 
 
 async def test_an_unanswered_request_is_sent_again_under_the_same_id(open_bus, topic):

@@ -21,7 +21,7 @@ from ragbus.runtime.request_client import ClientClosed, RequestClient
 from ragbus.schema import REPLY_PREFIX, decode, encode
 
 from ..helpers.serving import client_on, serving
-from .echo import EchoPiece, EchoProcessor, EchoRequest, EchoResponse, EchoSettings, StreamingEcho
+from ..helpers.echo import EchoPiece, EchoProcessor, EchoRequest, EchoResponse, EchoSettings, StreamingEcho
 
 
 def reply_subscriptions(bus: Bus) -> list:

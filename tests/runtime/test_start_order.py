@@ -10,13 +10,13 @@ import asyncio
 from ragbus.config.settings import load_settings
 from ragbus.runtime.worker import run_workers
 
-from .echo import StartOrder
+from ..helpers.echo import StartOrder
 
 
 def _settings(tmp_path, topic: str):
     path = tmp_path / "order.toml"
     path.write_text("[metrics]\nport = 0\n" + "".join(
-        f'[processors.{name}]\nclass = "tests.runtime.echo:{cls}"\ntopic = "{topic}-{name}"\ngroup = "{name}"\n'
+        f'[processors.{name}]\nclass = "tests.helpers.echo:{cls}"\ntopic = "{topic}-{name}"\ngroup = "{name}"\n'
         for name, cls in (("reader", "Follower"), ("replica", "GatedFirst"))))
     return load_settings(path, environ={})
 

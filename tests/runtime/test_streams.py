@@ -11,7 +11,7 @@ from ragbus.runtime.request_client import NotStreamed, RequestTimeout
 
 from ..helpers.serving import client_on, serving
 from ..helpers.waiting import until
-from .echo import EchoPiece, EchoProcessor, EchoRequest, EchoResponse, EchoSettings, StreamingEcho
+from ..helpers.echo import EchoPiece, EchoProcessor, EchoRequest, EchoResponse, EchoSettings, StreamingEcho
 
 TEXT = "one two three four five six"
 

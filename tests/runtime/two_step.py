@@ -15,7 +15,7 @@ from ragbus.bus import connect
 from ragbus.runtime.request_client import RequestClient
 from ragbus.runtime.recording import record
 
-from .echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
+from ..helpers.echo import EchoProcessor, EchoRequest, EchoResponse, EchoSettings
 
 FIRST, SECOND = "fixture-echo-first", "fixture-echo-second"
 QUESTIONS = ["what is nonlocal?", "Zürich in 2019", "__slots__ and C++ 7.3.2"]

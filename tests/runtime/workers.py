@@ -14,7 +14,7 @@ def write_config(path: Path, topic: str, *, concurrency: int = 32, metrics_port:
     lines = [
         f"[metrics]\nport = {metrics_port}\n",
         "[processors.echo]",
-        'class = "tests.runtime.echo:EchoProcessor"',
+        'class = "tests.helpers.echo:EchoProcessor"',
         f'topic = "{topic}"',
         f'group = "echo-{topic}"',
         f"concurrency = {concurrency}",

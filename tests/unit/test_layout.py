@@ -81,6 +81,17 @@ def layer(name: str) -> float:
             "cli": 5}.get(parts[1], 3)
 
 
+def absolute_imports(path: Path) -> list[tuple[int, list[str]]]:
+    """(line, the top-level names it imports) of each absolute import of a file, function bodies included."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.append((node.lineno, [alias.name.split(".")[0] for alias in node.names]))
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.append((node.lineno, [(node.module or "").split(".")[0]]))
+    return found
+
+
 def test_every_module_imports():
     """A moved module leaves no import behind pointing at its old place (function-level ones included)."""
     known = modules()
@@ -159,17 +170,8 @@ def test_each_processor_speaks_its_topics_schema(name):
                                              ("_pulsar", "ragbus.bus.pulsar")])
 def test_a_broker_client_is_imported_only_in_its_backend(client, package):
     """The memory bus and everything above the bus load no broker client; each backend keeps its own."""
-    outside = []
-    for name, path in modules().items():
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                roots = [alias.name.split(".")[0] for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and not node.level:
-                roots = [(node.module or "").split(".")[0]]
-            else:
-                continue
-            if client in roots and not name.startswith(f"{package}."):
-                outside.append(name)
+    outside = [name for name, path in modules().items() for _, roots in absolute_imports(path)
+               if client in roots and not name.startswith(f"{package}.")]
     assert outside == []
 
 
@@ -201,17 +203,9 @@ def test_the_build_installs_every_package_under_ragbus():
 def test_the_code_imports_only_ragbus_names():
     """processors, schema and config are folders, not import names: an import of one would load a second
     copy of a module beside ragbus's, or fail once installed."""
-    old = []
-    for path in [p for f in (*PACKAGES, "scripts", "tests") for p in (ROOT / f).rglob("*.py")]:
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                roots = [alias.name.split(".")[0] for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and not node.level:
-                roots = [(node.module or "").split(".")[0]]
-            else:
-                continue
-            if set(roots) & set(PACKAGES):
-                old.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    old = [f"{path.relative_to(ROOT)}:{line}" for folder in (*PACKAGES, "scripts", "tests")
+           for path in (ROOT / folder).rglob("*.py") for line, roots in absolute_imports(path)
+           if set(roots) & set(PACKAGES)]
     assert old == []
 
 

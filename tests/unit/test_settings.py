@@ -7,7 +7,7 @@ import pytest
 from ragbus.config.settings import ProcessorSettings, SettingsError, lanes, load_settings, processor_settings
 from ragbus.runtime.worker import build_processor
 
-from ..runtime.echo import EchoProcessor, EchoSettings
+from ..helpers.echo import EchoProcessor, EchoSettings
 
 CONFIG = """
 [bus]
@@ -15,12 +15,12 @@ url = "kafka://broker:9092"
 max_attempts = 5
 
 [processors.echo]
-class = "tests.runtime.echo:EchoProcessor"
+class = "tests.helpers.echo:EchoProcessor"
 concurrency = 4
 prefix = "> "
 
 [processors.doc-embeddings-query]
-class = "tests.runtime.echo:EchoProcessor"
+class = "tests.helpers.echo:EchoProcessor"
 """
 
 
@@ -69,7 +69,7 @@ def test_build_processor_types_its_settings(config_file):
 )
 def test_bad_processor_settings_name_the_key(tmp_path, extra, says):
     path = tmp_path / "bad.toml"
-    path.write_text('[processors.echo]\nclass = "tests.runtime.echo:EchoProcessor"\n' + extra.split("\n", 1)[1])
+    path.write_text('[processors.echo]\nclass = "tests.helpers.echo:EchoProcessor"\n' + extra.split("\n", 1)[1])
     with pytest.raises(SettingsError, match=says):
         build_processor(load_settings(path, environ={}), "echo")
 
