@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +22,7 @@ from ragbus.runtime.request_client import RequestClient
 from ragbus.runtime.typed_clients import EmbedClient, RemoteError
 from ragbus.runtime.worker import build_processor
 
+from ..helpers.openai_stand_in import OpenAIStandIn, error
 from ..helpers.serving import serving
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -233,61 +232,29 @@ async def test_a_missing_model_or_vocabulary_is_a_clear_error(tmp_path):
 # The openai backend, against a small /v1/embeddings server of the test's own on loopback.
 
 
-class EmbeddingsServer:
+class EmbeddingsServer(OpenAIStandIn):
     """Answers POST /v1/embeddings with vector [len(text), index + 1, 0, ...], listed in reverse order.
 
     ``script``: (status, message, headers) answered first, one per request, as OpenAI-style errors.
     """
 
     def __init__(self, script: list[tuple[int, str, dict]] | None = None) -> None:
-        self.requests: list[dict] = []
         self.status = 200  # any other: answer that status with an OpenAI-style error
         self.script = list(script or [])
-        outer = self
+        super().__init__(self._answer)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                outer.requests.append({"path": self.path, "headers": dict(self.headers), "json": json.loads(body)})
-                if self.path != "/v1/embeddings":
-                    return self._send(404, {"error": {"message": f"no route {self.path}"}})
-                if outer.script:
-                    status, message, headers = outer.script.pop(0)
-                    return self._send(status, {"error": {"message": message, "type": "test"}}, headers)
-                if outer.status != 200:
-                    refusal = {"error": {"message": "input is too long", "type": "invalid_request_error"}}
-                    return self._send(outer.status, refusal)
-                texts = json.loads(body)["input"]
-                data = [
-                    {"object": "embedding", "index": i, "embedding": [float(len(t)), float(i + 1), 0.0, 0.0]}
-                    for i, t in enumerate(texts)
-                ]
-                self._send(200, {"object": "list", "data": data[::-1], "model": "test-embed", "usage": {}})
-
-            def _send(self, status, payload, headers=None):
-                raw = json.dumps(payload).encode()
-                self.send_response(status)
-                for key, value in (headers or {}).items():
-                    self.send_header(key, value)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def _answer(self, request: dict):
+        if request["path"] != "/v1/embeddings":
+            return error(404, f"no route {request['path']}")
+        if self.script:
+            status, message, headers = self.script.pop(0)
+            return error(status, message, headers)
+        if self.status != 200:
+            return error(self.status, "input is too long", kind="invalid_request_error")
+        texts = request["json"]["input"]
+        data = [{"object": "embedding", "index": i, "embedding": [float(len(t)), float(i + 1), 0.0, 0.0]}
+                for i, t in enumerate(texts)]
+        return (200, {}, {"object": "list", "data": data[::-1], "model": "test-embed", "usage": {}})
 
 
 def openai_processor(handler_timeout_s: float = 30.0, **openai) -> EmbedProcessor:

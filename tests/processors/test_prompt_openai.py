@@ -17,11 +17,9 @@ import functools
 import importlib.util
 import itertools
 import json
-import threading
 import time
 import uuid
 from email.utils import formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
@@ -34,6 +32,7 @@ from ragbus.testing.brokers import in_ci
 from ragbus.testing.llama import API_KEY, GGUF, MODEL_ALIAS, LlamaServer, smollm2_gguf
 from ragbus.schema import PromptResult
 
+from ..helpers.openai_stand_in import OpenAIStandIn, error
 from ..helpers.serving import serve_prompt as serve_on_private_bus
 
 module_loop = pytest.mark.asyncio(loop_scope="module")
@@ -193,51 +192,13 @@ async def test_a_wrong_api_key_is_refused_by_the_real_server_without_retry(llama
 # Failure paths, against a stand-in that fails on purpose.
 
 
-class FailingServer:
-    """POST /v1/chat/completions answers from ``script``: a list of (status, headers, body) or "hang"."""
+class FailingServer(OpenAIStandIn):
+    """POST /v1/chat/completions answers from ``script``: a list of (status, headers, body) or "hang", the
+    last step repeated."""
 
     def __init__(self, script: list) -> None:
         self.script = list(script)
-        self.arrivals: list[float] = []
-        self.requests: list[dict] = []
-        self.release = threading.Event()  # lets a hanging handler go at teardown
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                outer.arrivals.append(time.monotonic())
-                outer.requests.append({"headers": dict(self.headers), "json": json.loads(body), "path": self.path})
-                step = outer.script.pop(0) if len(outer.script) > 1 else outer.script[0]
-                if step == "hang":
-                    outer.release.wait(30)
-                    return
-                status, headers, payload = step
-                raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()  # bytes: SSE
-                self.send_response(status)
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                kind = "text/event-stream" if isinstance(payload, bytes) else "application/json"
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(lambda request: self.script.pop(0) if len(self.script) > 1 else self.script[0])
 
     def gaps(self) -> list[float]:
         return [b - a for a, b in itertools.pairwise(self.arrivals)]
@@ -252,7 +213,7 @@ def ok(text: str, usage: dict | None = None):
 
 
 def refusal(status: int, message: str, headers: dict | None = None):
-    return (status, headers or {}, {"error": {"message": message, "type": "test"}})
+    return error(status, message, headers)
 
 
 def sse(*deltas: str, finish: bool = True, extra: list[dict] = ()) -> tuple:
