@@ -36,6 +36,7 @@ from pathlib import Path
 
 from ragbus.config.settings import load_settings
 from ragbus.testing import selection
+from ragbus.testing.processes import stop_process
 from scripts.bench.brokers import broker_for
 from scripts.bench.cpu import cpu_of
 from scripts.bench.paths import REPO as ROOT
@@ -102,12 +103,7 @@ def start_worker(url: str, root: Path, env_over: dict[str, str], workdir: Path) 
 
 
 def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    stop_process(proc, timeout=30)
 
 
 def main() -> int:

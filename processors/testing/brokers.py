@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import BrokerStartError
+from .processes import stop_process
 
 READY_TIMEOUT_S = 20.0
 
@@ -142,14 +143,7 @@ class BrokerProcess:
 
     def stop(self, *, kill: bool = False) -> None:
         proc, self.process = self.process, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
-        try:
-            proc.wait(timeout=self.stop_timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, self.stop_timeout_s, signal.SIGKILL if kill else signal.SIGTERM)
 
     def restart(self) -> None:
         self.stop()

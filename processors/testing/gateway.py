@@ -15,6 +15,7 @@ from typing import IO
 import httpx
 
 from .brokers import free_port
+from .processes import stop_process
 
 
 class GatewayProcess:
@@ -63,14 +64,7 @@ class GatewayProcess:
 
     def stop(self) -> None:
         proc, self.process = self.process, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, timeout=30)
 
     def log_tail(self, lines: int = 30) -> str:
         if self.log_path is None or not self.log_path.exists():

@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 
 from .brokers import free_port
+from .processes import stop_process
 
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_ALIAS = "smollm2-135m"
@@ -89,14 +90,7 @@ class LlamaServer:
 
     def stop(self) -> None:
         proc, self.process = self.process, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, timeout=10)
 
     def log_tail(self, lines: int = 30) -> str:
         try:

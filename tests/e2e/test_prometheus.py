@@ -28,6 +28,7 @@ from ragbus.runtime.request_client import RequestClient, RequestTimeout
 from ragbus.runtime.typed_clients import DocumentRagClient, RemoteError
 from ragbus.testing.brokers import free_port
 from ragbus.testing.chaos import QueryLoad, WorkerProcess, worker_env
+from ragbus.testing.processes import stop_process
 
 from ..helpers.brokers import settings_for_tests
 from ..helpers.monitoring import MONITORING, as_promql, panel_exprs, tool
@@ -60,12 +61,7 @@ def prometheus(tmp_path: Path, targets: list[str]):
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, timeout=30)
         log.close()
 
 

@@ -25,6 +25,7 @@ import pytest
 from ragbus.config import pipelines
 from ragbus.testing.chaos import worker_env
 from ragbus.testing.gateway import GatewayProcess
+from ragbus.testing.processes import stop_process
 
 from ..helpers.brokers import own_broker
 
@@ -57,13 +58,7 @@ class LoggedWorker:
         return lines
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, timeout=60)
 
 
 def _env(tmp_path: Path, broker, **extra: str) -> dict[str, str]:
