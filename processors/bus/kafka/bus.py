@@ -59,6 +59,7 @@ from ..url import BusAddress
 from . import client_log
 from . import log as kafka_log
 from . import status as kafka_status
+from .records import groupless_consumer, headers_of, timestamp_of
 from . import topics as kafka_topics
 from .groups import RETRY_INFIX, consumers_of
 from .offsets import PartitionOffsets
@@ -74,25 +75,14 @@ def retry_topic(topic: str, group: str) -> str:
     return f"{topic}{RETRY_INFIX}{group}"
 
 
-def _headers(record) -> dict[str, str]:
-    # Kafka allows a header without a value: read as "", not a crash of the consumer.
-    return {k: (v or b"").decode("utf-8", "replace") for k, v in (record.headers or ())}
-
-
-def _timestamp(record) -> float | None:
-    # Milliseconds, set by the producer (CreateTime) or the broker (LogAppendTime); -1 or None: unknown.
-    ms = record.timestamp
-    return ms / 1000 if ms is not None and ms >= 0 else None
-
-
 class KafkaDelivery(Delivery):
     __slots__ = ("_offset", "_sub", "_tp", "_tracker")
 
     def __init__(self, sub: KafkaSubscription, record, tracker: PartitionOffsets) -> None:
-        headers = _headers(record)
+        headers = headers_of(record)
         attempt = _parse_attempt(headers.pop(ATTEMPT_HEADER, None))
         key = record.key.decode("utf-8", "replace") if record.key is not None else None
-        super().__init__(sub.topic, record.value or b"", headers, key, attempt, _timestamp(record))
+        super().__init__(sub.topic, record.value or b"", headers, key, attempt, timestamp_of(record))
         self._sub = sub
         self._tp = TopicPartition(record.topic, record.partition)
         self._offset = record.offset
@@ -245,7 +235,7 @@ class KafkaListener(Subscription):
 
     def __init__(self, bus: KafkaBus, topic: str) -> None:
         super().__init__(bus, topic, "")
-        self._consumer = kafka_status.groupless_consumer(bus)
+        self._consumer = groupless_consumer(bus)
 
     async def start(self) -> None:
         await self._bus.ensure_topics([self.topic])
@@ -262,9 +252,9 @@ class KafkaListener(Subscription):
         return await self._consumer.getone()
 
     def _deliver(self, record) -> Delivery:
-        headers = _headers(record)
+        headers = headers_of(record)
         key = record.key.decode("utf-8", "replace") if record.key is not None else None
-        return _Read(self.topic, record.value or b"", headers, key, 1, _timestamp(record))
+        return _Read(self.topic, record.value or b"", headers, key, 1, timestamp_of(record))
 
     async def _close(self) -> None:
         await self._consumer.stop()

@@ -16,33 +16,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any, Protocol
+from typing import TYPE_CHECKING
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.partitioner import DefaultPartitioner
 
-from ragbus.config.bus import BusSettings
 
 from ..base import BusError, LogReader, LogRecord
-from ..url import BusAddress
 from . import topics as kafka_topics
-from .status import _headers, _timestamp, groupless_consumer
+from .records import groupless_consumer, headers_of, timestamp_of
+
+if TYPE_CHECKING:
+    from .bus import KafkaBus
 
 _PARTITIONER = DefaultPartitioner()
-
-
-class KafkaBus(Protocol):
-    """What of ``kafka.KafkaBus`` this module uses (it is imported by that module, so does not import it)."""
-
-    address: BusAddress
-    settings: BusSettings
-    security: dict[str, Any]
-    max_message_bytes: int
-
-    async def ensure_topics(self, topics: list[str]) -> None: ...
-
-    async def _admin_client(self) -> AIOKafkaAdminClient: ...
 
 
 def log_producer(bus: KafkaBus) -> AIOKafkaProducer:
@@ -87,7 +74,7 @@ class KafkaLogReader(LogReader):
     def __init__(self, bus: KafkaBus, topic: str) -> None:
         self.topic = topic
         self._bus = bus
-        self._consumer: AIOKafkaConsumer = groupless_consumer(bus)  # type: ignore[arg-type]
+        self._consumer: AIOKafkaConsumer = groupless_consumer(bus)
         self._next: dict[int, int] = {}  # partition -> offset of the next record to return
         self._tps: list[TopicPartition] = []
         self._ends: dict[int, int] | None = None  # the partitions' ends as last asked
@@ -115,7 +102,7 @@ class KafkaLogReader(LogReader):
         record = await self._consumer.getone()
         self._next[record.partition] = record.offset + 1
         key = record.key.decode("utf-8", "replace") if record.key is not None else ""
-        return LogRecord(self.topic, key, record.value, _headers(record), _timestamp(record),
+        return LogRecord(self.topic, key, record.value, headers_of(record), timestamp_of(record),
                          f"{record.partition}:{record.offset}")
 
     async def caught_up(self) -> bool:

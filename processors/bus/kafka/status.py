@@ -20,59 +20,27 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
 
-from ragbus.config.bus import BusSettings
 
 from ..base import BusError, GroupStatus, Retained
-from ..url import BusAddress
 from . import topics as kafka_topics
 from .groups import RETRY_INFIX
+from .records import groupless_consumer, headers_of, timestamp_of
 
+if TYPE_CHECKING:
+    from .bus import KafkaBus
 
-class KafkaBus(Protocol):
-    """What of ``kafka.KafkaBus`` this module uses (it is imported by that module, so does not import it)."""
-
-    address: BusAddress
-    settings: BusSettings
-    security: dict[str, Any]
-    max_message_bytes: int
-
-    async def list_topics(self) -> list[str]: ...
-
-    async def _admin_client(self) -> AIOKafkaAdminClient: ...
 
 # How long a read waits for the broker to hand over records it said it holds, before giving up.
 _STALL_S = 10.0
 
 
-def groupless_consumer(bus: KafkaBus) -> AIOKafkaConsumer:
-    """A consumer in no group: it commits nothing and takes nothing from any group (readers, listeners)."""
-    return AIOKafkaConsumer(
-        bootstrap_servers=bus.address.bootstrap,
-        group_id=None,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        fetch_max_wait_ms=bus.settings.kafka.fetch_max_wait_ms,
-        max_partition_fetch_bytes=max(1_048_576, bus.max_message_bytes + kafka_topics.FRAMING_BYTES),
-        **bus.security,
-    )
-
-
 async def _partitions(bus: KafkaBus, topics: list[str]) -> list[TopicPartition]:
     known = await kafka_topics.partitions_of(await bus._admin_client(), topics)
     return [TopicPartition(topic, p) for topic in topics for p in known.get(topic, ())]
-
-
-def _headers(record) -> dict[str, str]:
-    return {k: (v or b"").decode("utf-8", "replace") for k, v in (record.headers or ())}
-
-
-def _timestamp(record) -> float | None:
-    return record.timestamp / 1000 if record.timestamp is not None and record.timestamp >= 0 else None
 
 
 async def _read_from(
@@ -129,8 +97,8 @@ async def read_retained(bus: KafkaBus, topic: str) -> list[Retained]:
         await consumer.stop()
     return [
         Retained(
-            r.topic, r.value or b"", _headers(r), r.key.decode("utf-8", "replace") if r.key is not None else None,
-            _timestamp(r), f"{r.partition}:{r.offset}",
+            r.topic, r.value or b"", headers_of(r), r.key.decode("utf-8", "replace") if r.key is not None else None,
+            timestamp_of(r), f"{r.partition}:{r.offset}",
         )
         for r in records
     ]
@@ -171,6 +139,6 @@ async def group_status(bus: KafkaBus, topic: str, group: str) -> GroupStatus:
         firsts = await asyncio.wait_for(_read_from(consumer, starts, ends, first_only=True), _STALL_S * 2)
     finally:
         await consumer.stop()
-    times = [t for t in (_timestamp(r) for r in firsts) if t is not None]
+    times = [t for t in (timestamp_of(r) for r in firsts) if t is not None]
     oldest = max(0.0, time.time() - min(times)) if times else None
     return GroupStatus(topic, group, members=members, waiting=sum(lag.values()), lag=lag, oldest_s=oldest)
