@@ -22,6 +22,7 @@ from .base import (
     GroupStatus,
     LogReader,
     LogRecord,
+    LogTopicsUnsupported,
     Message,
     MessageTooLarge,
     Retained,
@@ -29,6 +30,7 @@ from .base import (
     SubscriptionClosed,
     TopicAdminUnsupported,
     TopicInfo,
+    Unsupported,
 )
 from .consume import Undecodable, consume, dead_letter_topic
 from .url import BusAddress, parse_bus_url
@@ -44,6 +46,7 @@ __all__ = [
     "GroupStatus",
     "LogReader",
     "LogRecord",
+    "LogTopicsUnsupported",
     "Message",
     "MessageTooLarge",
     "Retained",
@@ -52,6 +55,7 @@ __all__ = [
     "TopicAdminUnsupported",
     "TopicInfo",
     "Undecodable",
+    "Unsupported",
     "connect",
     "consume",
     "dead_letter_topic",

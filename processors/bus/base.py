@@ -296,8 +296,16 @@ class LogReader(abc.ABC):
         await self.close()
 
 
-class TopicAdminUnsupported(BusError):
+class Unsupported(BusError):
+    """This backend lacks what was asked of it: one of the capabilities below, or reading without a group."""
+
+
+class TopicAdminUnsupported(Unsupported):
     """This backend has no topics to provision or describe from a client."""
+
+
+class LogTopicsUnsupported(Unsupported):
+    """This backend has no log topics (``append``, ``read_log``)."""
 
 
 class Bus(abc.ABC):
@@ -494,13 +502,13 @@ class Bus(abc.ABC):
         return await self._subscribe(topic, f"{topic}.listener")
 
     async def _append(self, topic: str, body: bytes | None, key: str, order_key: str, headers: dict[str, str]) -> str:
-        raise TopicAdminUnsupported(f"{type(self).__name__} has no log topics")
+        raise LogTopicsUnsupported(f"{type(self).__name__} has no log topics")
 
     async def _read_log(self, topic: str, after: str | None) -> LogReader:
-        raise TopicAdminUnsupported(f"{type(self).__name__} has no log topics")
+        raise LogTopicsUnsupported(f"{type(self).__name__} has no log topics")
 
     async def _read_retained(self, topic: str) -> list[Retained]:
-        raise TopicAdminUnsupported(f"{type(self).__name__} cannot read a topic without a group")
+        raise Unsupported(f"{type(self).__name__} cannot read a topic without a group")
 
     @abc.abstractmethod
     async def _close(self) -> None:

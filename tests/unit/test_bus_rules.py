@@ -120,3 +120,20 @@ async def test_an_oversized_or_late_publish_never_reaches_the_backend():
     with pytest.raises(BusError, match="bus is closed"):
         await bus.publish("t", b"y")
     assert bus.sent == [b"x" * 10]
+
+
+async def test_what_a_backend_lacks_is_unsupported_and_says_which():
+    """A backend without log topics or groupless reads refuses them with the capability named, each an
+    ``Unsupported`` (a ``BusError``): a caller can tell "this bus cannot" from a failure."""
+    from ragbus.bus import LogTopicsUnsupported, TopicAdminUnsupported, Unsupported
+    from ragbus.schema.topics import DOCUMENTS_LOG
+
+    bus = _Bus()
+    with pytest.raises(LogTopicsUnsupported, match="has no log topics") as no_log:
+        await bus.append(DOCUMENTS_LOG, b"x", key="k")
+    with pytest.raises(Unsupported, match="without a group") as no_read:
+        await bus.read_retained("t")
+    with pytest.raises(TopicAdminUnsupported):
+        await bus.provision_topics(["t"])
+    assert isinstance(no_log.value, BusError) and not isinstance(no_read.value, LogTopicsUnsupported)
+    await bus.close()
