@@ -372,9 +372,7 @@ class DocumentRag:
         return rrf_fuse(lists, [1.0] * len(lists), limit)
 
     async def _vector_query(self, vector, limit, collection) -> list[ChunkMatch]:
-        if collection == DEFAULT_COLLECTION:
-            return await self.doc_embeddings_client.query([vector], limit=limit)
-        return await self.doc_embeddings_client.query([vector], limit=limit, collection=collection)
+        return await self.doc_embeddings_client.query([vector], limit=limit, **_naming(collection))
 
     async def _concepts(self, question: str, result: RagAnswer) -> list[str]:
         """The question first, then what extract-concepts adds; the question alone if it fails."""
@@ -393,9 +391,7 @@ class DocumentRag:
 
     async def _keyword(self, question, limit, collection, t: _Timings) -> list[ChunkMatch]:
         with t.stage("keyword_query"):
-            if collection == DEFAULT_COLLECTION:
-                return _dedup(await self.kw_index_client.query(query=question, limit=limit), limit)
-            return _dedup(await self.kw_index_client.query(query=question, limit=limit, collection=collection), limit)
+            return _dedup(await self.kw_index_client.query(query=question, limit=limit, **_naming(collection)), limit)
 
     # -- chunk texts and the graph -------------------------------------------------------------
 
@@ -403,9 +399,7 @@ class DocumentRag:
         async def text_of(match: ChunkMatch) -> str:
             if match.text is not None:
                 return match.text
-            if collection == DEFAULT_COLLECTION:
-                return await self.fetch_chunk(match.chunk_id)
-            return await self.fetch_chunk(match.chunk_id, collection=collection)
+            return await self.fetch_chunk(match.chunk_id, **_naming(collection))
 
         texts = await asyncio.gather(*(text_of(m) for m in matches), return_exceptions=True)
         kept = []
@@ -425,8 +419,7 @@ class DocumentRag:
                                           "answering": True}
                 if known is not None:
                     kwargs["as_of"] = iso(known)
-                if collection != DEFAULT_COLLECTION:
-                    kwargs["collection"] = collection
+                kwargs.update(_naming(collection))
                 found = await self._bounded(lambda: self.kg_client.query(question, **kwargs))
             except Exception as exc:
                 log.warning("the graph path failed, answering without facts: %s", _why(exc))
@@ -435,6 +428,13 @@ class DocumentRag:
         result.paths.append("kg")
         result.facts = list(found.facts)
         result.rejected = list(getattr(found, "rejected", []))
+
+
+def _naming(collection: str) -> dict[str, str]:
+    """The ``collection`` keyword of a client call: none for the default collection. DocumentRag takes any
+    clients of the seed's shape (TrustGraph's ``query(vectors, limit)``, ``fetch_chunk(chunk_id)``), which
+    know no collections; ragbus's typed clients default to that one, so leaving it out asks the same."""
+    return {} if collection == DEFAULT_COLLECTION else {"collection": collection}
 
 
 def _check_mode(mode: str, kw_index_client: Any) -> None:
