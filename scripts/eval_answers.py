@@ -56,9 +56,9 @@ import msgspec
 from ragbus.config import pipelines
 from ragbus.bus import connect
 from ragbus.bus.memory import drop_memory_broker
-from ragbus.prompt.answer import NOTHING_FOUND, compose
+from ragbus.prompt.extractive.answer import NOTHING_FOUND, compose
 from ragbus.prompt.settings import ExtractiveSettings, PromptSettings
-from ragbus.prompt.lexical import shorten
+from ragbus.prompt.extractive.lexical import shorten
 from ragbus.prompt.variables import PromptInput
 from ragbus.runtime.request_client import RequestClient
 from ragbus.runtime.typed_clients import DocumentRagClient, RemoteError

@@ -38,7 +38,7 @@ import numpy as np
 
 from ragbus.embed.onnx_backend import default_model_path, default_vocab_path, load_vocab
 from ragbus.embed.wordpiece import WordPiece
-from ragbus.prompt.answer import Passage, compose
+from ragbus.prompt.extractive.answer import Passage, compose
 from ragbus.prompt.settings import ExtractiveSettings
 from ragbus.prompt.variables import PromptInput
 from ragbus.schema import ChunkMatch, DocumentRagResponse

@@ -36,7 +36,8 @@ import msgspec
 from ragbus.runtime.http import EndpointError, OpenAIEndpoint, retry_after_s
 from ragbus.schema import PromptPiece, PromptResult
 
-from . import condense
+
+from .extractive import condense
 from .settings import OpenAISettings
 from .variables import CONDENSE_QUESTION, EXTRACT_CONCEPTS, PromptInput, one_line
 

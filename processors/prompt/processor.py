@@ -12,7 +12,9 @@ from ragbus.runtime.processor import Processor, RequestContext
 from ragbus.runtime.threads import OneThread
 from ragbus.schema import PromptPiece, PromptRequest, PromptResult
 
-from . import answer, templates, variables
+from . import templates, variables
+
+from .extractive import answer
 from .settings import PromptSettings
 from .templates import Template
 from .variables import PromptInput
@@ -41,7 +43,7 @@ class Backend(Protocol):
 def make_backend(settings: PromptSettings) -> Backend:
     # Imported here: each backend's dependencies load only when it is chosen.
     if settings.backend == "extractive":
-        from .extractive_backend import ExtractiveBackend
+        from .extractive.backend import ExtractiveBackend
 
         return ExtractiveBackend(settings.extractive, settings.max_concepts)
     if settings.backend == "openai":

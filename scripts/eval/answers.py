@@ -37,7 +37,7 @@ import re
 from itertools import combinations
 from pathlib import Path
 
-from ragbus.prompt.lexical import terms
+from ragbus.prompt.extractive.lexical import terms
 from scripts.eval.evalset import bare, content_words
 
 GIST = 0.8

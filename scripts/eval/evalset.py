@@ -199,7 +199,7 @@ def _stem(word: str) -> str:
 
 def content_words(text: str) -> set[str]:
     """Case-folded non-stopwords (the prompt processor's list), a plural 's' dropped."""
-    from ragbus.prompt.lexical import STOPWORDS
+    from ragbus.prompt.extractive.lexical import STOPWORDS
 
     return {_stem(w) for w in re.findall(r"[^\W_]+", text.casefold()) if w not in STOPWORDS}
 

@@ -16,10 +16,10 @@ from ragbus.config.settings import SettingsError, load_settings
 from ragbus.ingestion.markup import plain
 from ragbus.prompt import ExtractiveSettings, PromptProcessor, PromptSettings
 from ragbus.prompt import templates as tpl
-from ragbus.prompt.answer import compose
-from ragbus.prompt.asked import asked_subject, defined_subject
-from ragbus.prompt.concepts import extract
-from ragbus.prompt.lexical import bm25, sentences, stems, terms
+from ragbus.prompt.extractive.answer import compose
+from ragbus.prompt.extractive.asked import asked_subject, defined_subject
+from ragbus.prompt.extractive.concepts import extract
+from ragbus.prompt.extractive.lexical import bm25, sentences, stems, terms
 from ragbus.prompt.processor import load_templates
 from ragbus.prompt.templates import TemplateError, parse
 from ragbus.prompt.variables import ValidationError, check
@@ -620,7 +620,7 @@ def test_an_answer_whose_evidence_spans_several_lines_keeps_them_all():
 
 
 def test_what_a_question_names_is_read_from_its_words():
-    from ragbus.prompt.answering import code_names, keyword_names, symbols
+    from ragbus.prompt.extractive.answering import code_names, keyword_names, symbols
 
     assert code_names("How do str.split() and divmod() treat __index__ and with_traceback?") == {
         "str.split", "divmod", "__index__", "with_traceback"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragbus.prompt.condense import leans, model_line, standalone, subject
+from ragbus.prompt.extractive.condense import leans, model_line, standalone, subject
 
 
 @pytest.mark.parametrize("question", [

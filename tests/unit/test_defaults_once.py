@@ -38,7 +38,7 @@ from ragbus.cli.main import build_parser
 from ragbus.doc_embeddings.store import VectorStore
 from ragbus.document_rag import DocumentRag
 from ragbus.gateway.pipeline import BusPipeline
-from ragbus.prompt.lexical import bm25
+from ragbus.prompt.extractive.lexical import bm25
 from ragbus.runtime.metrics import serve_metrics
 from ragbus.runtime.worker import processor_class
 

@@ -6,7 +6,7 @@ import msgspec
 import pytest
 
 from ragbus.embed.onnx_backend import default_model_path, default_vocab_path
-from ragbus.prompt.answer import Passage
+from ragbus.prompt.extractive.answer import Passage
 from ragbus.prompt.settings import ExtractiveSettings
 from scripts.eval import evalset
 from scripts.eval_sentence_meaning import Recorded, SentenceModel, answered, record, reweigh_by

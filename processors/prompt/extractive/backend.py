@@ -25,8 +25,8 @@ from ragbus.runtime.threads import OneThread
 from ragbus.schema import PromptPiece, PromptResult
 
 from . import answer, concepts, condense
-from .settings import ExtractiveSettings
-from .variables import CONDENSE_QUESTION, DOCUMENT_PROMPT, EXTRACT_CONCEPTS, PromptInput
+from ..settings import ExtractiveSettings
+from ..variables import CONDENSE_QUESTION, DOCUMENT_PROMPT, EXTRACT_CONCEPTS, PromptInput
 
 NAME = "extractive"
 

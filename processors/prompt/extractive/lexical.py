@@ -20,7 +20,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 
-from .settings import ExtractiveSettings
+from ..settings import ExtractiveSettings
 
 _WORD = re.compile(r"[^\W_]+")
 # Word characters joined by . : / @ - (and C++ or C#): an identifier, kept whole.

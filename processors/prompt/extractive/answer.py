@@ -1,46 +1,8 @@
 """The extractive answer to ``document-prompt``: the given sentences most relevant to the question, cited.
 
-No model is involved, so the answer can only be what the documents and
-facts already say; choosing and citing is the whole job:
-
-- every document is split into sentences, every fact is one passage; a document's first
-  sentence when a chunk boundary cut it (it starts mid-sentence) and its last when one cut it
-  short are not used when the document has others, a sentence a code display interrupted is
-  made whole again (``whole.py``), a heading line (a signature,
-  a label) is joined to the sentence it heads (and left out when none follows), and so are the
-  sentences after it up to the next heading while they fit in ``max_sentence_chars``: the entry
-  says what its name does as one line (``entries``), and the
-  reference's inline markup is shown as plain text; a line still under ``HEADING_WORDS`` words
-  (``import __future__``, ``"except" statement.``) is never shown alone; a sentence that starts
-  with a word standing for what the sentence before it names ("It means that the listed
-  identifiers are ...") is one passage with that sentence, up to ``max_sentence_chars``
-  (``refer_back``), and one that starts with a word that can only stand for what came before
-  ("This", "These", "They", "Its", "Their", "Such") is not used when that sentence was not given
-  (a chunk boundary cut it) or the two do not fit together: alone it dangles; a grid table is
-  said a row a line, its first cell, a dash, its others (``tables.py``);
-- passages are scored by BM25 against the question's terms, words compared by their English
-  stems (``lexical.stems``: "casefolding" meets "casefold"), the passages of this one request
-  being the collection; a document sentence's score is raised by its document's retrieval rank
-  (``rank_weight``), so the best chunk's best sentence leads;
-- a sentence a signature heads leads the answer when the question names what the signature
-  defines (``When is __getattr__ called?`` and ``object.__getattr__(self, name) — Called when
-  ...``): it is the reference's own entry for the name, where the sentences that only repeat the
-  name often outscore it (``definitions_first``); so does a sentence that defines what the
-  question asks to have defined ("What is a future statement?" and "A future statement is a
-  directive to the compiler ...", ``asked.py``);
-- of the best ``max_sentences`` document sentences, those that answer the question (``answering``:
-  not a cross-reference, and saying the name or showing the operator the question asks about,
-  ``answering.py``) come first, most relevant
-  first, each picked balancing its relevance against what the sentences picked before it
-  already say (maximal marginal relevance, ``diversity``), each followed by its document's
-  citation (``[doc#3]``, or ``[2]`` by position); then the best ``max_facts`` facts, each as its citation
-  ``[fact: ...]``, after the snapshot header line when ``at_time`` was given
-  (no facts in the answer, no header);
-- ties go to the passage given first; a sentence repeated in several documents, word for
-  word or nearly (the terms of one are at least ``NEAR`` of the terms of both, Jaccard; a
-  passage of joined sentences is also compared by its first one), is said once, where it
-  scored best, citing every document it is in: the same request always gets the same answer;
-- with nothing relevant, the answer says so plainly.
+Its pipeline, step by step, is docs/extractive-answer.md: passages made whole, scored by BM25 over
+stems, the entry that defines what is asked first, the sentences that answer before the rest, each
+once, cited.
 """
 
 from __future__ import annotations
@@ -55,9 +17,9 @@ from ragbus.ingestion.markup import plain
 from .answering import Asked
 from .asked import asked_names, asked_subject, defined_subject
 from .lexical import bm25, sentences, shorten, stems, terms
-from .settings import ExtractiveSettings
+from ..settings import ExtractiveSettings
 from .tables import rows
-from .variables import PromptInput, one_line
+from ..variables import PromptInput, one_line
 from .whole import HEADING_WORDS, cut_at_end, cut_at_start, defined_name, is_heading, joined, mended
 
 NOTHING_FOUND = "No relevant information was found for: "

@@ -17,7 +17,7 @@ the whole question too, and with ``max_concepts = 0`` only it.
 from __future__ import annotations
 
 from .lexical import IDENT, is_stopword
-from .variables import one_line
+from ..variables import one_line
 
 MAX_WORDS = 4
 _SENTENCE_END = ".!?…。！？"  # noqa: RUF001  (CJK sentence ends: fullwidth ! and ?)
