@@ -15,6 +15,8 @@ _PUBLIC = {
     # the bus: one async protocol, three backends chosen by URL
     "connect": "ragbus.bus", "Bus": "ragbus.bus.base", "Message": "ragbus.bus.base",
     "BusError": "ragbus.bus.base", "BusUnavailable": "ragbus.bus.base",
+    # the root of what a caller catches, each error saying whether trying again may help (docs/errors.md)
+    "RagbusError": "ragbus.schema.errors",
     # request/response over the bus, and a typed client per request topic
     "RequestClient": "ragbus.runtime.request_client", "RequestTimeout": "ragbus.runtime.request_client",
     "RemoteError": "ragbus.runtime.typed_clients", "DocumentRagClient": "ragbus.runtime.typed_clients",
@@ -53,6 +55,7 @@ if TYPE_CHECKING:  # the names for a type checker; `as` marks each a re-export
     from ragbus.bus.base import BusUnavailable as BusUnavailable
     from ragbus.bus.base import Message as Message
     from ragbus.config.settings import load_settings as load_settings
+    from ragbus.schema.errors import RagbusError as RagbusError
     from ragbus.runtime.processor import Processor as Processor
     from ragbus.runtime.recording import read_recording as read_recording
     from ragbus.runtime.recording import record as record

@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragbus.config.bus import BusSettings
+from ragbus.schema.errors import RagbusError
 from ragbus.schema.topics import CHANGELOG_PREFIX, REPLY_PREFIX, is_changelog
 
 _DEFAULTS = BusSettings()
 
 
-class BusError(Exception):
+class BusError(RagbusError):
     """Base class of every error the bus layer raises on purpose."""
 
 
@@ -31,6 +32,8 @@ class BusConfigError(BusError, ValueError):
 
 class BusUnavailable(BusError, ConnectionError):
     """The broker could not be reached within the connect timeout."""
+
+    retriable = True
 
 
 class MessageTooLarge(BusError, ValueError):

@@ -128,7 +128,7 @@ class PromptProcessor(Processor[PromptRequest, PromptResult]):
             inp = variables.check(template, request.variables)
         except templates.UnknownTemplate as exc:
             return self._refuse(request, "UnknownTemplate", str(exc))
-        except variables.ValidationError as exc:
+        except variables.VariablesError as exc:  # on the wire as a request that does not validate
             return self._refuse(request, "ValidationError", str(exc))
         if self._narrowing is not None and template.placeholders & {"documents", "facts"}:
             # the model reads what an answer could be made of: whole sentences, each once, and the

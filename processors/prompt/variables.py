@@ -53,7 +53,7 @@ REQUIRED: dict[str, frozenset[str]] = {
 NONE_LINE = "(none)"
 
 
-class ValidationError(ValueError):
+class VariablesError(ValueError):
     """The variables do not fit the template: the caller's mistake, answered and never retried."""
 
 
@@ -96,26 +96,26 @@ class PromptInput:
 
 
 def check(template: Template, variables: Mapping[str, str | list[str]]) -> PromptInput:
-    """The request's variables as a ``PromptInput``; ``ValidationError`` says what is missing or wrong."""
+    """The request's variables as a ``PromptInput``; ``VariablesError`` says what is missing or wrong."""
     tid = template.template_id
     required = REQUIRED.get(tid, frozenset()) | (template.placeholders - OPTIONAL)
     missing = sorted(required - variables.keys())
     if missing:
         given = ", ".join(sorted(variables)) or "none"
-        raise ValidationError(f"template {tid!r} needs variable(s) {', '.join(missing)}; the request sent: {given}")
+        raise VariablesError(f"template {tid!r} needs variable(s) {', '.join(missing)}; the request sent: {given}")
     for name, value in variables.items():
         if name in TEXT_VARIABLES and not isinstance(value, str):
-            raise ValidationError(f"variable {name!r} must be a text, not a list")
+            raise VariablesError(f"variable {name!r} must be a text, not a list")
         if name in LIST_VARIABLES and not isinstance(value, list):
-            raise ValidationError(f"variable {name!r} must be a list of texts, not a text")
+            raise VariablesError(f"variable {name!r} must be a list of texts, not a text")
     if "query" in required and not str(variables["query"]).strip():
-        raise ValidationError("variable 'query' is blank; send the question")
+        raise VariablesError("variable 'query' is blank; send the question")
     documents = tuple(variables.get("documents", ()))
     ids = variables.get("document_ids")
     if ids is None:
         citations = tuple(f"[{i}]" for i in range(1, len(documents) + 1))
     elif len(ids) != len(documents):
-        raise ValidationError(f"{len(ids)} document_ids for {len(documents)} documents; send one id per document")
+        raise VariablesError(f"{len(ids)} document_ids for {len(documents)} documents; send one id per document")
     else:
         citations = tuple(f"[{one_line(i)}]" for i in ids)
     at_time = variables.get("at_time")

@@ -411,7 +411,11 @@ def unregister(follower: LogFollower, data_dir: Path) -> None:
 
 
 class ReplicaMissing(Unavailable):
-    """A read must see a write of a log, and this process, which says its stores come from it, follows none."""
+    """A read must see a write of a log, and this process, which says its stores come from it, follows none.
+
+    Not retriable: the process's settings are wrong (no replica runs beside its readers), not late."""
+
+    retriable = False
 
 
 async def wait_seen(tokens: list[str], data_dir: Path, topic: str, timeout_s: float, *, from_log: bool) -> bool:

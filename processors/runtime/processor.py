@@ -47,6 +47,7 @@ import msgspec
 
 from ragbus.config.settings import ProcessorSettings, bulk_group
 from ragbus.schema import REPLY_PREFIX, BadRequest, DecodeError, Error, decode, encode
+from ragbus.schema.errors import RagbusError
 
 from ..bus import Bus, Delivery, Undecodable, consume
 from ..bus.consume import ConsumeStats, Oversized, size_limit, too_large
@@ -56,9 +57,12 @@ from .envelope import REQUEST_ID, Envelope, EnvelopeError, handling_trace, parse
 log = logging.getLogger(__name__)
 
 
-class Unavailable(RuntimeError):
+class Unavailable(RagbusError, RuntimeError):
     """A failure the handler foresaw and says all of in its message (what it waits for is not there yet):
-    answered as an error of the subclass's name, logged as a warning without a stack trace."""
+    answered as an error of the subclass's name, logged as a warning without a stack trace. Retriable unless
+    a subclass says otherwise; a retriable one's name belongs in ``RETRIABLE_TYPES``."""
+
+    retriable = True
 
 # Logged (INFO) with the processor's name and the request id for each request dropped past its deadline.
 DROPPED_EXPIRED = "%s: dropped request %s, deadline passed"

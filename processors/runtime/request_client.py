@@ -54,6 +54,7 @@ import msgspec
 
 from ragbus.config.settings import ClientSettings
 from ragbus.schema import DecodeError, decode, encode
+from ragbus.schema.errors import RagbusError
 
 from ..bus import Bus, Delivery
 from . import metrics, replies, tracing
@@ -64,12 +65,16 @@ log = logging.getLogger(__name__)
 Resp = TypeVar("Resp", bound=msgspec.Struct)
 
 
-class RequestTimeout(TimeoutError):
-    def __init__(self, topic: str, request_id: str, timeout: float, bus_url: str = "the bus") -> None:
-        super().__init__(
-            f"no response on {topic!r} to request {request_id} within {timeout:g}s: "
-            f"is a worker serving {topic!r} running on {bus_url}?"
-        )
+class RequestTimeout(RagbusError, TimeoutError):
+    """No answer came within the call's time: tried again later, a worker may be there to answer."""
+
+    retriable = True
+
+    def __init__(self, topic: str, request_id: str, timeout: float, bus_url: str = "the bus", *,
+                 why: str | None = None, message: str | None = None) -> None:
+        """``why``: what the message says after the time-out's facts; ``message``: all of it, instead."""
+        super().__init__(message or f"no response on {topic!r} to request {request_id} within {timeout:g}s: "
+                         + (why or f"is a worker serving {topic!r} running on {bus_url}?"))
         self.topic = topic
         self.request_id = request_id
         self.timeout = timeout
@@ -82,34 +87,27 @@ class BrokerUnreachable(RequestTimeout):
     """
 
     def __init__(self, topic: str, request_id: str, timeout: float, problem: str) -> None:
-        TimeoutError.__init__(self, f"no response on {topic!r} to request {request_id} within {timeout:g}s: {problem}")
-        self.topic = topic
-        self.request_id = request_id
-        self.timeout = timeout
+        super().__init__(topic, request_id, timeout, why=problem)
 
 
 class NotServed(RequestTimeout):
-    """The bus says no consumer group reads the topic: no worker would ever answer the call.
+    """The bus says no consumer group reads the topic: no worker would ever answer the call (until one
+    starts: retriable).
 
     A ``RequestTimeout``, so whoever handles a time-out handles this too, only sooner.
     """
 
     def __init__(self, topic: str, request_id: str, waited: float, bus_url: str) -> None:
-        TimeoutError.__init__(
-            self,
+        super().__init__(topic, request_id, waited, bus_url, message=(
             f"no worker consumes {topic!r} on {bus_url}, so nothing will answer request {request_id}: "
-            f"start one (ragbus worker --all --bus {bus_url}) or check the bus URL",
-        )
-        self.topic = topic
-        self.request_id = request_id
-        self.timeout = waited
+            f"start one (ragbus worker --all --bus {bus_url}) or check the bus URL"))
 
 
-class ClientClosed(RuntimeError):
-    pass
+class ClientClosed(RagbusError, RuntimeError):
+    """The client was closed before the call was answered."""
 
 
-class NotStreamed(RuntimeError):
+class NotStreamed(RagbusError, RuntimeError):
     """A streamed call got a whole response: the processor of that topic does not answer in pieces."""
 
 class _Unserved(Exception):

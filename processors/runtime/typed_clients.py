@@ -35,6 +35,7 @@ from ragbus.schema import (
     Turn,
 )
 from ragbus.schema import topics as t
+from ragbus.schema.errors import RETRIABLE_TYPES, RagbusError
 
 from .request_client import RequestClient
 
@@ -43,13 +44,15 @@ from .request_client import RequestClient
 handling_must_see: ContextVar[tuple[str, ...]] = ContextVar("handling_must_see", default=())
 
 
-class RemoteError(Exception):
-    """The processor answered, with an error."""
+class RemoteError(RagbusError):
+    """The processor answered, with an error: ``error``, its type and message as they came on the wire.
+    ``retriable`` by that type (``RETRIABLE_TYPES``): a time-out, or a replica behind a write it must see."""
 
     def __init__(self, topic: str, error: Error) -> None:
         super().__init__(f"{topic}: {error.type}: {error.message}")
         self.topic = topic
         self.error = error
+        self.retriable = error.type in RETRIABLE_TYPES
 
 
 def _check(topic: str, response):

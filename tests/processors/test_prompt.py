@@ -22,7 +22,7 @@ from ragbus.prompt.extractive.concepts import extract
 from ragbus.prompt.extractive.lexical import bm25, sentences, stems, terms
 from ragbus.prompt.processor import load_templates
 from ragbus.prompt.templates import TemplateError, parse
-from ragbus.prompt.variables import ValidationError, check
+from ragbus.prompt.variables import VariablesError, check
 from ragbus.runtime.typed_clients import RemoteError
 from ragbus.runtime.worker import build_processor
 
@@ -99,15 +99,15 @@ def test_the_packaged_templates_load_and_a_broken_directory_does_not(tmp_path):
 
 def test_missing_and_mistyped_variables_are_named():
     doc = builtin("document-prompt")
-    with pytest.raises(ValidationError, match=r"needs variable\(s\) documents; the request sent: query"):
+    with pytest.raises(VariablesError, match=r"needs variable\(s\) documents; the request sent: query"):
         check(doc, {"query": "q"})
-    with pytest.raises(ValidationError, match="'query' must be a text"):
+    with pytest.raises(VariablesError, match="'query' must be a text"):
         check(doc, {"query": ["q"], "documents": []})
-    with pytest.raises(ValidationError, match="'facts' must be a list"):
+    with pytest.raises(VariablesError, match="'facts' must be a list"):
         check(doc, {"query": "q", "documents": [], "facts": "one fact"})
-    with pytest.raises(ValidationError, match="2 document_ids for 1 documents"):
+    with pytest.raises(VariablesError, match="2 document_ids for 1 documents"):
         check(doc, {"query": "q", "documents": ["d"], "document_ids": ["a", "b"]})
-    with pytest.raises(ValidationError, match="'query' is blank"):
+    with pytest.raises(VariablesError, match="'query' is blank"):
         check(builtin("extract-concepts"), {"query": "  \n"})
 
 
