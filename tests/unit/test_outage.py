@@ -16,7 +16,7 @@ from ragbus.config.bus import BusSettings
 from ragbus.bus import outage
 from ragbus.bus.client_log import ClientLines, Kind
 from ragbus.bus.kafka import client_log as kafka_lines
-from ragbus.bus.pulsar import log as pulsar_lines
+from ragbus.bus.pulsar import core_log as pulsar_lines
 
 from ..helpers import waiting
 

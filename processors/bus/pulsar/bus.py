@@ -43,7 +43,7 @@ from ragbus.schema.topics import REPLICAS_LOG
 from .. import outage
 from ..base import Bus, BusError, BusUnavailable, Delivery, GroupStatus, LogReader, Retained, Subscription
 from ..url import BusAddress
-from . import changelog as pulsar_changelog
+from . import core_log
 from . import log as pulsar_log
 from . import retention as pulsar_retention
 from . import stats as pulsar_stats
@@ -193,7 +193,7 @@ class PulsarBus(Bus):
         kwargs: dict[str, object] = {
             "operation_timeout_seconds": opts.operation_timeout_seconds,
             "connection_timeout_ms": int(timeout * 1000),
-            "logger": pulsar_log.client_logger(),
+            "logger": core_log.client_logger(),
         }
         if opts.auth_token:
             kwargs["authentication"] = pulsar.AuthenticationToken(opts.auth_token)
@@ -313,10 +313,10 @@ class PulsarBus(Bus):
             message_id = await producer.send(body or b"", headers, partition_key=key)
         except pulsar_async.PulsarException as exc:
             raise BusError(f"pulsar append to {topic!r} failed: {exc}") from exc
-        return pulsar_changelog.position_of(message_id)
+        return pulsar_log.position_of(message_id)
 
     async def _read_log(self, topic: str, after: str | None) -> LogReader:
-        reader = await pulsar_changelog.PulsarLogReader.open(self._client, self._full_name(topic), topic, after)
+        reader = await pulsar_log.PulsarLogReader.open(self._client, self._full_name(topic), topic, after)
         try:
             await self._keep_whole(topic)
         except BaseException:

@@ -1,98 +1,92 @@
-"""Where pulsar-client's C++ core writes its log lines: Python's ``pulsar.client`` logger, at no cost per DEBUG line.
+"""Log topics on Pulsar: appended by the bus's producer, read with a Reader over the compacted view.
 
-The client's own bridge to a Python logger has no level: the core formats every DEBUG line and calls
-Python for it, taking the GIL from its network thread (about 200 lines a hybrid query on the bus,
-measured; the network thread then waits for the event loop to let go of the GIL). So unless
-``pulsar.client`` wants DEBUG, the core gets a file logger at the level ``pulsar.client`` is enabled for,
-writing into a pipe; a daemon thread reads what passes (WARN and up by default: rare) and logs it to
-``pulsar.client``, so handlers, format and filters stay Python's. A pipe and not stderr itself: a
-second writer with its own file offset would overwrite a log that stderr is redirected to.
-
-The core keeps the logger of the first client a process makes: set the level before connecting.
-
-Its lines about a broker it cannot reach (a refused connection, a lookup no broker answers; one per
-consumer and producer at each reconnect) go to the broker's ``Outage`` instead (``client_log.py``).
+A record's position is its message id, ``<ledger>:<entry>:<batch>:<partition>``; on one topic
+(ragbus's Pulsar topics are not partitioned) ids grow in the order the broker stored the
+messages, so ``covers`` compares them. A checkpoint is the id of the last record returned
+("" before any), and a reader resumes right after it. A tombstone is a message with an empty
+payload and the key: what Pulsar's topic compaction reads as the key's removal. The reader
+reads compacted (``is_read_compacted``): where the topic was compacted, it gets each key's
+latest record up to the compaction horizon, then everything after it. Compaction runs when the
+namespace's (or topic's) compaction threshold is passed, or when an operator asks for it
+(``pulsar-admin topics compact``); without it the topic keeps every record, since the bus makes
+a log topic's retention infinite before it first appends to or reads it (``retention.py``).
 """
 
 from __future__ import annotations
 
-import logging
-import os
-import threading
+import asyncio
+import contextlib
 
 import pulsar
+import pulsar.asyncio as pulsar_async
 
-from ..client_log import Kind, install
-
-CLIENT_LOG = logging.getLogger("pulsar.client")
-
-
-class _EmptyTopicAnswer(logging.Filter):
-    """Drops pulsar-client's log lines about Pulsar Lite's answer to a reader of an empty topic
-    ("Topic has no messages", then "Failed to getLastMessageId"): ``_more`` reads it as empty, and
-    ``ragbus dlq list`` or ``status`` on empty dead-letter topics would otherwise print two lines each."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        text = record.getMessage()
-        return "(Topic has no messages)" not in text and "Failed to getLastMessageId: UnknownError" not in text
+from ..base import BusError, LogReader, LogRecord
 
 
-CLIENT_LOG.addFilter(_EmptyTopicAnswer())
-
-# What the core says of a connection that failed or a broker that does not serve (yet): the broker is away.
-_UNREACHABLE = ("Failed to establish connection", "Connection refused", "Connection already disconnected",
-                "Connection closed", "ResultDisconnected", "ConnectError", "No available broker",
-                "service is not ready", "Connection reset", "Broken pipe", "Could not get connection",
-                "Connection not ready", "no connection")
+def position_of(message_id) -> str:
+    return f"{message_id.ledger_id()}:{message_id.entry_id()}:{message_id.batch_index()}:{message_id.partition()}"
 
 
-# What follows from it: a lookup (the outage's own probe's, too) that timed out waiting for a connection.
-_FOLLOWING = ("Error getting topic partitions metadata",)
+def parse_position(position: str) -> tuple[int, int, int, int]:
+    try:
+        ledger, entry, batch, partition = (int(part) for part in position.split(":"))
+    except ValueError:
+        raise BusError(
+            f"{position[:100]!r} is not a position of a pulsar log (<ledger>:<entry>:<batch>:<partition>)"
+        ) from None
+    return ledger, entry, batch, partition
 
 
-def classify(record: logging.LogRecord) -> Kind | None:
-    text = record.getMessage()
-    if any(mark in text for mark in _UNREACHABLE):
-        return Kind.FAILURE
-    return Kind.FOLLOW_ON if any(mark in text for mark in _FOLLOWING) else None
+class PulsarLogReader(LogReader):
+    """A Pulsar Reader of one topic: no subscription is made or moved, nothing is acknowledged."""
 
+    def __init__(self, topic: str, reader: pulsar_async.Reader, after: tuple[int, int, int, int] | None) -> None:
+        self.topic = topic
+        self._reader = reader
+        self._last = after  # the last record returned (or resumed after); None: none yet
 
-install("pulsar", [CLIENT_LOG], classify)
+    @classmethod
+    async def open(cls, client: pulsar_async.Client, full_name: str, topic: str, after: str | None) -> PulsarLogReader:
+        start = parse_position(after) if after else None
+        message_id = pulsar.MessageId.earliest if start is None else pulsar.MessageId(
+            partition=start[3], ledger_id=start[0], entry_id=start[1], batch_index=start[2])
+        try:
+            reader = await client.create_reader(full_name, message_id, is_read_compacted=True)
+        except pulsar_async.PulsarException as exc:
+            raise BusError(f"pulsar reader of {topic!r} failed: {exc}") from exc
+        return cls(topic, reader, start)
 
-# The core's level names in a line ("2026-11-30 22:34:31.604 WARN  [tid] File:line | message").
-_LEVELS = {"DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING, "ERROR": logging.ERROR}
-_pipe: str | None = None
-_lock = threading.Lock()
+    async def next(self) -> LogRecord:
+        try:
+            m = await self._reader.read_next()
+        except pulsar_async.PulsarException as exc:
+            raise BusError(f"pulsar reader of {self.topic!r} failed: {exc}") from exc
+        mid = m.message_id()
+        self._last = (mid.ledger_id(), mid.entry_id(), mid.batch_index(), mid.partition())
+        published_ms = m.publish_timestamp()
+        return LogRecord(self.topic, m.partition_key() or "", m.data() or None, m.properties(),
+                         published_ms / 1000 if published_ms > 0 else None, position_of(mid))
 
+    async def caught_up(self) -> bool:
+        try:
+            return not await self._reader.has_message_available()
+        except pulsar_async.PulsarException as exc:
+            # Pulsar Lite answers "Topic has no messages" (as UnknownError) where Pulsar gives an
+            # empty topic's last message id.
+            if self._last is None and exc.error() == pulsar.Result.UnknownError:
+                return True
+            raise BusError(f"pulsar reader of {self.topic!r} failed: {exc}") from exc
 
-def client_logger():
-    """What to pass as pulsar-client's ``logger``: ``CLIENT_LOG`` itself at DEBUG, else a level-filtered pipe to it."""
-    if CLIENT_LOG.isEnabledFor(logging.DEBUG):
-        return CLIENT_LOG
-    if CLIENT_LOG.isEnabledFor(logging.INFO):
-        level = pulsar.LoggerLevel.Info
-    elif CLIENT_LOG.isEnabledFor(logging.WARNING):
-        level = pulsar.LoggerLevel.Warn
-    else:
-        level = pulsar.LoggerLevel.Error
-    return pulsar.FileLogger(level, _forwarding_pipe())
+    def covers(self, position: str) -> bool:
+        ledger, entry, batch, _ = parse_position(position)
+        return self._last is not None and (ledger, entry, batch) <= self._last[:3]
 
+    def checkpoint(self) -> str:
+        if self._last is None:
+            return ""
+        ledger, entry, batch, partition = self._last
+        return f"{ledger}:{entry}:{batch}:{partition}"
 
-def _forwarding_pipe() -> str:
-    global _pipe
-    with _lock:
-        if _pipe is None:
-            read_end, write_end = os.pipe()
-            threading.Thread(target=_forward, args=(read_end,), name="pulsar-client-log", daemon=True).start()
-            _pipe = f"/dev/fd/{write_end}"
-        return _pipe
-
-
-def _forward(read_end: int) -> None:
-    with open(read_end, encoding="utf-8", errors="replace") as lines:
-        for line in lines:
-            head, _, message = line.rstrip("\n").partition(" | ")
-            words = head.split()
-            level = _LEVELS.get(words[2], logging.WARNING) if len(words) > 2 else logging.WARNING
-            where = words[4] if len(words) > 4 else ""
-            CLIENT_LOG.log(level, "%s (%s)", message or head, where)
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.shield(self._reader.close())

@@ -22,7 +22,7 @@ SCRIPT = """
 import asyncio, collections, json, logging, os, sys
 from ragbus.config.settings import load_settings
 from ragbus.bus import connect
-from ragbus.bus.pulsar import log as backend
+from ragbus.bus.pulsar import core_log as backend
 from ragbus.testing import selection
 
 backend.CLIENT_LOG.setLevel(getattr(logging, sys.argv[2]))
