@@ -5,22 +5,22 @@ as several ``Document`` parts, sent one after the other, each once the reply to
 the one before has come back:
 
 - every part carries the document's ``content_hash``, and with it its version
-  (``generation``, below): the chunker stages each part's chunks in every store
+  (``generation``, below): document-load stages each part's chunks in every store
   as that version, beside the version queries see, and invisible to them;
 - a part that is not the ``last`` is chunked only as far as its text settles
   the chunks: the reply's ``resume_at`` says where in the part's text the first
   chunk not yet stored begins, and the next part's text starts exactly there;
   its ``first_position`` is the number of chunks stored so far. Chunk ids
   (``<document_id>#<position>``) are therefore the same however the text was
-  cut into parts: the same text and chunker settings give the same ids;
-- once the last part is staged everywhere, the chunker has each store switch
+  cut into parts: the same text and document-load settings give the same ids;
+- once the last part is staged everywhere, document-load has each store switch
   the document to the new version (``DeleteDocument`` with ``activate``): in
   one commit of that store the staged chunks become visible and every other
   version of the document goes. A concurrent query of a store thus sees the
   whole old version or the whole new one, never a mix, never neither; across
   stores the switches are separate, and document-rag keeps one version per
   document in an answer (``ChunkMatch.generation``);
-- if a part fails before the switch, the chunker has every store discard the
+- if a part fails before the switch, document-load has every store discard the
   staged version (``DeleteDocument`` with ``discard``) before it answers with
   the error: the old version stays as it was, and no store keeps a partial
   document. If a switch fails after another store switched, the document is
@@ -91,7 +91,7 @@ class DeleteDocument(msgspec.Struct, kw_only=True):
     activate: str = ""
     discard: str = ""
     chunks: Count = 0
-    # With ``activate``: the library's entry of the version (the chunker's). With stores from the log, a
+    # With ``activate``: the library's entry of the version (document-load's). With stores from the log, a
     # replica applies it with the switch, so the library names the version the stores serve at once.
     document: DocumentInfo | None = None
 

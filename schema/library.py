@@ -4,7 +4,7 @@ document-load records each document once every store has switched to it (``Recor
 the version served, ``generation``), and
 document-delete (or a failed load) removes the record, so the library lists exactly what the
 stores hold. ``documents-query`` answers listings (``ragbus documents``, ``ragbus collections``)
-and the chunker's question whether a document is held already with the same content.
+and document-load's question whether a document is held already with the same content.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ run as a user runs it (``python -m ragbus.cli``), one after the other:
 - ingestion against the raw embedder: ``scripts.bench_ingest``'s rounds
   (``--ingest-rounds``, 3 by default): the default corpus ingested as ``ragbus
   ingest`` does, and the same chunks embedded by the tree's onnx backend alone
-  in the chunker's requests, both with the model loaded, alternated slice by
+  in document-load's requests, both with the model loaded, alternated slice by
   slice; the medians over rounds.
 
 The machine is shared (2 cores here): the load average is printed before and
@@ -38,7 +38,7 @@ from pathlib import Path
 
 from scripts.bench.ingestion import corpus_chunks, measure_ingestion
 from scripts.bench.tables import print_comparison
-from scripts.bench.trees import REPO, environment, run, tree_of
+from scripts.bench.trees import REPO, environment, in_tree, run, tree_of
 
 QUESTION = "What does the with statement do?"
 
@@ -50,7 +50,7 @@ def _at(lines: list[tuple[float, str]], text: str) -> float | None:
 def measure(tree: Path, scratch: Path, name: str, ingest_rounds: int) -> dict[str, float]:
     data_dir = scratch / f"data-{name}"
     env = environment(tree, data_dir)
-    ragbus = [sys.executable, "-m", "ragbus.cli"]
+    ragbus = [sys.executable, "-m", in_tree("ragbus.cli", tree)]
     print(f"[{name}] first use on a fresh data dir ...", file=sys.stderr, flush=True)
     first = run([*ragbus, "ask", QUESTION], env, tree)
     if first.returncode != 0:

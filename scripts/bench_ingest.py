@@ -13,7 +13,7 @@ one process of that tree with the model loaded before any clock starts:
   the last one stored (the ``ingest`` call);
 - raw embedder: the very same chunks (that tree's chunker and its settings),
   embedded by that tree's onnx backend directly (``embed_sync``) in the requests
-  the chunker sends (per document, ``embed_batch`` texts at a time): no bus, no
+  document-load sends (per document, ``embed_batch`` texts at a time): no bus, no
   stores, no other processor at work.
 
 Each round ingests the whole corpus into a collection of its own (so a fresh

@@ -7,7 +7,7 @@
 A generated collection (documents of ``--per-doc`` chunks of about 60 words, random unit vectors
 of 384 dimensions) is written to the documents log through the writers' own path: the
 doc-embeddings-store, doc-embeddings-delete and document-record processors with ``changelog =
-true``, called in this process (no chunker or embedder: the ingest benchmarks measure those).
+true``, called in this process (no document-load or embedder: the ingest benchmarks measure those).
 Then a documents-replica, in this process, on a data dir of its own:
 
 - from empty: started on a new dir; the time until it has caught up (what ``ready`` waits for);
@@ -107,7 +107,7 @@ class Writers:
 
     async def document(self, collection: str, i: int, per_doc: int, rng: random.Random, edition: int = 0,
                        written: list | None = None) -> list[str]:
-        """One document written as the chunker writes it (staged run, switch, record); its last token.
+        """One document written as document-load writes it (staged run, switch, record); its last token.
         ``written`` gets its first chunk's vector.
         Each ``edition`` is a version of its own (a version is the content hash's first 16 digits)."""
         document_id = f"doc-{i:06d}"

@@ -59,7 +59,7 @@ from scripts.bench.stats import percentile
 
 DIMENSION = 384
 SEED = 20240601
-WORDS_PER_CHUNK = (60, 140)  # about 400-1000 characters, like the chunker's default chunk_size of 1000
+WORDS_PER_CHUNK = (60, 140)  # about 400-1000 characters, like document-load's default chunk_size of 1000
 IDENT_SHARE = 0.03  # share of a chunk's tokens that are identifier-like
 
 

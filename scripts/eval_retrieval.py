@@ -4,7 +4,7 @@
                                      [--peers | --no-peers] [--data-dir DIR] [--per-question FILE]
 
 The corpus is the Python language reference (``pydoc_data.topics``),
-ingested through the real pipeline (chunker, embed, faiss and tantivy
+ingested through the real pipeline (document-load, embed, faiss and tantivy
 stores) on a ``memory://`` bus into a temporary data dir (``--data-dir``
 keeps it, and reuses it when it already holds the corpus). The questions
 are ``scripts/eval/questions.jsonl`` (see ``scripts/eval/evalset.py`` for
@@ -62,7 +62,7 @@ from ragbus.config import pipelines
 from ragbus.config.settings import Settings, load_settings, processor_settings
 from ragbus.bus import connect
 from ragbus.bus.memory import drop_memory_broker
-from ragbus.chunker.settings import ChunkerSettings
+from ragbus.document_load.settings import DocumentLoadSettings
 from ragbus.ingestion.markup import plain
 from ragbus.runtime.request_client import RequestClient
 from ragbus.runtime.typed_clients import DocumentRagClient, FetchChunkClient
@@ -188,13 +188,13 @@ def eval_settings(data_dir: Path, modes: Mapping[str, Mode], chunking: str | Non
     return settings
 
 
-def chunker_of(settings: Settings) -> ChunkerSettings:
-    return processor_settings(settings, "document-load", ChunkerSettings)
+def chunker_of(settings: Settings) -> DocumentLoadSettings:
+    return processor_settings(settings, "document-load", DocumentLoadSettings)
 
 
 async def stored_chunks(client: RequestClient, expected: Mapping[str, str]) -> dict[str, str]:
-    """The chunks as the store holds them; their ids and texts must be the chunker's (read as plain text,
-    as the chunker stores them: ``processors/ingestion/markup.py``)."""
+    """The chunks as the store holds them; their ids and texts must be document-load's (read as plain text,
+    as document-load stores them: ``processors/ingestion/markup.py``)."""
     fetch = FetchChunkClient(client, timeout=120)
     ids = list(expected)
     found: dict[str, str] = {}
@@ -202,7 +202,7 @@ async def stored_chunks(client: RequestClient, expected: Mapping[str, str]) -> d
         found.update({c.chunk_id: c.text or "" for c in await fetch.fetch(ids[i : i + 200])})
     differ = [i for i in ids if found.get(i) != plain(expected[i])]
     if differ or len(found) != len(expected):
-        raise RuntimeError(f"the store does not hold the chunker's chunks: {len(differ)} differ, e.g. {differ[:3]}")
+        raise RuntimeError(f"the store does not hold document-load's chunks: {len(differ)} differ, e.g. {differ[:3]}")
     return found
 
 

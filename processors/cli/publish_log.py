@@ -106,7 +106,7 @@ async def publish_collection(data_dir: Path, collection: str, bus: Bus, *, docum
         await append_change(bus, documents_topic, CHUNKS, run, order_key=order,
                             key=chunks_key(collection, document_id, version, chunks[0].position, write))
         switch = DeleteDocument(document_id=document_id, collection=collection, activate=version, chunks=len(chunks),
-                                document=info)  # the library's entry travels with the switch, as the chunker's
+                                document=info)  # the library's entry travels with the switch, as document-load's
         await append_change(bus, documents_topic, SWITCH, switch, key=state_key(collection, document_id),
                             order_key=order)
         await append_change(bus, documents_topic, RECORD, RecordDocument(document=info),

@@ -5,7 +5,7 @@ and literals with back-quotes (``*key*``, ``**PEP 448**``, double back-quotes, `
 ``plain`` drops the emphasis and strong marks and keeps a literal or an interpreted role as its text
 in quotes; an emphasised word that starts a sentence is quoted too (``*width* is ...`` becomes
 ``"width" is ...``), since without its marks the sentence would read as starting mid-way, in lower
-case; half a mark a cut left at the text's end or start (``see **PEP``) is dropped. The chunker
+case; half a mark a cut left at the text's end or start (``see **PEP``) is dropped. Document-load
 stores each chunk so, after cutting and embedding it as written (the ids and vectors stay those of
 the text as written), and the extractive answer shows each sentence so, also of stores made before.
 

@@ -1,11 +1,11 @@
 """Sending documents through the bus to be chunked, embedded and stored: what every client of ingestion calls.
 
-The chunker (document-load) does the work; this side reads each document's text, keeps a few
+Document-load does the work; this side reads each document's text, keeps a few
 documents in flight and reports each failure with its document, going on with the rest.
 
 A document larger than one message goes in parts (the protocol is in ``schema/ingest.py``): each
 part fills what the bus's ``max_message_bytes`` leaves after headers and the document's other
-fields, the next is read and sent once the chunker says where it must begin, so a file of any size
+fields, the next is read and sent once document-load says where it must begin, so a file of any size
 streams through in bounded memory. If sending stops after a part was stored (a time-out, a file that
 changed under us), the document is removed again rather than left half stored.
 """

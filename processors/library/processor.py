@@ -1,7 +1,7 @@
 """The library processors: document-record writes what each collection holds, documents-query lists it.
 
 - ``DocumentRecordProcessor``: ``RecordDocument`` from ``document-record`` -> applied, logged,
-  fsynced -> ``IngestResult(count)`` (1 if it changed the library). Sent by the chunker: a
+  fsynced -> ``IngestResult(count)`` (1 if it changed the library). Sent by document-load: a
   document once every store holds it whole, a removal when it leaves them. One per data dir:
   it holds the data dir's documents writer lock from start to close.
 - ``DocumentsQueryProcessor``: ``ListDocuments`` -> ``DocumentList``: a collection's documents a

@@ -18,7 +18,7 @@ version not wholly staged) is logged and skipped, as it is on every replica.
 
 Concurrent writers of one document are ordinary: the last switch (or removal) in the log's
 order is what every store serves, and the library follows the switches, not the order the
-writers' records came in. A switch carrying the library's entry (the chunker's) is applied to
+writers' records came in. A switch carrying the library's entry (document-load's) is applied to
 the library with it, stamped with its own log token; a library record that names another version
 than the stores serve (a write the log ordered before another writer's switch) is skipped.
 

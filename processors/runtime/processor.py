@@ -177,7 +177,7 @@ class Processor(Generic[Req, Resp]):
         hold up interactive ones.
         """
         s = self.settings
-        # A processor that calls others (the chunker, the orchestrator) makes its clients in start().
+        # A processor that calls others (document-load, the orchestrator) makes its clients in start().
         self.bus = bus
         self._failed = asyncio.get_running_loop().create_future()
         await self.start()

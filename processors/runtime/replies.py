@@ -1,7 +1,7 @@
 """One reply inbox per bus, shared by every ``RequestClient`` on it, its replies handed out by request id.
 
 A ``ragbus worker --all`` process holds several clients (document-rag's, the
-chunker's, ...). Each used to open its own inbox (``Bus.reply_inbox``): on
+document-load's, ...). Each used to open its own inbox (``Bus.reply_inbox``): on
 Kafka a consumer that long-polls the broker for as long as the process runs,
 idle or not. Now the first client on a bus opens the inbox, the others join
 it, and the last one to leave closes it: one reply consumer per process and

@@ -3,7 +3,7 @@
 The bus refuses a body over ``max_message_bytes`` (``Bus.check_size``), and
 a broker whose own limit is about that size also counts the envelope's
 headers and its record framing, so a sender that splits work keeps room for
-them. The chunker packs its store writes with this, and ``ragbus ingest``
+them. Document-load packs its store writes with this, and ``ragbus ingest``
 cuts large documents into parts with it: one rule for both.
 """
 

@@ -1,6 +1,6 @@
 """Versions of documents staged beside a collection's stores, invisible to queries until switched to.
 
-The chunker writes a new version of a document (every part of it) here first, and only
+Document-load writes a new version of a document (every part of it) here first, and only
 then has each store switch to it in one step (a faiss publish, a tantivy commit:
 ``DeleteDocument(activate=...)``), so a query sees the old version or the new one, never a
 mix or neither (``schema/ingest.py``). Shared by the doc-embeddings store (chunks with
@@ -13,7 +13,7 @@ Layout, in ``<data_dir>/<collection>/staged/<store>/``::
 
 The document key is the sha256 of its id (an id is any text, a path say); the generation is
 checked to be a plain name. The write holding position 0 begins a load of the version and
-first clears what an earlier, failed load of it left (the chunker sends a version's writes in
+first clears what an earlier, failed load of it left (document-load sends a version's writes in
 order, one after the other). Each write goes to a temporary file, is fsynced and renamed, so a
 write delivered twice replaces itself, and a crash leaves whole files or none. Only the
 store's writers touch it; query replicas never look. A switch drops the version it made live

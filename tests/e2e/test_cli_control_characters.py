@@ -105,14 +105,14 @@ def test_kg_query_prints_entities_and_facts_escaped(capsys):
                                       "  Osprey\\x1b[2J departs from Bergen\\u202e  (ferries\\x07)"], shown
 
 
-async def test_the_chunker_refuses_an_id_with_a_control_character_published_straight_onto_the_bus():
+async def test_document_load_refuses_an_id_with_a_control_character_published_straight_onto_the_bus():
     """Not every writer goes through the ingestion layer: a Document sent to document-load is checked there too."""
-    from ragbus.chunker import ChunkerProcessor, ChunkerSettings
+    from ragbus.document_load import DocumentLoadProcessor, DocumentLoadSettings
     from ragbus.runtime.envelope import Envelope, new_traceparent
     from ragbus.runtime.processor import RequestContext
     from ragbus.schema import BadRequest, Document
 
-    chunker = ChunkerProcessor("document-load", ChunkerSettings())
+    chunker = DocumentLoadProcessor("document-load", DocumentLoadSettings())
     context = RequestContext(envelope=Envelope(request_id="r", reply_to=None, attempt=1, deadline_ms=None,
                                                traceparent=new_traceparent()), topic="document-load",
                              delivery_attempt=1)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ragbus.config import pipelines
 from ragbus.config.settings import load_settings
 from ragbus.bus import connect
-from ragbus.chunker import chunk_document
+from ragbus.document_load import chunk_document
 from ragbus.ingestion import ingest
 from ragbus.runtime.request_client import RequestClient
 from ragbus.runtime.typed_clients import DocumentRagClient

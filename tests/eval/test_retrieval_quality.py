@@ -4,7 +4,7 @@ The slice is 30 questions of the test half of ``scripts/eval/questions.jsonl``
 (the half no setting was chosen on), 10 of each kind, picked by
 position in the file (``evalset.stratified_slice``), never by result. The
 whole pipeline runs as ``python -m scripts.eval_retrieval`` runs it: the Python
-language reference ingested through the chunker, the embedder and both
+language reference ingested through document-load, the embedder and both
 stores on a memory bus (about 40 s on 2 cores, once), then every question
 asked of document-rag in vector, keyword and hybrid mode with the
 configured defaults (hybrid: its configured fusion); recall@5 and nDCG@10

@@ -66,7 +66,7 @@ class LogWriters:
                             title=f"doc {i}, edition {edition}")
 
     async def switch_to(self, i: int, edition: int = 0, *, entry: bool = True) -> None:
-        """The stores' switch, carrying the library's entry as the chunker sends it (``entry=False``: as
+        """The stores' switch, carrying the library's entry as document-load sends it (``entry=False``: as
         a writer from before entries on switches did)."""
         await self.switch.handle(DeleteDocument(
             document_id=f"doc-{i}", collection="c", activate=self.version(i, edition), chunks=3,

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from ragbus.chunker import chunk_document, split_text
-from ragbus.chunker.chunking import chunk_part, split_part
+from ragbus.document_load import chunk_document, split_text
+from ragbus.document_load.chunking import chunk_part, split_part
 from ragbus.schema import Document
 
 TEXT = " ".join(f"Sentence number {i} says something about topic {i % 7}." for i in range(200))
@@ -60,7 +60,7 @@ PIECES = ["alpha", "beta.", "gamma!", "delta?", "\n\n", "  ", "\n", "x" * 120, "
 
 
 def split_in_parts(text: str, size: int, overlap: int, rng: random.Random) -> list[str]:
-    """What the chunker settles part by part, each part as long as a random sender makes it."""
+    """What document-load settles part by part, each part as long as a random sender makes it."""
     pieces, offset, first = [], 0, True
     while True:
         length = rng.randint(size + 1, size * 6)

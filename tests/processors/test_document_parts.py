@@ -1,6 +1,6 @@
 """The sender side of large documents: a file streamed in parts that each fit the bus, in bounded memory.
 
-The chunker's side is stood in for by ``split_part`` itself (a stub client), so a 20 MB file
+Document-load's side is stood in for by ``split_part`` itself (a stub client), so a 20 MB file
 takes seconds; ``tests/processors/test_ingest.py`` runs the real processors on every backend.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import tracemalloc
 from types import SimpleNamespace
 
-from ragbus.chunker.chunking import split_part, split_text
+from ragbus.document_load.chunking import split_part, split_text
 from ragbus.ingestion import load_documents
 from ragbus.ingestion import ingest, send_document
 from ragbus.schema import IngestResult, encode
@@ -18,7 +18,7 @@ SENTENCE = "The quick brown fox jumps over the lazy dog while the lighthouse kee
 
 
 class ChunkingClient:
-    """Answers document-load as the chunker would, checking each part against the bus limit."""
+    """Answers document-load as document-load would, checking each part against the bus limit."""
 
     def __init__(self, max_message_bytes: int, size: int = 1000, overlap: int = 150) -> None:
         self.bus = SimpleNamespace(max_message_bytes=max_message_bytes)
@@ -94,14 +94,14 @@ def test_a_bad_byte_deep_in_a_file_is_reported_before_anything_is_sent(tmp_path)
 
 
 class TitlingClient(ChunkingClient):
-    """Keeps each chunk's title as the chunker gives it, from the sections each part carries."""
+    """Keeps each chunk's title as document-load gives it, from the sections each part carries."""
 
     def __init__(self, max_message_bytes: int) -> None:
         super().__init__(max_message_bytes, size=200, overlap=20)
         self.titles: list[tuple[str, str]] = []
 
     async def request(self, topic, message, response_type, *, timeout):
-        from ragbus.chunker.chunking import chunk_part
+        from ragbus.document_load.chunking import chunk_part
 
         result = await super().request(topic, message, response_type, timeout=timeout)
         chunks, _ = chunk_part(message, self.size, self.overlap)

@@ -1,4 +1,4 @@
-"""Ingest -> query through the real processors: chunker, embed, faiss and tantivy stores.
+"""Ingest -> query through the real processors: document-load, embed, faiss and tantivy stores.
 
 On the memory bus, and on Kafka and Pulsar against the real brokers.
 """
@@ -11,7 +11,7 @@ import uuid
 import msgspec
 import pytest
 
-from ragbus.chunker import as_stored, chunk_document
+from ragbus.document_load import as_stored, chunk_document
 from ragbus.ingestion import DocumentSource, builtin_corpus, load_documents
 from ragbus.cli.library import list_collections, list_documents
 from ragbus.ingestion import ingest
@@ -116,7 +116,7 @@ async def test_ingest_then_query_against_a_real_broker(which, request, tmp_path,
 
 
 class FailingStore(Processor):
-    """A store that refuses everything: the chunker must then leave no store holding the document."""
+    """A store that refuses everything: document-load must then leave no store holding the document."""
 
     request_type = EmbeddedChunks
     response_type = IngestResult

@@ -265,7 +265,7 @@ def test_a_long_sentence_is_cut_at_a_word_boundary():
 
 
 def test_a_sentence_cut_by_a_chunk_boundary_is_not_used_but_the_whole_ones_are():
-    # The chunker cut the first document inside a sentence and the second short of its end.
+    # Document-load cut the first document inside a sentence and the second short of its end.
     cut = ["or a list of slots, the class gets no __dict__ for its slots. A class with slots saves memory per "
            "instance.", "Slots are declared in the class body. The slots of a class save the memory of a"]
     text = answer({"query": "slots class memory", "documents": cut})
@@ -522,7 +522,7 @@ def test_a_grid_table_is_said_a_row_a_line():
 
 
 def test_a_table_stored_as_plain_text_is_said_a_row_a_line_and_a_row_cut_mid_line_is_not():
-    stored = plain(SEQUENCE_TABLE)  # as the chunker stores it: "*s*" is "s", a cell ends before its column
+    stored = plain(SEQUENCE_TABLE)  # as document-load stores it: "*s*" is "s", a cell ends before its column
     assert "| length of s             |" in stored
     table = stored.index("+--")
     cut = "the row before, cut.        |\n" + stored[table:]  # a chunk that starts in a row's last line

@@ -17,7 +17,7 @@ import msgspec
 import pytest
 
 from ragbus.config import pipelines
-from ragbus.chunker import as_stored, chunk_document
+from ragbus.document_load import as_stored, chunk_document
 from ragbus.ingestion import ingest
 from ragbus.cli.library import list_documents
 from ragbus.runtime.processor import Processor
@@ -372,7 +372,7 @@ async def test_a_switch_that_fails_after_another_store_switched_removes_the_docu
 async def test_a_switch_is_sent_with_the_loads_deadline_so_one_delivered_after_it_gives_up_is_dropped(
         tmp_path, monkeypatch):
     """A store write for a load its caller gave up on must not land later (a killed worker's redelivery, a busy
-    store) and switch the document after a newer write: every call the chunker makes for a load carries the
+    store) and switch the document after a newer write: every call document-load makes for a load carries the
     load's own deadline, not call_timeout_s (120 s), and a processor drops what reaches it past its deadline."""
     import time
 

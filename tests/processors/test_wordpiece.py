@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from tokenizers import BertWordPieceTokenizer
 
-from ragbus.chunker.chunking import split_text
-from ragbus.chunker.settings import ChunkerSettings
+from ragbus.document_load.chunking import split_text
+from ragbus.document_load.settings import DocumentLoadSettings
 from ragbus.embed.onnx_backend import default_vocab_path, load_vocab
 from ragbus.embed.settings import OnnxSettings
 from ragbus.embed.wordpiece import WordPiece
@@ -72,7 +72,7 @@ def test_the_shipped_vocabulary_is_the_one_its_readme_names(vocab):
 
 
 def test_every_chunk_of_the_default_corpus_tokenizes_as_the_reference_does(ours, reference):
-    chunking = ChunkerSettings()
+    chunking = DocumentLoadSettings()
     texts = [c for t in pydoc_data.topics.topics.values() for c in split_text(t, chunking.chunk_size,
                                                                                 chunking.chunk_overlap)]
     texts += list(pydoc_data.topics.topics.values())  # whole topics: truncation at max_tokens

@@ -121,7 +121,7 @@ def _served_of(k: int, pair: dict[str, IngestResult]) -> tuple[str, list[str]]:
 
 
 def _version(k: int, side: str) -> str:
-    """The version the chunker builds of a one-part document sent without a content hash: from its title and text."""
+    """The version document-load builds of a one-part document sent without a content hash: from its title and text."""
     digest = hashlib.sha256(f"rc{k}".encode() + b"\0" + version_text(k, side).encode()).hexdigest()
     return generation_of("sha256:" + digest)
 

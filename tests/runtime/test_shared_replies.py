@@ -1,7 +1,7 @@
 """Every RequestClient of a process on one bus shares one reply inbox (``runtime/replies.py``), on every backend.
 
 One reply consumer per process, not one per client: a ``worker --all`` holds several clients (document-rag's,
-the chunker's), and on Kafka each consumer long-polls the broker while idle. Sharing must not blur whose reply
+document-load's), and on Kafka each consumer long-polls the broker while idle. Sharing must not blur whose reply
 is whose: each call gets its own answer, a late or duplicate reply is counted on the client that made the call,
 and one client closing leaves the others' calls alone.
 """
@@ -38,7 +38,7 @@ def no_foreign(clients: list[RequestClient]) -> bool:
 
 
 class Relay(EchoProcessor):
-    """A processor that calls another over the bus with a client of its own, as document-rag and the chunker do."""
+    """A processor that calls another over the bus with a client of its own, as document-rag and document-load do."""
 
     def __init__(self, name: str, settings: EchoSettings, target: str) -> None:
         super().__init__(name, settings)

@@ -1,9 +1,9 @@
 """Sentences fit to show on their own: not cut by a chunk boundary, and without the reference's inline markup.
 
-A chunk of a long document starts wherever the chunker cut it, most often inside a sentence
+A chunk of a long document starts wherever document-load cut it, most often inside a sentence
 (``or a comma-separated list, the latter yielding a tuple) and assigns ...``), and may end inside
 one. Such a piece says half of something, so the extractive answer does not use it: the whole
-sentence is in the neighbouring chunk (the chunker's overlap), where it is a candidate like any other.
+sentence is in the neighbouring chunk (document-load's overlap), where it is a candidate like any other.
 
 - ``cut_at_start``: a first sentence that starts with a lower-case word that is not code
   (``lambda_expr ::= ...``, ``if x:``, ``except E as N:``, ``iter = ...``, ``classmethod f(x)``
@@ -22,7 +22,7 @@ sentence is in the neighbouring chunk (the chunker's overlap), where it is a can
   (``See also:``). Alone it says nothing; the answer joins it to the sentence
   after it (``str.casefold() — Return a casefolded copy of the string.``);
 - the reference's inline markup is read as plain text by ``processors/ingestion/markup.py``
-  (``plain``), which the chunker applies to what it stores.
+  (``plain``), which document-load applies to what it stores.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every default of the chunker (document-load and document-delete)."""
+"""Every default of document-load (document-load and document-delete)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from ragbus.config.settings import ProcessorSettings
 from ragbus.schema import topics as t
 
 
-class ChunkerSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=True):
+class DocumentLoadSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=True):
     # Characters per chunk and shared between neighbours: about 200 MiniLM tokens,
     # under the 256 the embedder reads.
     chunk_size: Annotated[int, msgspec.Meta(ge=50)] = 1000
@@ -37,5 +37,5 @@ class ChunkerSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=Tru
     # with that hash, which then is neither chunked nor embedded again. "" = no library.
     record_topic: str = t.DOCUMENT_RECORD
     documents_topic: str = t.DOCUMENTS_QUERY
-    # The chunker's own deadline (per part) must cover its calls.
+    # Document-load's own deadline (per part) must cover its calls.
     handler_timeout_s: PositiveSeconds = 600.0

@@ -1,4 +1,4 @@
-"""The chunker: a document (or one part of a large one) in, its chunks embedded and written to every store.
+"""Document-load: a document (or one part of a large one) in, its chunks embedded and written to every store.
 
 A document replaces its earlier version without a query ever seeing it half
 done (``schema/ingest.py`` has the protocol). Each part's chunks carry the
@@ -63,7 +63,7 @@ from ragbus.schema import (
 from ragbus.schema.document_ids import check_document_id
 
 from .chunking import as_stored, chunk_part
-from .settings import ChunkerSettings
+from .settings import DocumentLoadSettings
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ _writing: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = weakref.W
 # When the request being handled is cut off (the event loop's clock): every call made for it waits no longer,
 # and carries that deadline, so a store write its caller gave up on is dropped as expired when it is
 # delivered late (a worker killed, a busy store), instead of switching the document after a newer write.
-_handling_until: ContextVar[float | None] = ContextVar("chunker_handling_until", default=None)
+_handling_until: ContextVar[float | None] = ContextVar("document_load_handling_until", default=None)
 
 
 @contextlib.asynccontextmanager
@@ -102,7 +102,7 @@ async def _call_all(client: RequestClient, topics: list[str], message, timeout: 
 
 
 class _Calls(Processor):
-    settings: ChunkerSettings
+    settings: DocumentLoadSettings
 
     async def start(self) -> None:
         self.client = await RequestClient(self.bus, name=self.name, timeout_s=self.settings.call_timeout_s).start()
@@ -168,10 +168,10 @@ class _Calls(Processor):
         return f"{self.settings.chunk_size}/{self.settings.chunk_overlap}/plain"
 
 
-class ChunkerProcessor(_Calls):
+class DocumentLoadProcessor(_Calls):
     request_type = Document
     response_type = IngestResult
-    Settings = ChunkerSettings
+    Settings = DocumentLoadSettings
 
     async def handle(self, doc: Document, context: RequestContext) -> IngestResult:
         s = self.settings
@@ -332,7 +332,7 @@ class DocumentDeleteProcessor(_Calls):
 
     request_type = DeleteDocument
     response_type = IngestResult
-    Settings = ChunkerSettings
+    Settings = DocumentLoadSettings
 
     async def handle(self, request: DeleteDocument, context: RequestContext) -> IngestResult:
         s = self.settings
