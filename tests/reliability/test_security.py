@@ -374,7 +374,7 @@ def kafka_clients(monkeypatch):
     import aiokafka.helpers
 
     from ragbus.bus.kafka import bus as kafka
-    from ragbus.bus.kafka import status as kafka_status
+    from ragbus.bus.kafka import records
 
     calls = {"producer": [], "consumer": [], "admin": [], "ssl": []}
     ssl_context = object()
@@ -385,7 +385,7 @@ def kafka_clients(monkeypatch):
 
     monkeypatch.setattr(kafka, "AIOKafkaProducer", recording(calls["producer"]))
     monkeypatch.setattr(kafka, "AIOKafkaConsumer", recording(calls["consumer"]))
-    monkeypatch.setattr(kafka_status, "AIOKafkaConsumer", recording(calls["consumer"]))  # group-less readers
+    monkeypatch.setattr(records, "AIOKafkaConsumer", recording(calls["consumer"]))  # group-less readers
     monkeypatch.setattr(kafka, "AIOKafkaAdminClient", recording(calls["admin"]))
     monkeypatch.setattr(aiokafka.helpers, "create_ssl_context", create_ssl_context)
     return calls, ssl_context
