@@ -30,7 +30,7 @@ GRAPH_QUERY = ("kg-query",)
 GRAPH = (*GRAPH_LOAD, *GRAPH_QUERY)
 
 # What writes the stores of a data directory: one process runs all of them for a data dir (the
-# keyword and kg writers take a lock at start and refuse a second process; see processors/runtime/store_lock.py).
+# keyword and kg writers take a lock at start and refuse a second process; see processors/stores/writer_lock.py).
 WRITERS = ("doc-embeddings-store", "doc-embeddings-delete", "keyword-store", "keyword-delete", *GRAPH_LOAD,
            "document-record")
 

@@ -76,7 +76,7 @@ class StoreSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=True)
     data_dir: str = ""
     # Make the store from the bus's log instead of sharing a data dir: its writers append every change
     # to a log topic (any number of writers, no writer lock), and every query replica keeps stores of its
-    # own, made from that log, in its own data_dir (processors/runtime/changelog.py). Needs a bus with log
+    # own, made from that log, in its own data_dir (processors/stores/follower.py). Needs a bus with log
     # topics: Kafka or Pulsar across hosts, memory:// within one process.
     changelog: bool = False
     # The log topic: "" = the store's own (ragbus.schema.topics: GRAPH_LOG for the graph, DOCUMENTS_LOG for
@@ -86,7 +86,7 @@ class StoreSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields=True)
     # it, then fails, saying the replica is behind.
     fresh_wait_s: PositiveSeconds = 10.0
     # With changelog, a replica of the log (documents-replica, kg-query) says how far it has applied it
-    # this often, on the bus (processors/runtime/replica_reports.py): what ``ragbus status`` shows.
+    # this often, on the bus (processors/stores/reports.py): what ``ragbus status`` shows.
     report_interval_s: PositiveSeconds = 5.0
 
 

@@ -38,7 +38,8 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from ragbus.config.settings import bus_settings
 from ragbus.bus import connect
-from ragbus.doc_embeddings.store import VectorStore, collection_dir
+from ragbus.stores.vectors.store import VectorStore
+from ragbus.stores.layout import vectors_dir
 from ragbus.schema.topics import CHANGELOG_PREFIX
 from scripts.bench.brokers import broker_env, broker_for
 from scripts.bench_log_replica import Writers, replica_ready
@@ -120,7 +121,7 @@ async def _fresh_replica(bus, log: str, where: Path) -> tuple[float, int, int]:
     replica, ready_s = await replica_ready(bus, log, where)
     read = replica.follower.read if replica.follower else 0
     await replica.close()
-    return ready_s, read, VectorStore(collection_dir(where, "bench"), "bench", readonly=True).count()
+    return ready_s, read, VectorStore(vectors_dir(where, "bench"), "bench", readonly=True).count()
 
 
 async def run(backend: str, documents: int, editions: int, per_doc: int, workdir: Path) -> dict[str, float]:

@@ -45,12 +45,13 @@ from ragbus.bus import connect
 from ragbus.bus.memory import drop_memory_broker
 from ragbus.ingestion import builtin_corpus
 from ragbus.doc_embeddings.processor import DocEmbeddingsStoreProcessor
-from ragbus.doc_embeddings.store import VectorStore, collection_dir
+from ragbus.stores.vectors.store import VectorStore
+from ragbus.stores.layout import vectors_dir
 from ragbus.embed.onnx_backend import OnnxBackend
 from ragbus.ingestion import ingest
 from ragbus.keyword import processor as keyword_processor
-from ragbus.keyword.index import KeywordIndex
-from ragbus.keyword.settings import KeywordSettings
+from ragbus.stores.keywords.index import KeywordIndex
+from ragbus.stores.keywords.settings import KeywordSettings
 from ragbus.runtime.request_client import RequestClient
 from ragbus.runtime.typed_clients import DocEmbeddingsClient, KeywordClient
 from ragbus.runtime.worker import processors_running
@@ -186,7 +187,7 @@ def build_stores(n: int, data_dir: Path, rng: np.random.Generator, vocab) -> dic
     times["generate"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    store = VectorStore(collection_dir(data_dir, DEFAULT_COLLECTION), DEFAULT_COLLECTION, readonly=False)
+    store = VectorStore(vectors_dir(data_dir, DEFAULT_COLLECTION), DEFAULT_COLLECTION, readonly=False)
     store.upsert(chunks, vectors)  # one write of the matrix and metadata; the index is built by readers
     times["faiss"] = time.perf_counter() - started
 
@@ -218,7 +219,7 @@ async def bench_queries(n: int, n_queries: int, tmp: Path, vocab) -> list[tuple]
     built = build_stores(n, data_dir, rng, vocab)
     print(f"  {n:>7} chunks: generated in {built['generate']:.1f} s; built faiss store in {built['faiss']:.1f} s, "
           f"tantivy index in {built['tantivy']:.1f} s", flush=True)
-    kinds = VectorStore(collection_dir(data_dir, DEFAULT_COLLECTION), DEFAULT_COLLECTION, readonly=True)
+    kinds = VectorStore(vectors_dir(data_dir, DEFAULT_COLLECTION), DEFAULT_COLLECTION, readonly=True)
     kind = kinds.index_kind
     threshold = kinds.hnsw_threshold
     del kinds

@@ -2,7 +2,7 @@
 its earlier version, and what was staged of its new version goes.
 
 A document's new version is staged beside the stores and switched to only once whole
-(``processors/runtime/staging.py``), so an interrupted load changed nothing queries see; only
+(``processors/stores/staging.py``), so an interrupted load changed nothing queries see; only
 its staged parts are left, up to a whole document's chunks and vectors.
 
 On ``memory://`` the processors run in this process: they are stopped first (not drained, see
@@ -22,7 +22,8 @@ from collections.abc import Iterable
 from ragbus.config.settings import Settings, data_dir
 from ragbus.ingestion import DocumentSource
 from ragbus.runtime.request_client import RequestClient
-from ragbus.runtime.staging import STAGING_WRITERS, Staging, staging_dir
+from ragbus.stores.staging import STAGING_WRITERS, Staging
+from ragbus.stores.layout import staging_dir
 from ragbus.schema import DeleteDocument, IngestResult, parts_generation
 from ragbus.schema import topics as t
 

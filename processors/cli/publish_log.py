@@ -36,11 +36,14 @@ import numpy as np
 from ragbus.config.settings import data_dir as data_dir_of
 from ragbus.config.settings import load_settings
 from ragbus.bus import Bus, connect
-from ragbus.doc_embeddings.store import VectorStore, collection_dir
+from ragbus.stores.vectors.store import VectorStore
+from ragbus.stores.layout import vectors_dir
 from ragbus.kg.from_log import append_batch
-from ragbus.kg.graph_log import GraphLog, graph_path
-from ragbus.library.store import Library, collections, library_path
-from ragbus.runtime.changelog import append_change
+from ragbus.stores.graph_log import GraphLog
+from ragbus.stores.layout import graph_path
+from ragbus.stores.library import Library
+from ragbus.stores.layout import collections, library_path
+from ragbus.stores.seen import append_change
 from ragbus.schema import Chunk, DeleteDocument, DocumentInfo, EmbeddedChunks, LoadTriples, RecordDocument
 from ragbus.schema.changelog import CHUNKS, RECORD, SWITCH, chunks_key, document_order, record_key, state_key
 from ragbus.schema.topics import DOCUMENTS_LOG, GRAPH_LOG
@@ -80,8 +83,8 @@ def _read(data_dir: Path, collection: str) -> tuple[dict[str, DocumentInfo], _St
     library = Library(library_path(data_dir, collection))
     library.catch_up()
     stored: _Stored = []
-    if collection_dir(data_dir, collection).is_dir():
-        store = VectorStore(collection_dir(data_dir, collection), collection, readonly=True, index_cache=False)
+    if vectors_dir(data_dir, collection).is_dir():
+        store = VectorStore(vectors_dir(data_dir, collection), collection, readonly=True, index_cache=False)
         stored = list(store.documents())
     batches = _Batches()
     if graph_path(data_dir, collection).exists():

@@ -7,8 +7,8 @@
 - ``DocEmbeddingsDeleteProcessor``: ``DeleteDocument`` -> ``IngestResult``.
 
 Each collection lives in ``<data_dir>/<collection>/faiss/`` (format, atomic
-writes and how fast read-only replicas see a write: ``store.py``). Settings
-and their defaults: ``settings.py``.
+writes and how fast read-only replicas see a write: ``processors/stores/vectors/store.py``).
+Settings and their defaults: ``processors/stores/vectors/settings.py``.
 """
 
 from .processor import (
@@ -17,8 +17,8 @@ from .processor import (
     DocEmbeddingsStoreProcessor,
     FetchChunkProcessor,
 )
-from .settings import DocEmbeddingsSettings
-from .store import StoreError, VectorStore
+from ragbus.stores.vectors.settings import DocEmbeddingsSettings
+from ragbus.stores.vectors.store import StoreError, VectorStore
 
 __all__ = [
     "DocEmbeddingsDeleteProcessor",

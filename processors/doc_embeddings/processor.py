@@ -1,9 +1,9 @@
 """The doc-embeddings processors: search, fetch, store and delete chunks of a faiss store.
 
 Query and fetch open collections read-only (any number of replicas); store and
-delete write them (one process; see store.py for the format and for how
+delete write them (one process; see ``processors/stores/vectors/store.py`` for the format and for how
 fast replicas see a write). A new version of a document is staged first
-(``EmbeddedChunks(staged=True)``, kept in ``processors/runtime/staging.py``) and switched to in one
+(``EmbeddedChunks(staged=True)``, kept in ``processors/stores/staging.py``) and switched to in one
 publish (``DeleteDocument(activate=...)``), so queries never see it half done.
 
 Threading: every store of a processor lives on that processor's own single
@@ -29,10 +29,11 @@ from typing import Any, ClassVar, Literal, TypeVar, overload
 import msgspec
 
 from ragbus.config.settings import data_dir
-from ragbus.runtime.changelog import append_change, wait_seen
-from ragbus.runtime.local_writes import Freshness, published
+from ragbus.stores.seen import append_change, wait_seen
+from ragbus.stores.local_writes import Freshness, published
 from ragbus.runtime.processor import Processor, RequestContext
-from ragbus.runtime.staging import FAISS_STAGING, HeldDrops, Staging, staging_dir
+from ragbus.stores.staging import FAISS_STAGING, HeldDrops, Staging
+from ragbus.stores.layout import staging_dir
 from ragbus.runtime.threads import OneThread
 from ragbus.schema import (
     BadRequest,
@@ -51,8 +52,9 @@ from ragbus.schema.changelog import CHUNKS, SWITCH, chunks_key, discard_key, doc
 from ragbus.schema.times import iso
 from ragbus.schema.topics import DOCUMENTS_LOG
 
-from .settings import DocEmbeddingsSettings
-from .store import VectorStore, as_matrix, check_collection, collection_dir
+from ragbus.stores.vectors.settings import DocEmbeddingsSettings
+from ragbus.stores.vectors.store import VectorStore, as_matrix, check_collection
+from ragbus.stores.layout import vectors_dir
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -154,7 +156,7 @@ class _StoreProcessor(Processor):
         store = self.stores.get(check_collection(collection))
         if store is None:
             assert self.data_dir is not None
-            directory = collection_dir(self.data_dir, collection)
+            directory = vectors_dir(self.data_dir, collection)
             if not create and not directory.is_dir():
                 return None
             s = self.settings

@@ -5,13 +5,14 @@
 - ``KeywordDeleteProcessor``: ``DeleteDocument`` -> ``IngestResult`` (a document-delete consumer).
 
 One index per collection in ``<data_dir>/<collection>/tantivy/``. How queries
-are tokenised and identifiers matched: ``index.py``. Settings and their
-defaults: ``settings.py``.
+are tokenised and identifiers matched: ``processors/stores/keywords/index.py``. Settings and
+their defaults: ``processors/stores/keywords/settings.py``.
 """
 
-from .index import KeywordIndex
+from ragbus.stores.keywords.index import KeywordIndex
+from ragbus.stores.keywords.settings import KeywordSettings
+
 from .processor import KeywordDeleteProcessor, KeywordQueryProcessor, KeywordStoreProcessor
-from .settings import KeywordSettings
 
 __all__ = [
     "KeywordDeleteProcessor",

@@ -4,7 +4,7 @@
   Any number of replicas, each reading the indexes read-only.
 - ``KeywordStoreProcessor``: ``EmbeddedChunks`` (its chunks; vectors are
   ignored) from ``chunk-store`` -> upsert and commit -> ``IngestResult``;
-  ``staged`` ones are kept aside (``processors/runtime/staging.py``) as their document's version.
+  ``staged`` ones are kept aside (``processors/stores/staging.py``) as their document's version.
 - ``KeywordDeleteProcessor``: ``DeleteDocument`` from ``document-delete`` ->
   ``IngestResult(count=chunks removed)``; with ``activate``, the staged version
   replaces the document in one commit (``count``: its chunks); with ``discard``,
@@ -15,7 +15,7 @@ when they run in the same process (a directory takes one writer, in any
 process), so run them in one worker process: ``ragbus worker keyword-store
 keyword-delete``; query replicas may run anywhere that sees the directory.
 The first of them to start in a process takes the data directory's keyword
-writer lock (``processors/runtime/store_lock.py``) for as long as either
+writer lock (``processors/stores/writer_lock.py``) for as long as either
 runs: tantivy locks an index only when its first write opens it, so without
 it a second writer process would start, report ready, and then fail every
 write with ``LockBusy``.
@@ -41,11 +41,12 @@ from typing import TypeVar
 import msgspec
 
 from ragbus.config.settings import data_dir
-from ragbus.runtime.changelog import wait_seen
-from ragbus.runtime.local_writes import Freshness, published
+from ragbus.stores.seen import wait_seen
+from ragbus.stores.local_writes import Freshness, published
 from ragbus.runtime.processor import Processor, RequestContext
-from ragbus.runtime.staging import KEYWORD_STAGING, HeldDrops, Staging, staging_dir
-from ragbus.runtime.store_lock import WriterLock, take_writer_lock
+from ragbus.stores.staging import KEYWORD_STAGING, HeldDrops, Staging
+from ragbus.stores.layout import staging_dir
+from ragbus.stores.writer_lock import WriterLock, take_writer_lock
 from ragbus.runtime.threads import OneThread
 from ragbus.schema import (
     BadRequest,
@@ -55,12 +56,14 @@ from ragbus.schema import (
     IngestResult,
     KeywordQueryRequest,
     KeywordQueryResponse,
+    check_collection,
     check_generation,
 )
 from ragbus.schema.topics import DOCUMENTS_LOG
 
-from .index import KeywordIndex, check_collection, exists, index_path
-from .settings import KeywordSettings
+from ragbus.stores.keywords.index import KeywordIndex, exists
+from ragbus.stores.layout import keywords_dir
+from ragbus.stores.keywords.settings import KeywordSettings
 
 T = TypeVar("T")
 Req = TypeVar("Req", bound=msgspec.Struct)
@@ -132,7 +135,7 @@ def _writer_index(worker: _Worker, collection: str, create: bool) -> KeywordInde
     index = worker.indexes.get(collection)
     if index is None:
         # A delete must not create a collection: it opens the writer of an existing one only.
-        if not create and not exists(index_path(worker.data_dir, collection)):
+        if not create and not exists(keywords_dir(worker.data_dir, collection)):
             return None
         index = KeywordIndex.open_writer(worker.data_dir, collection, worker.settings)
         if worker.deferring:
@@ -166,7 +169,7 @@ class _KeywordWriter(Processor[Req, IngestResult]):
         super().__init__(name, settings)
         self._worker: _Worker | None = None
         # A writer says what it committed to this process's readers; a replica's writers do not
-        # (processors/runtime/local_writes.py).
+        # (processors/stores/local_writes.py).
         self.announce = True
 
     def _published(self, worker: _Worker, collections) -> None:

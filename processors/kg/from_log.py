@@ -16,7 +16,7 @@ retracted fact is still what was known before, for ``as_of``), and nothing in it
 superseded. They share the collection as their order key, so a collection's batches are
 applied in the order they were appended on every replica.
 
-Each replica keeps a local copy of the records (``processors/runtime/changelog.py``) in
+Each replica keeps a local copy of the records (``processors/stores/snapshots.py``) in
 ``<data_dir>/.replicas/<processor>/graph.log``, replays it at start and reads the log from
 where it ends; it reports ready once caught up with the log.
 """
@@ -34,14 +34,15 @@ from typing import TypeVar
 import msgspec
 
 from ragbus.bus import Bus, LogRecord
-from ragbus.runtime import changelog
-from ragbus.runtime.changelog import LocalCopy, LogFollower
-from ragbus.runtime.replica_reports import ReportLoop, replica_id
+from ragbus.stores.seen import register_follower, unregister_follower
+from ragbus.stores.snapshots import LocalCopy
+from ragbus.stores.follower import LogFollower
+from ragbus.stores.reports import ReportLoop, replica_id
 from ragbus.runtime.threads import OneThread
 from ragbus.schema import IngestResult, LoadTriples, check_collection
 from ragbus.schema.changelog import token
 
-from .graph_log import stamped
+from ragbus.stores.graph_log import stamped
 from .ontology import Ontology
 from .store import GraphStore
 
@@ -86,13 +87,13 @@ class GraphsFromLog:
     async def start(self) -> None:
         self.reports.start()
         await self.follower.start()
-        changelog.register(self.follower, self.data_dir)  # for reads that must see a load
+        register_follower(self.follower, self.data_dir)  # for reads that must see a load
         log.info("%s: graphs from %s: %d records from the local copy, %d from the log; %s", self.name, self.topic,
                  self.follower.replayed, self.follower.read,
                  ", ".join(f"{c}: {len(g)} fact versions" for c, g in sorted(self.graphs.items())) or "no graphs")
 
     async def close(self) -> None:
-        changelog.unregister(self.follower, self.data_dir)
+        unregister_follower(self.follower, self.data_dir)
         try:
             await self.reports.close()
             await self.follower.close()

@@ -10,7 +10,7 @@
   one that holds nothing is answered with an ``EmptyCollection`` error.
 - ``KgStoreProcessor``: ``LoadTriples`` from ``triples-load`` -> applied, what
   it changed logged and fsynced -> ``IngestResult(count, rejected)``. One per ``data_dir``:
-  it holds the data directory's kg writer lock (``processors/runtime/store_lock.py``)
+  it holds the data directory's kg writer lock (``processors/stores/writer_lock.py``)
   from start to close, so a second kg-store, in this process or another,
   refuses to start rather than append to logs whose writer keeps the graph in
   memory and would never see the other's batches.
@@ -30,10 +30,10 @@ from typing import ClassVar, TypeVar
 import msgspec
 
 from ragbus.config.settings import data_dir
-from ragbus.runtime.changelog import wait_seen
+from ragbus.stores.seen import wait_seen
 from ragbus.runtime.collection_check import CollectionCheck
 from ragbus.runtime.processor import Processor, RequestContext
-from ragbus.runtime.store_lock import WriterLock, take_writer_lock
+from ragbus.stores.writer_lock import WriterLock, take_writer_lock
 from ragbus.runtime.threads import OneThread
 from ragbus.schema import (
     BadRequest,
@@ -48,7 +48,8 @@ from ragbus.schema.topics import GRAPH_LOG
 
 from . import from_log
 from .from_log import GraphsFromLog
-from .graph_log import GraphLog, graph_path
+from ragbus.stores.graph_log import GraphLog
+from ragbus.stores.layout import graph_collections, graph_path
 from .settings import KgSettings
 from .store import GraphStore
 
@@ -74,15 +75,19 @@ class _Graphs:
 
     async def close(self) -> None:
         try:
-            await self._thread.close()  # a load already queued is applied and logged, not dropped
+            if not self._thread.closed:
+                await self._thread.run(self._close_logs)  # after a load already queued: applied and logged
+            await self._thread.close()
         finally:
             if self.lock is not None:
                 self.lock.release()
 
+    def _close_logs(self) -> None:
+        for _, graph_log in self.graphs.values():
+            graph_log.close()
+
     def existing(self) -> list[str]:
-        if not self.data_dir.is_dir():
-            return []
-        return sorted(p.parent.parent.name for p in self.data_dir.glob("*/graph/log"))
+        return graph_collections(self.data_dir)
 
     def open(self, collection: str) -> tuple[GraphStore, GraphLog]:
         """The collection's store, caught up with its log (runs on the thread)."""

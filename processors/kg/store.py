@@ -55,7 +55,8 @@ from ragbus.schema import Entity, Fact, LoadTriples, RejectedFact
 from ragbus.schema.times import TimeError, covers, iso, parse_instant
 
 from .answering import facts_that_answer
-from .graph_log import GraphLog, graph_path, stamped
+from ragbus.stores.graph_log import GraphLog, stamped
+from ragbus.stores.layout import graph_path
 from .linking import EntityLinker
 from .ontology import Ontology
 from .validation import check_text, fact_content, fact_key, first_under_id, interval, normalised

@@ -18,16 +18,17 @@ from datetime import UTC, datetime
 import msgspec
 
 from ragbus.config.settings import data_dir
-from ragbus.runtime.changelog import append_change, wait_seen
+from ragbus.stores.seen import append_change, wait_seen
 from ragbus.runtime.processor import Processor, RequestContext
-from ragbus.runtime.store_lock import WriterLock, take_writer_lock
+from ragbus.stores.writer_lock import WriterLock, take_writer_lock
 from ragbus.schema import DocumentList, IngestResult, ListDocuments, RecordDocument, check_collection
 from ragbus.schema.changelog import FILE_WRITES, RECORD, document_order, record_key, token
 from ragbus.schema.times import iso
 from ragbus.schema.topics import DOCUMENTS_LOG
 
 from .settings import LibrarySettings
-from .store import Library, collections, library_path
+from ragbus.stores.library import Library
+from ragbus.stores.layout import collections, library_path
 
 
 class _LibraryProcessor(Processor):
@@ -46,6 +47,8 @@ class _LibraryProcessor(Processor):
             self._lock = take_writer_lock(self.data_dir, "documents", processor=self.name)
 
     async def close(self) -> None:
+        for library in self.libraries.values():
+            library.close()
         if self._lock is not None:
             lock, self._lock = self._lock, None
             lock.release()

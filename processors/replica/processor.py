@@ -48,10 +48,11 @@ from ragbus.doc_embeddings import DocEmbeddingsDeleteProcessor, DocEmbeddingsSet
 from ragbus.keyword import KeywordDeleteProcessor, KeywordSettings, KeywordStoreProcessor
 from ragbus.bus.positions import place
 from ragbus.library import DocumentRecordProcessor, LibrarySettings
-from ragbus.runtime import changelog
-from ragbus.runtime.changelog import CheckpointFile, LogFollower
-from ragbus.runtime.data_dir_watch import DataDirWatch
-from ragbus.runtime.replica_reports import ReportLoop, replica_id
+from ragbus.stores.seen import register_follower, unregister_follower
+from ragbus.stores.snapshots import CheckpointFile
+from ragbus.stores.follower import LogFollower
+from ragbus.stores.data_dir_watch import DataDirWatch
+from ragbus.stores.reports import ReportLoop, replica_id
 from ragbus.runtime.envelope import Envelope, new_traceparent
 from ragbus.runtime.processor import Processor, RequestContext
 from ragbus.schema import DeleteDocument, DocumentInfo, EmbeddedChunks, RecordDocument, decode
@@ -126,7 +127,7 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
             for writers in self._writers.values():
                 for writer in writers:
                     writer.bus = self.bus
-                    writer.announce = False  # the host's reads carry must_see (processors/runtime/local_writes.py)
+                    writer.announce = False  # the host's reads carry must_see (processors/stores/local_writes.py)
                     await writer.start()  # the data dir's writer locks: a second replica on it is refused
                     self._started.append(writer)
             if self.settings.tombstones:
@@ -141,7 +142,7 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
                                       interval_s=self.settings.report_interval_s)
             self.reports.start()  # from the start: a catch-up shows its progress
             await self.follower.start()
-            changelog.register(self.follower, self.data_dir)  # for the host's reads that must see a write
+            register_follower(self.follower, self.data_dir)  # for the host's reads that must see a write
             self._watch = DataDirWatch(self.name, [self.data_dir, self.data_dir / ".replicas" / self.name], self.fail,
                                        interval_s=self.settings.data_dir_check_s).start()
         except BaseException:
@@ -158,7 +159,7 @@ class DocumentsReplicaProcessor(Processor[ReplicaStatusRequest, ReplicaStatus]):
             await reports.close()
         if self.follower is not None:
             follower, self.follower = self.follower, None
-            changelog.unregister(follower, self.data_dir)
+            unregister_follower(follower, self.data_dir)
             await follower.close()
         while self._started:
             await self._started.pop().close()

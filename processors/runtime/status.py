@@ -6,19 +6,23 @@ and the group's retry topic; Pulsar: the subscription's backlog, from the broker
 ``[bus.pulsar] metrics_url``; memory: exact, but only for the bus of this process), the age of
 the oldest waiting message where the backend tells it, and the dead letters not yet redriven.
 With stores from the log, also each running replica's latest report of how far it has applied
-its log (``processors/runtime/replica_reports.py``).
+its log (``processors/stores/reports.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from ragbus.config.settings import Settings, lanes
 from ragbus.bus import Bus, GroupStatus
 from ragbus.bus.dead_letters import pending
-from ragbus.runtime.replica_reports import read_reports
+from ragbus.schema import DecodeError, decode
+from ragbus.schema.changelog import ReplicaReport
 from ragbus.schema.http import PipelineStatus, ProcessorStatus
 from ragbus.schema.topics import REPLICAS_LOG
+
+log = logging.getLogger(__name__)
 
 # Topics asked about at once: each Kafka query starts a consumer of its own.
 _AT_ONCE = 4
@@ -51,3 +55,21 @@ async def statuses(bus: Bus, rows: list[tuple[str, str, str]]) -> PipelineStatus
     known = await bus.list_topics()  # a broker without the replicas' log has no replica: it is not created
     replicas = await read_reports(bus) if known is None or REPLICAS_LOG in known else []
     return PipelineStatus(bus=bus.url, topics=topics, replicas=replicas)
+
+
+async def read_reports(bus: Bus, timeout_s: float = 10.0) -> list[ReplicaReport]:
+    """Every running replica's latest report, by replica id."""
+    latest: dict[str, bytes | None] = {}
+    async with asyncio.timeout(timeout_s), await bus.read_log(REPLICAS_LOG) as reader:
+        while not await reader.caught_up():
+            record = await reader.next()
+            latest[record.key] = record.body
+    reports = []
+    for key, body in sorted(latest.items()):
+        if body is None:
+            continue
+        try:
+            reports.append(decode(body, ReplicaReport))
+        except DecodeError as exc:
+            log.warning("%s: the report of %r is not one: %s", REPLICAS_LOG, key, exc)
+    return reports

@@ -18,9 +18,10 @@ from ragbus.runtime.worker import processors_running
 
 async def ingest_corpus(settings: Settings, data_dir: Path, out=sys.stderr) -> None:
     """The default corpus through document-load, unless ``data_dir`` already holds it."""
-    from ragbus.keyword.index import exists, index_path
+    from ragbus.stores.keywords.index import exists
+    from ragbus.stores.layout import keywords_dir
 
-    if exists(index_path(data_dir, "default")):
+    if exists(keywords_dir(data_dir, "default")):
         print(f"reusing the corpus ingested in {data_dir}", file=out)
         return
     url = f"memory://eval-ingest-{uuid.uuid4().hex[:8]}"

@@ -8,10 +8,12 @@ import uuid
 import numpy as np
 
 from ragbus.doc_embeddings import DocEmbeddingsDeleteProcessor, DocEmbeddingsSettings, DocEmbeddingsStoreProcessor
-from ragbus.doc_embeddings.store import VectorStore, collection_dir
+from ragbus.stores.vectors.store import VectorStore
+from ragbus.stores.layout import vectors_dir
 from ragbus.keyword import KeywordIndex, KeywordSettings
 from ragbus.library import DocumentRecordProcessor, LibrarySettings
-from ragbus.library.store import Library, library_path
+from ragbus.stores.library import Library
+from ragbus.stores.layout import library_path
 from ragbus.runtime.envelope import Envelope, new_traceparent
 from ragbus.runtime.processor import RequestContext
 from ragbus.schema import Chunk, DeleteDocument, DocumentInfo, EmbeddedChunks, RecordDocument, generation_of
@@ -133,7 +135,7 @@ async def compact_past_retention(bus, log: str) -> str:
 
 def held(directory) -> tuple[set[str], set[str], set[str]]:
     """The documents a data dir's faiss store, keyword index and library hold."""
-    vectors = VectorStore(collection_dir(directory, "c"), "c", readonly=True)
+    vectors = VectorStore(vectors_dir(directory, "c"), "c", readonly=True)
     index = KeywordIndex.open_reader(directory, "c", KeywordSettings())
     assert index is not None
     library = Library(library_path(directory, "c"))
@@ -145,7 +147,7 @@ def held(directory) -> tuple[set[str], set[str], set[str]]:
 def served_document(directory, collection: str, document_id: str) -> tuple[dict[str, int], dict[str, int], str | None,
                                                                             str]:
     """What a data dir serves of a document: faiss's versions, tantivy's, the library's version and its token."""
-    vectors = VectorStore(collection_dir(directory, collection), collection, readonly=True)
+    vectors = VectorStore(vectors_dir(directory, collection), collection, readonly=True)
     index = KeywordIndex.open_reader(directory, collection, KeywordSettings())  # None: never held a chunk
     library = Library(library_path(directory, collection))
     library.catch_up()

@@ -29,7 +29,7 @@ from ragbus.doc_embeddings import (
     StoreError,
     VectorStore,
 )
-from ragbus.doc_embeddings.store import INDEX_CACHE
+from ragbus.stores.vectors.store import INDEX_CACHE
 from ragbus.runtime.request_client import RequestClient
 from ragbus.runtime.typed_clients import DocEmbeddingsClient, FetchChunkClient, RemoteError
 from ragbus.runtime.worker import build_processor
@@ -264,7 +264,7 @@ async def test_a_read_replica_sees_the_writers_new_chunks_within_the_refresh_int
 
         await p.store([Chunk(chunk_id="new#0", document_id="new", text="fresh", position=0)], vectors[20:])
         acknowledged = loop.time()
-        # The contract (doc_embeddings/store.py): a query that starts a whole interval after the write was
+        # The contract (stores/vectors/store.py): a query that starts a whole interval after the write was
         # acknowledged sees it, however long each query takes; asked until one starts that late.
         while True:
             started = loop.time()
@@ -572,7 +572,7 @@ def test_the_same_replacement_again_writes_nothing_and_another_one_does(tmp_path
     assert store.generation == 4 and store.count() == 4
 
 
-# A reader's index carried across generations and restarts (processors/doc_embeddings/index.py).
+# A reader's index carried across generations and restarts (processors/stores/vectors/index.py).
 
 HNSW = {"hnsw_threshold": 50}
 

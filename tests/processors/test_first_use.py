@@ -20,9 +20,9 @@ from ragbus.bus.memory import drop_memory_broker
 from ragbus.cli import seed
 from ragbus.ingestion import files
 from ragbus.cli.main import main
-from ragbus.kg.store import graph_path
+from ragbus.stores.layout import graph_path
 from ragbus.runtime.request_client import RequestClient
-from ragbus.runtime.store_lock import take_writer_lock
+from ragbus.stores.writer_lock import take_writer_lock
 from ragbus.runtime.typed_clients import FetchChunkClient, KgClient
 from ragbus.runtime.worker import processors_running
 from ragbus.schema import topics as t

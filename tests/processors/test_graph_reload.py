@@ -16,7 +16,8 @@ from datetime import UTC, datetime
 import pytest
 
 from ragbus.kg.files import load_graph
-from ragbus.kg.store import graph_path, load_log
+from ragbus.kg.store import load_log
+from ragbus.stores.layout import graph_path
 from ragbus.runtime.typed_clients import KgClient
 from ragbus.schema.times import iso, parse_instant
 

@@ -20,7 +20,7 @@ from ragbus.keyword import (
     KeywordSettings,
     KeywordStoreProcessor,
 )
-from ragbus.keyword.index import identifier_tokens, stems, words
+from ragbus.stores.keywords.index import identifier_tokens, stems, words
 from ragbus.runtime.request_client import RequestClient
 from ragbus.runtime.typed_clients import KeywordClient, RemoteError
 from ragbus.runtime.worker import build_processor
@@ -171,9 +171,10 @@ async def test_with_stemming_an_inflected_word_matches_and_an_identifier_still_m
 def test_an_index_written_before_the_stem_field_is_still_searched(tmp_path):
     import tantivy
 
-    from ragbus.keyword.index import LEGACY_SCHEMA, index_path
+    from ragbus.stores.keywords.index import LEGACY_SCHEMA
+    from ragbus.stores.layout import keywords_dir
 
-    path = index_path(tmp_path, "default")
+    path = keywords_dir(tmp_path, "default")
     path.mkdir(parents=True)
     tantivy.Index(LEGACY_SCHEMA, path=str(path))
     writer = KeywordIndex.open_writer(tmp_path, "default", KeywordSettings(stem_boost=1.0))
@@ -491,9 +492,10 @@ async def test_a_staged_version_is_unseen_until_one_commit_switches_the_document
 def test_an_index_written_before_versions_is_searched_and_switched_without_them(tmp_path):
     import tantivy
 
-    from ragbus.keyword.index import UNVERSIONED_SCHEMA, index_path
+    from ragbus.stores.keywords.index import UNVERSIONED_SCHEMA
+    from ragbus.stores.layout import keywords_dir
 
-    path = index_path(tmp_path, "default")
+    path = keywords_dir(tmp_path, "default")
     path.mkdir(parents=True)
     tantivy.Index(UNVERSIONED_SCHEMA, path=str(path))
     writer = KeywordIndex.open_writer(tmp_path, "default", KeywordSettings())
@@ -509,7 +511,7 @@ def test_an_index_written_before_versions_is_searched_and_switched_without_them(
 
 
 def test_a_new_load_of_a_version_clears_what_a_failed_one_staged(tmp_path):
-    from ragbus.runtime.staging import Staging
+    from ragbus.stores.staging import Staging
 
     staging = Staging(tmp_path)
     longer = [Chunk(chunk_id=f"d#{i}", document_id="d", text=f"old {i}", position=i, generation="v") for i in range(4)]

@@ -18,7 +18,7 @@ import pytest
 
 from ragbus.kg import KgQueryProcessor, KgStoreProcessor
 from ragbus.kg.settings import KgSettings
-from ragbus.runtime.changelog import ReplicaDirInUse
+from ragbus.stores.snapshots import ReplicaDirInUse
 from ragbus.schema import Entity, Fact, IngestResult, KgQueryRequest, KgQueryResponse, LoadTriples
 from ragbus.schema.topics import CHANGELOG_PREFIX
 

@@ -6,7 +6,8 @@ import pytest
 
 from ragbus.kg.files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, read_items, read_ontology
 from ragbus.kg.ontology import OntologyError
-from ragbus.kg.store import GraphLog, GraphStore, graph_path, load_log, stamped
+from ragbus.kg.store import GraphLog, GraphStore, load_log, stamped
+from ragbus.stores.layout import graph_path
 from ragbus.schema import Entity, Fact, LoadTriples
 from ragbus.schema.times import parse_instant
 

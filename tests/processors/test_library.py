@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ragbus.library import DocumentRecordProcessor, DocumentsQueryProcessor, Library, LibrarySettings, library_path
+from ragbus.library import DocumentRecordProcessor, DocumentsQueryProcessor, Library, LibrarySettings
+from ragbus.stores.layout import library_path
 from ragbus.schema import DocumentInfo, ListDocuments, RecordDocument
 
 

@@ -23,7 +23,8 @@ from ragbus.bus import connect
 from ragbus.bus.memory import drop_memory_broker
 from ragbus.cli import publish_log
 from ragbus.cli.main import main as ragbus
-from ragbus.doc_embeddings.store import VectorStore, collection_dir
+from ragbus.stores.vectors.store import VectorStore
+from ragbus.stores.layout import vectors_dir
 from ragbus.ingestion import ingest
 from ragbus.kg import KgQueryProcessor
 from ragbus.kg.settings import KgSettings
@@ -101,7 +102,7 @@ async def test_a_published_data_dir_is_what_a_new_query_host_serves(bus_url, tmp
         listed = await client.request("documents-query", ListDocuments(collection=collection), DocumentList,
                                       timeout=30)
     source_records = {d.document_id: d for d in listed.documents}
-    source_store = VectorStore(collection_dir(source, collection), collection, readonly=True, index_cache=False)
+    source_store = VectorStore(vectors_dir(source, collection), collection, readonly=True, index_cache=False)
     source_chunks = {c.chunk_id: (c, v) for _, chunks, vectors in source_store.documents()
                      for c, v in zip(chunks, vectors, strict=True)}
 

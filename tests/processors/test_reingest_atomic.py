@@ -300,18 +300,19 @@ def write_old_format_stores(data_dir, chunks, vectors) -> None:
     import numpy as np
     import tantivy
 
-    from ragbus.doc_embeddings.store import collection_dir
+    from ragbus.stores.layout import vectors_dir
     from ragbus.keyword import KeywordSettings
-    from ragbus.keyword.index import UNVERSIONED_SCHEMA, KeywordIndex, index_path
+    from ragbus.stores.keywords.index import UNVERSIONED_SCHEMA, KeywordIndex
+    from ragbus.stores.layout import keywords_dir
 
-    faiss = collection_dir(data_dir, "default")
+    faiss = vectors_dir(data_dir, "default")
     faiss.mkdir(parents=True)
     rows = [[c.chunk_id, c.document_id, c.text, c.title, c.position] for c in chunks]
     meta = {"format": 1, "generation": 1, "dimension": len(vectors[0]), "rows": rows}
     (faiss / "chunks.1.msgpack").write_bytes(msgspec.msgpack.encode(meta))
     np.save(faiss / "vectors.1.npy", np.array(vectors, dtype=np.float32), allow_pickle=False)
     (faiss / "GENERATION").write_text("1\n")
-    path = index_path(data_dir, "default")
+    path = keywords_dir(data_dir, "default")
     path.mkdir(parents=True)
     tantivy.Index(UNVERSIONED_SCHEMA, path=str(path))
     index = KeywordIndex.open_writer(data_dir, "default", KeywordSettings())

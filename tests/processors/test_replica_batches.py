@@ -16,10 +16,12 @@ import pytest
 
 from ragbus.bus import connect
 from ragbus.bus.memory import drop_memory_broker
-from ragbus.doc_embeddings.store import GENERATION_FILE, VectorStore, collection_dir
+from ragbus.stores.vectors.store import GENERATION_FILE, VectorStore
+from ragbus.stores.layout import vectors_dir
 from ragbus.keyword import KeywordIndex, KeywordSettings
 from ragbus.replica import DocumentsReplicaProcessor, ReplicaSettings
-from ragbus.runtime.changelog import CheckpointFile, LogFollower
+from ragbus.stores.snapshots import CheckpointFile
+from ragbus.stores.follower import LogFollower
 from ragbus.schema.topics import CHANGELOG_PREFIX
 
 from ..helpers.log_documents import LogWriters, write_documents
@@ -104,7 +106,7 @@ async def _replica(bus, log: str, directory, batch_s: float) -> VectorStore:
     replica.bus = bus
     await replica.start()
     await replica.close()
-    return VectorStore(collection_dir(directory, "c"), "c", readonly=True)
+    return VectorStore(vectors_dir(directory, "c"), "c", readonly=True)
 
 
 async def test_a_replica_catching_up_publishes_per_batch_what_one_record_at_a_time_would(bus, tmp_path):
@@ -112,7 +114,7 @@ async def test_a_replica_catching_up_publishes_per_batch_what_one_record_at_a_ti
     await write_documents(bus, log, 24)
     batched = await _replica(bus, log, tmp_path / "batched", batch_s=60)
     alone = await _replica(bus, log, tmp_path / "alone", batch_s=0)  # no batches: a publish per switch
-    generations = {d: int((collection_dir(tmp_path / d, "c") / GENERATION_FILE).read_text())
+    generations = {d: int((vectors_dir(tmp_path / d, "c") / GENERATION_FILE).read_text())
                    for d in ("batched", "alone")}
     assert generations["batched"] == 1 and generations["alone"] == 24 + 8 + 1, generations
     assert batched.count() == 23 * 3
@@ -143,7 +145,7 @@ async def test_a_replica_killed_before_its_batch_was_published_switches_again_af
             patched.setattr(DocumentsReplicaProcessor, "_end_batch", killed)
             with pytest.raises(OSError, match="killed"):
                 await _replica(bus, log, tmp_path, batch_s=60)
-        assert VectorStore(collection_dir(tmp_path, "c"), "c", readonly=True).count() == 0
+        assert VectorStore(vectors_dir(tmp_path, "c"), "c", readonly=True).count() == 0
         store = await _replica(bus, log, tmp_path, batch_s=60)  # restarted: the batch read and published again
         assert sorted(r.text for r in store._rows) == sorted(f"text {p} of {d}, edition 0" for d in (0, 1)
                                                              for p in range(3))

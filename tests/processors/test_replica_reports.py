@@ -17,8 +17,8 @@ import uuid
 from pathlib import Path
 
 from ragbus.replica import DocumentsReplicaProcessor, ReplicaSettings
-from ragbus.runtime.replica_reports import ReportLoop, read_reports, replica_id
-from ragbus.runtime.status import statuses
+from ragbus.stores.reports import ReportLoop, replica_id
+from ragbus.runtime.status import read_reports, statuses
 from ragbus.schema.topics import CHANGELOG_PREFIX
 
 from ..helpers.log_documents import write_documents

@@ -21,7 +21,8 @@ from ragbus.config.settings import load_settings
 from ragbus.keyword import KeywordDeleteProcessor, KeywordSettings, KeywordStoreProcessor
 from ragbus.kg import KgSettings, KgStoreProcessor
 from ragbus.library import DocumentRecordProcessor, LibrarySettings
-from ragbus.runtime.store_lock import StoreLocked, lock_path, take_writer_lock
+from ragbus.stores.writer_lock import StoreLocked, take_writer_lock
+from ragbus.stores.layout import lock_path
 from ragbus.runtime.worker import processors_running, run_workers
 
 REPO = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ragbus.bus import LogRecord
-from ragbus.runtime.changelog import CheckpointFile, LocalCopy, ReplicaDirInUse
+from ragbus.stores.snapshots import CheckpointFile, LocalCopy, ReplicaDirInUse
 
 
 def record(i: int, body: bytes | None = b"x") -> LogRecord:

@@ -35,7 +35,7 @@ from ragbus.config.settings import (
     processor_settings,
 )
 from ragbus.cli.main import build_parser
-from ragbus.doc_embeddings.store import VectorStore
+from ragbus.stores.vectors.store import VectorStore
 from ragbus.document_rag import DocumentRag
 from ragbus.gateway.pipeline import BusPipeline
 from ragbus.prompt.extractive.lexical import bm25

@@ -6,7 +6,7 @@ import pytest
 
 import ragbus
 from ragbus.bus import BusConfigError, BusError, BusUnavailable, MessageTooLarge, SubscriptionClosed, Unsupported
-from ragbus.runtime.changelog import NotYetApplied, ReplicaMissing
+from ragbus.stores.seen import NotYetApplied, ReplicaMissing
 from ragbus.runtime.processor import Unavailable
 from ragbus.runtime.request_client import BrokerUnreachable, ClientClosed, NotServed, NotStreamed, RequestTimeout
 from ragbus.runtime.typed_clients import RemoteError

@@ -77,8 +77,8 @@ def layer(name: str) -> float:
     parts = name.split(".")
     if len(parts) == 1:
         return 6  # processors/__init__.py: ragbus itself
-    return {"config": 0, "schema": 0, "bus": 1, "runtime": 2, "ingestion": 2.5, "replica": 3.5, "testing": 4,
-            "cli": 5}.get(parts[1], 3)
+    return {"config": 0, "schema": 0, "bus": 1, "runtime": 2, "stores": 2.2, "ingestion": 2.5, "replica": 3.5,
+            "testing": 4, "cli": 5}.get(parts[1], 3)
 
 
 def absolute_imports(path: Path) -> list[tuple[int, list[str]]]:

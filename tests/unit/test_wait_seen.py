@@ -9,8 +9,10 @@ import pytest
 
 from ragbus.bus import connect
 from ragbus.bus.memory import drop_memory_broker
-from ragbus.runtime import changelog
-from ragbus.runtime.changelog import CheckpointFile, LogFollower, NotYetApplied, ReplicaMissing, wait_seen
+from ragbus.stores.seen import register_follower, unregister_follower
+from ragbus.stores.seen import NotYetApplied, ReplicaMissing, wait_seen
+from ragbus.stores.snapshots import CheckpointFile
+from ragbus.stores.follower import LogFollower
 from ragbus.schema import BadRequest
 from ragbus.schema.changelog import token
 from ragbus.schema.topics import CHANGELOG_PREFIX
@@ -37,7 +39,7 @@ async def test_a_read_waits_until_the_replica_applied_the_write_and_no_longer(bu
     gate.set()
     follower = LogFollower(bus, log, CheckpointFile(tmp_path / "cp"), apply)
     await follower.start()
-    changelog.register(follower, tmp_path)
+    register_follower(follower, tmp_path)
     try:
         gate.clear()
         seen = token(log, await bus.append(log, b"doc", key="k"))
@@ -56,7 +58,7 @@ async def test_a_read_waits_until_the_replica_applied_the_write_and_no_longer(bu
             await wait_seen([late], tmp_path, log, timeout_s=0.2, from_log=True)
         gate.set()
     finally:
-        changelog.unregister(follower, tmp_path)
+        unregister_follower(follower, tmp_path)
         await follower.close()
 
 

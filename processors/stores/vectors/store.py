@@ -102,10 +102,6 @@ class StoreError(RuntimeError):
     """The files of a collection are there but cannot be read as one."""
 
 
-def collection_dir(data_dir: str | Path, collection: str) -> Path:
-    return Path(data_dir) / check_collection(collection) / "faiss"
-
-
 def as_matrix(vectors: Sequence[Sequence[float]] | np.ndarray, what: str = "vector") -> np.ndarray:
     """``vectors`` as a C-contiguous float32 matrix; ValueError for ragged, empty or non-finite ones."""
     if isinstance(vectors, np.ndarray):

@@ -1,4 +1,5 @@
-"""Each replica of a log says how far it has applied it, on the bus; ``ragbus status`` reads what they said.
+"""Each replica of a log says how far it has applied it, on the bus; ``ragbus status`` reads what they said
+(``processors/runtime/status.py``).
 
 A replica (documents-replica, kg-query with its graphs from the log) appends a ``ReplicaReport``
 to ``REPLICAS_LOG`` every ``interval_s`` while it runs (from its start, so a catch-up shows its
@@ -21,8 +22,8 @@ import time
 from pathlib import Path
 
 from ragbus.bus import Bus
-from ragbus.runtime.changelog import LogFollower
-from ragbus.schema import DecodeError, decode, encode
+from ragbus.stores.follower import LogFollower
+from ragbus.schema import encode
 from ragbus.schema.changelog import ReplicaReport
 from ragbus.schema.topics import REPLICAS_LOG
 
@@ -72,21 +73,3 @@ class ReportLoop:
             await task
         with contextlib.suppress(Exception):  # a replica that stops is no longer one: its report goes
             await self.bus.append(REPLICAS_LOG, None, key=self.replica)
-
-
-async def read_reports(bus: Bus, timeout_s: float = 10.0) -> list[ReplicaReport]:
-    """Every running replica's latest report, by replica id."""
-    latest: dict[str, bytes | None] = {}
-    async with asyncio.timeout(timeout_s), await bus.read_log(REPLICAS_LOG) as reader:
-        while not await reader.caught_up():
-            record = await reader.next()
-            latest[record.key] = record.body
-    reports = []
-    for key, body in sorted(latest.items()):
-        if body is None:
-            continue
-        try:
-            reports.append(decode(body, ReplicaReport))
-        except DecodeError as exc:
-            log.warning("%s: the report of %r is not one: %s", REPLICAS_LOG, key, exc)
-    return reports

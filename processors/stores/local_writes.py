@@ -5,7 +5,7 @@ change (a faiss generation, a tantivy commit) before the write is answered, and 
 reloads a collection before its next read once a write to it was published here, instead of
 within its ``refresh_interval_s``. A read that starts after a write was answered therefore sees
 it. Readers of a data dir written by another process still reload within ``refresh_interval_s``,
-or at once for a read that carries ``must_see`` (``changelog.wait_seen``).
+or at once for a read that carries ``must_see`` (``stores/seen.py`` ``wait_seen``).
 """
 
 from __future__ import annotations

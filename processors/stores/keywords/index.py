@@ -64,7 +64,8 @@ from pathlib import Path
 import tantivy
 from tantivy import Occur, Query
 
-from ragbus.schema import Chunk, ChunkMatch, check_collection
+from ragbus.stores.layout import keywords_dir
+from ragbus.schema import Chunk, ChunkMatch
 
 from .settings import KeywordSettings
 
@@ -84,10 +85,6 @@ ENGLISH = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(tantivy
 
 _IDENT = re.compile(r"\w+(?:[.:/@\-]+\w+)*(?:\+\+|#)?")
 MAX_IDENT_CHARS = 128
-
-def index_path(data_dir: Path, collection: str) -> Path:
-    return data_dir / check_collection(collection) / "tantivy"
-
 
 def words(text: str) -> list[str]:
     """The terms of ``text`` in the ``title`` and ``text`` fields, in order."""
@@ -177,14 +174,14 @@ class KeywordIndex:
     @classmethod
     def open_writer(cls, data_dir: Path, collection: str, settings: KeywordSettings) -> KeywordIndex:
         """Open the collection's index for writing, creating it if need be."""
-        path = index_path(data_dir, collection)
+        path = keywords_dir(data_dir, collection)
         path.mkdir(parents=True, exist_ok=True)
         return cls(_open(path, create=True), path, collection, settings, writable=True)
 
     @classmethod
     def open_reader(cls, data_dir: Path, collection: str, settings: KeywordSettings) -> KeywordIndex | None:
         """Open the collection's index for searching; None while no writer has created it."""
-        path = index_path(data_dir, collection)
+        path = keywords_dir(data_dir, collection)
         if not exists(path):
             return None
         return cls(_open(path, create=False), path, collection, settings, writable=False)

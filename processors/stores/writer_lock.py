@@ -24,15 +24,12 @@ import os
 import socket
 from pathlib import Path
 
+from ragbus.stores.layout import lock_path
 from ragbus.config import pipelines
 
 
 class StoreLocked(OSError):
     """Another process (or another writer of this one) writes this store of this data directory."""
-
-
-def lock_path(data_dir: Path, store: str) -> Path:
-    return data_dir / f".{store}-writer.lock"
 
 
 class WriterLock:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import msgspec
 
-from ragbus.schema import Chunk, EmbeddedChunks, check_collection, check_generation
+from ragbus.schema import Chunk, EmbeddedChunks, check_generation
 
 _encode = msgspec.msgpack.Encoder().encode
 _decode = msgspec.msgpack.Decoder(EmbeddedChunks).decode
@@ -44,11 +44,6 @@ _SUPERSEDED = ".superseded"  # in a version's directory: a switch or removal not
 FAISS_STAGING = "faiss"
 KEYWORD_STAGING = "keyword"
 STAGING_WRITERS = (("doc-embeddings-store", FAISS_STAGING), ("keyword-store", KEYWORD_STAGING))
-
-
-def staging_dir(data_dir: Path, collection: str, store: str) -> Path:
-    """Where ``store`` (``FAISS_STAGING``, ``KEYWORD_STAGING``) stages the collection's versions."""
-    return Path(data_dir) / check_collection(collection) / "staged" / store
 
 
 class Staging:
