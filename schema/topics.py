@@ -65,7 +65,7 @@ GRAPH_LOG = f"{CHANGELOG_PREFIX}graph"
 # the library's records (schema/changelog.py says how they are keyed).
 DOCUMENTS_LOG = f"{CHANGELOG_PREFIX}documents"
 # Where each replica of a log says how far it has applied it, every few seconds (a record per replica,
-# keyed by it; a tombstone when it stops): ``ragbus status`` reads it (processors/runtime/replica_reports.py).
+# keyed by it; a tombstone when it stops): ``ragbus status`` reads it (processors/stores/reports.py).
 REPLICAS_LOG = f"{CHANGELOG_PREFIX}replicas"
 
 
