@@ -44,13 +44,13 @@ from ragbus.config.settings import load_settings
 from ragbus.bus import connect
 from ragbus.bus.memory import drop_memory_broker
 from ragbus.ingestion import builtin_corpus
-from ragbus.doc_embeddings.processor import DocEmbeddingsStoreProcessor
 from ragbus.stores.vectors.store import VectorStore
 from ragbus.stores.layout import vectors_dir
 from ragbus.embed.onnx_backend import OnnxBackend
 from ragbus.ingestion import ingest
-from ragbus.keyword import processor as keyword_processor
 from ragbus.stores.keywords.index import KeywordIndex
+from ragbus.stores.keywords.indexes import KeywordWriter
+from ragbus.stores.vectors.collections import VectorCollections
 from ragbus.stores.keywords.settings import KeywordSettings
 from ragbus.runtime.request_client import RequestClient
 from ragbus.runtime.typed_clients import DocEmbeddingsClient, KeywordClient
@@ -100,8 +100,8 @@ def time_calls(owner, attribute: str, label: str) -> None:
 
 # Each runs on its processor's single worker thread, so a sum is that thread's busy time.
 time_calls(OnnxBackend, "embed_sync", "embed (tokenize + ONNX MiniLM)")
-time_calls(DocEmbeddingsStoreProcessor, "_upsert", "faiss store (upsert + write files)")
-time_calls(keyword_processor, "_store", "tantivy store (upsert + commit)")
+time_calls(VectorCollections, "upsert", "faiss store (upsert + write files)")
+time_calls(KeywordWriter, "upsert", "tantivy store (upsert + commit)")
 
 
 async def bench_ingest(quick: bool, tmp: Path) -> None:

@@ -24,7 +24,7 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, ClassVar, Literal, TypeVar, overload
+from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
@@ -32,12 +32,9 @@ from ragbus.config.settings import data_dir
 from ragbus.stores.seen import append_change, wait_seen
 from ragbus.stores.local_writes import Freshness, published
 from ragbus.runtime.processor import Processor, RequestContext
-from ragbus.stores.staging import FAISS_STAGING, HeldDrops, Staging
-from ragbus.stores.layout import staging_dir
 from ragbus.runtime.threads import OneThread
 from ragbus.schema import (
     BadRequest,
-    Chunk,
     ChunkMatch,
     DeleteDocument,
     DocEmbeddingsRequest,
@@ -46,6 +43,7 @@ from ragbus.schema import (
     FetchChunkRequest,
     FetchChunkResponse,
     IngestResult,
+    check_collection,
     check_generation,
 )
 from ragbus.schema.changelog import CHUNKS, SWITCH, chunks_key, discard_key, document_order, state_key, token
@@ -53,8 +51,8 @@ from ragbus.schema.times import iso
 from ragbus.schema.topics import DOCUMENTS_LOG
 
 from ragbus.stores.vectors.settings import DocEmbeddingsSettings
-from ragbus.stores.vectors.store import VectorStore, as_matrix, check_collection
-from ragbus.stores.layout import vectors_dir
+from ragbus.stores.vectors.collections import VectorCollections
+from ragbus.stores.vectors.store import VectorStore, as_matrix
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -70,19 +68,15 @@ class _StoreProcessor(Processor):
 
     def __init__(self, name: str, settings: DocEmbeddingsSettings) -> None:
         super().__init__(name, settings)
-        self.stores: dict[str, VectorStore] = {}  # touched only on the worker thread
         self.data_dir: Path | None = None
+        self.collections: VectorCollections | None = None  # from start; touched only on the worker thread
         self._thread: OneThread | None = None  # from start to close
-        self._deferring = False  # every store's publishing waits for publish_deferred (a replica's catch-up)
-        self._drops = HeldDrops()  # staged versions a deferred switch or removal superseded
         self._saver: asyncio.Task[None] | None = None  # a reader's periodic index save
-        # A writer says what it published to this process's readers; a replica's writers do not (its
-        # reads carry must_see, and a reload per record applied would cost a query host its speed).
-        self.announce = True
         self._fresh = Freshness()  # a reader: the writes published here it has reloaded after
 
     async def start(self) -> None:
         self.data_dir = data_dir(self.settings.data_dir)
+        self.collections = VectorCollections(self.data_dir, self.settings, readonly=self.readonly)
         self._thread = OneThread(f"{self.name}-store")
         if self.readonly and self.settings.index_cache and self.settings.index_save_interval_s > 0:
             self._saver = asyncio.create_task(self._save_every(self.settings.index_save_interval_s))
@@ -91,7 +85,7 @@ class _StoreProcessor(Processor):
         while True:
             await asyncio.sleep(interval_s)
             try:
-                await self._blocking(self._save_indexes)  # each store saves only an index changed since
+                await self._blocking(self._collections().save_indexes)  # each store saves only an index changed since
             except Exception:  # a cache: the next save or a build makes up for it
                 log.exception("%s: the vector indexes were not saved", self.name)
 
@@ -105,76 +99,27 @@ class _StoreProcessor(Processor):
             if self.readonly:
                 # What this replica added to an index since it was saved: the next start reads it.
                 try:
-                    await self._blocking(self._save_indexes)
+                    await self._blocking(self._collections().save_indexes)
                 except Exception:  # a cache: the next start builds the index instead
                     log.exception("%s: the vector indexes were not saved", self.name)
             thread, self._thread = self._thread, None
             await thread.close(cancel_pending=True)  # work not yet started is cancelled, not run
-        self.stores.clear()
+        self.collections = None
 
-    def _save_indexes(self) -> None:
-        for store in self.stores.values():
-            store.save_index()
+    @property
+    def stores(self) -> dict[str, VectorStore]:
+        """The stores opened so far, by collection (for tests and tools; touched on the worker thread)."""
+        return {} if self.collections is None else self.collections.stores
+
+    def _collections(self) -> VectorCollections:
+        if self.collections is None:
+            raise RuntimeError(f"{self.name} is not started")
+        return self.collections
 
     async def _blocking(self, fn: Callable[..., T], *args: Any) -> T:
         if self._thread is None:
             raise RuntimeError(f"{self.name} is not started")
         return await self._thread.run(fn, *args)
-
-    async def defer_publishing(self) -> None:
-        """Hold the stores' replacements and removals until ``publish_deferred``: one generation for many."""
-        await self._blocking(self._set_deferring, True)
-
-    async def publish_deferred(self) -> None:
-        await self._blocking(self._set_deferring, False)
-
-    def _set_deferring(self, on: bool) -> None:
-        self._deferring = on
-        try:
-            for store in self.stores.values():
-                if on:
-                    store.defer()
-                else:
-                    store.flush()
-        except BaseException:
-            self._drops.forget()
-            raise
-        if not on:
-            self._drops.run()  # published: what the switches superseded can go
-
-    @overload
-    def _store(self, collection: str, *, create: Literal[True]) -> VectorStore: ...
-    @overload
-    def _store(self, collection: str, *, create: bool) -> VectorStore | None: ...
-
-    def _store(self, collection: str, *, create: bool) -> VectorStore | None:
-        """The open store of ``collection``; None if it was never written and ``create`` is false.
-
-        A collection that does not exist is not remembered, so a caller naming
-        random collections costs a stat each, not memory.
-        """
-        store = self.stores.get(check_collection(collection))
-        if store is None:
-            assert self.data_dir is not None
-            directory = vectors_dir(self.data_dir, collection)
-            if not create and not directory.is_dir():
-                return None
-            s = self.settings
-            store = VectorStore(
-                directory,
-                collection,
-                readonly=self.readonly,
-                hnsw_threshold=s.hnsw_threshold,
-                hnsw_m=s.hnsw_m,
-                hnsw_ef_construction=s.hnsw_ef_construction,
-                hnsw_ef_search=s.hnsw_ef_search,
-                refresh_interval_s=s.refresh_interval_s,
-                index_cache=s.index_cache,
-            )
-            if self._deferring:
-                store.defer()
-            self.stores[collection] = store
-        return store
 
     @property
     def _log_topic(self) -> str:
@@ -189,14 +134,9 @@ class _StoreProcessor(Processor):
         return self._fresh.stale(self.data_dir, collection) or seen
 
     def _published(self, collections) -> None:
-        if self.announce:
-            assert self.data_dir is not None
-            for collection in set(collections):
-                published(self.data_dir, collection)
-
-    def _staging(self, collection: str) -> Staging:
         assert self.data_dir is not None
-        return Staging(staging_dir(self.data_dir, collection, FAISS_STAGING))
+        for collection in set(collections):
+            published(self.data_dir, collection)
 
 
 class DocEmbeddingsQueryProcessor(_StoreProcessor):
@@ -223,7 +163,7 @@ class DocEmbeddingsQueryProcessor(_StoreProcessor):
         if not request.vectors:
             return []
         queries = as_matrix(request.vectors, "query vector")  # checked even when there is nothing to search
-        store = self._store(request.collection, create=False)
+        store = self._collections().get(request.collection, create=False)
         if store is None:
             return []
         if fresh:
@@ -242,7 +182,7 @@ class FetchChunkProcessor(_StoreProcessor):
         return FetchChunkResponse(chunks=await self._blocking(self._fetch, request, fresh))
 
     def _fetch(self, request: FetchChunkRequest, fresh: bool = False) -> list[ChunkMatch]:
-        store = self._store(request.collection, create=False)
+        store = self._collections().get(request.collection, create=False)
         if store is not None and fresh:
             store.refresh(force=True)
         return [] if store is None else store.fetch(request.chunk_ids)
@@ -268,7 +208,7 @@ class DocEmbeddingsStoreProcessor(_StoreProcessor):
     async def handle(self, request: EmbeddedChunks, context: RequestContext) -> IngestResult:
         if self.settings.changelog:
             return await self._append(request, context.envelope.request_id)
-        count = await self._blocking(self._upsert, request)
+        count = await self._blocking(self._collections().upsert, request)
         if not request.staged:  # staged chunks are seen by nobody until their switch
             self._published(c.collection for c in request.chunks)
         return IngestResult(count=count)
@@ -295,40 +235,6 @@ class DocEmbeddingsStoreProcessor(_StoreProcessor):
                 order_key=document_order(collection, document_id))))
         return IngestResult(count=len({c.chunk_id for c in chunks}), seen=seen)
 
-    def _upsert(self, request: EmbeddedChunks) -> int:
-        chunks, vectors = request.chunks, request.vectors
-        if len(chunks) != len(vectors):
-            raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors: each chunk needs exactly one vector")
-        if not chunks:
-            return 0
-        matrix = as_matrix(vectors)
-        by_collection: dict[str, list[int]] = {}
-        for i, chunk in enumerate(chunks):
-            by_collection.setdefault(check_collection(chunk.collection), []).append(i)
-        stores = {c: self._store(c, create=True) for c in by_collection}
-        for store in stores.values():
-            # A staged write is checked against the dimension as loaded; the collection's files are read
-            # again (at every document, they were) only when that refuses it. The switch checks them anyway.
-            if not (request.staged and store.dimension == matrix.shape[1]):
-                store.refresh(force=True)
-            store.check_dimension(matrix.shape[1])
-        if request.staged:
-            return sum(self._stage(c, [chunks[i] for i in rows], matrix[rows]) for c, rows in by_collection.items())
-        return sum(
-            stores[c].upsert([chunks[i] for i in rows], matrix[rows]) for c, rows in by_collection.items()
-        )
-
-    def _stage(self, collection: str, chunks: list[Chunk], matrix) -> int:
-        by_version: dict[tuple[str, str], list[int]] = {}
-        for i, chunk in enumerate(chunks):
-            check_generation(chunk.generation)
-            by_version.setdefault((chunk.document_id, chunk.generation), []).append(i)
-        staging = self._staging(collection)
-        for rows in by_version.values():
-            staging.put([chunks[i] for i in rows], matrix[rows].tolist())
-        return len({c.chunk_id for c in chunks})
-
-
 class DocEmbeddingsDeleteProcessor(_StoreProcessor):
     """``DeleteDocument`` (document-delete) -> remove its chunks; ``IngestResult(count=removed)``.
 
@@ -343,7 +249,7 @@ class DocEmbeddingsDeleteProcessor(_StoreProcessor):
     async def handle(self, request: DeleteDocument, context: RequestContext) -> IngestResult:
         if self.settings.changelog:
             return await self._append(request)
-        count = await self._blocking(self._delete, request)
+        count = await self._blocking(self._collections().change, request)
         if not request.discard:  # a switch or a removal: what queries see changed
             self._published([request.collection])
         return IngestResult(count=count)
@@ -364,37 +270,3 @@ class DocEmbeddingsDeleteProcessor(_StoreProcessor):
         position = await append_change(self.bus, self._log_topic, SWITCH, request, key=key,
                                        order_key=document_order(collection, document_id))
         return IngestResult(count=request.chunks if request.activate else 0, seen=[token(self._log_topic, position)])
-
-    async def served_versions(self, collection: str) -> dict[str, str]:
-        """The version each document of ``collection`` is served as here (the stores' replica asks)."""
-        def served() -> dict[str, str]:  # on the store's thread, as every touch of its stores
-            store = self._store(collection, create=False)
-            return {} if store is None else store.served_versions()
-        return await self._blocking(served)
-
-    def _delete(self, request: DeleteDocument) -> int:
-        staging = self._staging(request.collection)
-        if request.discard:
-            staging.drop(request.document_id, request.discard)
-            return 0
-        if request.activate:
-            return self._activate(request, staging)
-        store = self._store(request.collection, create=False)  # what is staged stays (schema/ingest.py)
-        return 0 if store is None else store.delete_document(request.document_id)
-
-    def _activate(self, request: DeleteDocument, staging: Staging) -> int:
-        document_id, version = request.document_id, request.activate
-        chunks, vectors = staging.read(document_id, version)
-        store = self._store(request.collection, create=True)
-        assert store is not None
-        if len(chunks) != request.chunks or not chunks:
-            store.refresh(force=True)
-            if store.versions(document_id) == {version: request.chunks}:
-                return request.chunks  # switched already: this is the same switch again
-            raise ValueError(
-                f"{len(chunks)} chunk(s) of version {version} of document {document_id!r} are staged, "
-                f"not {request.chunks}: the version is incomplete and was not switched to"
-            )
-        count = store.replace_document(document_id, chunks, vectors)
-        self._drops.drop(staging, document_id, version, hold=self._deferring)
-        return count

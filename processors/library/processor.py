@@ -8,27 +8,21 @@
   page at a time, or the data dir's collections. Any number of replicas; each catches up with
   the log before answering.
 
-The logs are small (a line per document stored or removed), so both work on the event loop.
+The files are small (a record per document stored or removed), so both work on the event loop.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
-import msgspec
-
 from ragbus.config.settings import data_dir
-from ragbus.stores.seen import append_change, wait_seen
 from ragbus.runtime.processor import Processor, RequestContext
-from ragbus.stores.writer_lock import WriterLock, take_writer_lock
 from ragbus.schema import DocumentList, IngestResult, ListDocuments, RecordDocument, check_collection
 from ragbus.schema.changelog import FILE_WRITES, RECORD, document_order, record_key, token
-from ragbus.schema.times import iso
 from ragbus.schema.topics import DOCUMENTS_LOG
+from ragbus.stores.layout import collections
+from ragbus.stores.library import Libraries, dated
+from ragbus.stores.seen import append_change, wait_seen
 
 from .settings import LibrarySettings
-from ragbus.stores.library import Library
-from ragbus.stores.layout import collections, library_path
 
 
 class _LibraryProcessor(Processor):
@@ -39,29 +33,14 @@ class _LibraryProcessor(Processor):
     def __init__(self, name: str, settings: LibrarySettings) -> None:
         super().__init__(name, settings)
         self.data_dir = data_dir(settings.data_dir)
-        self.libraries: dict[str, Library] = {}
-        self._lock: WriterLock | None = None
+        # From the log, a replica's documents-replica writes the libraries: a writer here only appends.
+        self.libraries = Libraries(self.data_dir, writer=self.writer and not settings.changelog)
 
     async def start(self) -> None:
-        if self.writer and not self.settings.changelog:
-            self._lock = take_writer_lock(self.data_dir, "documents", processor=self.name)
+        self.libraries.open(self.name)
 
     async def close(self) -> None:
-        for library in self.libraries.values():
-            library.close()
-        if self._lock is not None:
-            lock, self._lock = self._lock, None
-            lock.release()
-
-    def library(self, collection: str) -> Library:
-        library = self.libraries.get(collection)
-        if library is None:
-            library = self.libraries[collection] = Library(library_path(self.data_dir, collection))
-            if self.writer:
-                library.open_for_append()
-        if not self.writer:
-            library.catch_up()
-        return library
+        self.libraries.close()
 
 
 class DocumentRecordProcessor(_LibraryProcessor):
@@ -70,28 +49,15 @@ class DocumentRecordProcessor(_LibraryProcessor):
     writer = True
 
     async def handle(self, request: RecordDocument, context: RequestContext) -> IngestResult:
-        doc = request.document
-        check_collection(doc.collection)
+        check_collection(request.document.collection)
         if self.settings.changelog:
-            return await self._append(request)
-        library = self.library(doc.collection)
-        if request.removed and doc.document_id not in library.documents:
-            return IngestResult(count=0)  # nothing to remove: the log stays as it is
-        if not request.removed and doc.ingested_at is None:
-            request = msgspec.structs.replace(
-                request, document=msgspec.structs.replace(doc, ingested_at=iso(datetime.now(UTC)))
-            )
-        library.append(request)  # logged before applied: what a reader replays is what this writer holds
-        library.apply(request)
-        return IngestResult(count=1, seen=[token(FILE_WRITES, str(library.offset))])
+            return await self._append(dated(request))
+        count, length = self.libraries.record(request)
+        return IngestResult(count=count, seen=[token(FILE_WRITES, str(length))])
 
     async def _append(self, request: RecordDocument) -> IngestResult:
-        """The record, dated here, appended to the log: every replica's library applies it the same way."""
+        """The record appended to the log: every replica's library applies it the same way."""
         doc = request.document
-        if not request.removed and doc.ingested_at is None:
-            request = msgspec.structs.replace(
-                request, document=msgspec.structs.replace(doc, ingested_at=iso(datetime.now(UTC)))
-            )
         topic = self.settings.log_topic or DOCUMENTS_LOG
         position = await append_change(self.bus, topic, RECORD, request,
                                        key=record_key(doc.collection, doc.document_id),
@@ -109,7 +75,7 @@ class DocumentsQueryProcessor(_LibraryProcessor):
                         from_log=s.changelog)
         if request.collections:
             return DocumentList(collections=collections(self.data_dir))
-        library = self.library(check_collection(request.collection))
+        library = self.libraries.get(check_collection(request.collection))
         documents, more = library.page(
             ids=request.document_ids, prefix=request.id_prefix, after=request.after,
             limit=min(request.limit, self.settings.max_limit),

@@ -1,6 +1,6 @@
 """A host's document stores made from the bus's log: the documents-replica processor (``processor.py``)."""
 
 from .processor import DocumentsReplicaProcessor
-from .settings import ReplicaSettings
+from ragbus.stores.replica_settings import ReplicaSettings
 
 __all__ = ["DocumentsReplicaProcessor", "ReplicaSettings"]

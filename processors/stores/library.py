@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import logging
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
 
-from ragbus.schema import DocumentInfo, RecordDocument
+from ragbus.schema import DocumentInfo, RecordDocument, check_collection
+from ragbus.schema.times import iso
 
 from .append_file import AppendFile
+from .layout import library_path
+from .writer_lock import WriterLock, take_writer_lock
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +72,61 @@ class Library:
             if (not wanted or d in wanted) and d.startswith(prefix) and d > after
         )
         return [self.documents[d] for d in chosen[:limit]], len(chosen) > limit
+
+
+
+class Libraries:
+    """The libraries of a data dir's collections opened so far, for a writer (one per data dir, holding its
+    ``documents`` writer lock from ``open``) or a reader (each read catches up with the file)."""
+
+    def __init__(self, data_dir: Path, *, writer: bool) -> None:
+        self.data_dir = data_dir
+        self.writer = writer
+        self.libraries: dict[str, Library] = {}
+        self._lock: WriterLock | None = None
+
+    def open(self, processor: str) -> None:
+        """A writer takes the data dir's writer lock (``StoreLocked`` if another process holds it)."""
+        if self.writer:
+            self._lock = take_writer_lock(self.data_dir, "documents", processor=processor)
+
+    def close(self) -> None:
+        libraries, self.libraries = self.libraries, {}
+        for library in libraries.values():
+            library.close()
+        if self._lock is not None:
+            lock, self._lock = self._lock, None
+            lock.release()
+
+    def get(self, collection: str) -> Library:
+        library = self.libraries.get(collection)
+        if library is None:
+            library = self.libraries[collection] = Library(library_path(self.data_dir, collection))
+            if self.writer:
+                library.open_for_append()
+        if not self.writer:
+            library.catch_up()
+        return library
+
+    def record(self, request: RecordDocument) -> tuple[int, int]:
+        """Apply a record, logged first (what a reader replays is what the writer holds); (1 if it changed
+        the library, else 0; the file's length after it). A document's first record is dated here."""
+        doc = request.document
+        library = self.get(check_collection(doc.collection))
+        if request.removed and doc.document_id not in library.documents:
+            return 0, library.offset  # nothing to remove: the file stays as it is
+        request = dated(request)
+        library.append(request)
+        library.apply(request)
+        return 1, library.offset
+
+
+def dated(request: RecordDocument) -> RecordDocument:
+    """The record with ``ingested_at`` set to now, unless it is a removal or already dated."""
+    doc = request.document
+    if request.removed or doc.ingested_at is not None:
+        return request
+    return msgspec.structs.replace(request, document=msgspec.structs.replace(doc, ingested_at=iso(datetime.now(UTC))))
 
 
 def _frames_from_json_lines(path: Path) -> None:

@@ -20,6 +20,7 @@ from ragbus.stores.vectors.store import GENERATION_FILE, VectorStore
 from ragbus.stores.layout import vectors_dir
 from ragbus.keyword import KeywordIndex, KeywordSettings
 from ragbus.replica import DocumentsReplicaProcessor, ReplicaSettings
+from ragbus.stores.documents_replica import DocumentsReplica
 from ragbus.stores.snapshots import CheckpointFile
 from ragbus.stores.follower import LogFollower
 from ragbus.schema.topics import CHANGELOG_PREFIX
@@ -142,7 +143,7 @@ async def test_a_replica_killed_before_its_batch_was_published_switches_again_af
             raise OSError("killed")
 
         with monkeypatch.context() as patched:
-            patched.setattr(DocumentsReplicaProcessor, "_end_batch", killed)
+            patched.setattr(DocumentsReplica, "_end_batch", killed)
             with pytest.raises(OSError, match="killed"):
                 await _replica(bus, log, tmp_path, batch_s=60)
         assert VectorStore(vectors_dir(tmp_path, "c"), "c", readonly=True).count() == 0

@@ -40,15 +40,16 @@ async def test_a_replica_reports_its_lag_while_it_catches_up_then_none_and_goes_
         data_dir=str(tmp_path), log_topic=log, report_interval_s=0.2, batch_s=0))
     replica.bus = bus
     during = []
-    apply = replica._apply
+    documents = replica.replica
+    apply = documents._apply
 
     async def apply_and_report(record) -> None:  # a report made while it catches up, at its third record
         await apply(record)
-        assert replica.reports is not None
-        if replica.follower is not None and replica.follower.read == 2:
-            during.append(await replica.reports.report())
+        assert documents.reports is not None
+        if documents.follower is not None and documents.follower.read == 2:
+            during.append(await documents.reports.report())
 
-    replica._apply = apply_and_report  # type: ignore[method-assign]
+    documents._apply = apply_and_report  # type: ignore[method-assign]
     await replica.start()
     name = replica_id("documents-replica", tmp_path)
     try:

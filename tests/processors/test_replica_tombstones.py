@@ -88,7 +88,7 @@ async def test_a_version_written_again_is_not_tombstoned_by_a_tombstoner_behind_
     tombstoner.bus = bus
     edited = LogWriters.version(0, 1)
     reached, release = asyncio.Event(), asyncio.Event()
-    apply = tombstoner._apply
+    apply = tombstoner.replica._apply
 
     async def behind(record) -> None:  # the tombstoner is slow at the switch to the edit
         if record.body is not None and record.headers.get(KIND) == "switch" and \
@@ -97,7 +97,7 @@ async def test_a_version_written_again_is_not_tombstoned_by_a_tombstoner_behind_
             await release.wait()
         await apply(record)
 
-    tombstoner._apply = behind  # type: ignore[method-assign]
+    tombstoner.replica._apply = behind  # type: ignore[method-assign]
     await tombstoner.start()
     try:
         async with LogWriters(bus, log) as writers:

@@ -68,16 +68,16 @@ GRAPH = {name: imports(name, path, modules()) for name, path in modules().items(
 
 
 def layer(name: str) -> float:
-    """config and schema < bus < runtime < ingestion < a processor package < replica < testing < cli
+    """config and schema < bus < runtime < stores < ingestion < a processor package < testing < cli
     < the package's own ``__init__`` (the public API, naming what every layer defines).
 
-    The replica (a host's document stores made from the log) applies each record with the stores'
-    own writers, so it sits above the store packages, as the CLI sits above what it runs.
+    The stores (their files, writers and replication from the log) sit below every processor package,
+    so a store processor and the documents replica are adapters over them and import no other package.
     """
     parts = name.split(".")
     if len(parts) == 1:
         return 6  # processors/__init__.py: ragbus itself
-    return {"config": 0, "schema": 0, "bus": 1, "runtime": 2, "stores": 2.2, "ingestion": 2.5, "replica": 3.5,
+    return {"config": 0, "schema": 0, "bus": 1, "runtime": 2, "stores": 2.2, "ingestion": 2.5,
             "testing": 4, "cli": 5}.get(parts[1], 3)
 
 
