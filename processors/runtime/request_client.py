@@ -575,7 +575,7 @@ class RequestClient:
         self._pending.clear()
         if router is not None:
             await router.leave(self)
-        for hooks in middleware.installed:
+        for hooks in tuple(middleware.installed):  # a copy: the list may change while one flushes
             await hooks.flush()
 
 
