@@ -5,6 +5,8 @@
 - ``replies.py``: the one reply inbox every ``RequestClient`` on a bus shares, its replies routed by request id;
 - ``typed_clients.py``: one typed client per request topic, each over a ``RequestClient``;
 - ``envelope.py``: the headers every request and response carries;
+- ``middleware.py``: hooks around a processor's handling and a client's calls, and the installed ones;
+- ``tracing.py``: OpenTelemetry spans for every hop, a middleware installed when ``OTEL_*`` asks for them;
 - ``worker.py``: processors built from settings and run as workers of one process;
 - ``metrics.py``: Prometheus counters and histograms;
 - ``recording.py``: topics recorded to JSON Lines and replayed;
@@ -12,4 +14,9 @@
 - ``store_lock.py``: the writer lock of a store's data directory, so a second writer process refuses to start;
 - ``http.py``: ``OpenAIEndpoint``, the client and retrying POST of OpenAI-compatible endpoints
   (embed's and prompt's ``openai`` backends).
+
+Importing the package loads ``tracing.py``, which installs its middleware when the environment asks for
+spans: every processor and client of the process is then traced, whatever module it was imported by.
 """
+
+from . import tracing  # noqa: F401  (for what importing it does)

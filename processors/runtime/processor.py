@@ -51,7 +51,7 @@ from ragbus.schema.errors import RagbusError
 
 from ..bus import Bus, Delivery, Undecodable, consume
 from ..bus.consume import ConsumeStats, Oversized, size_limit, too_large
-from . import metrics, tracing
+from . import metrics, middleware
 from .envelope import REQUEST_ID, Envelope, EnvelopeError, handling_trace, parse_envelope, response_headers
 
 log = logging.getLogger(__name__)
@@ -118,6 +118,8 @@ class Processor(Generic[Req, Resp]):
     # Makes what the host's other processors read (a replica's data dir): a worker starts the others,
     # and so lets their groups send them work, only once this one is ready (caught up).
     starts_first: ClassVar[bool] = False
+    # The middlewares installed when it started serving (``run``): their hooks see each delivery.
+    _middlewares: tuple[middleware.Middleware, ...] = ()
 
     def __init__(self, name: str, settings: ProcessorSettings) -> None:
         self.name = name
@@ -180,6 +182,7 @@ class Processor(Generic[Req, Resp]):
         # A processor that calls others (document-load, the orchestrator) makes its clients in start().
         self.bus = bus
         self._failed = asyncio.get_running_loop().create_future()
+        self._middlewares = tuple(middleware.installed)  # decided once per run: with none, a delivery pays nothing
         await self.start()
         subscriptions = []
         try:
@@ -190,9 +193,8 @@ class Processor(Generic[Req, Resp]):
             for topic, group, concurrency, bulk in lanes:
                 subscription = await bus.subscribe(topic, group)
                 subscriptions.append(subscription)
-                handler = functools.partial(self._on_delivery, bus, bulk=bulk)
-                if tracing.ENABLED:  # decided once per run: untraced deliveries pay nothing
-                    handler = tracing.traced_handler(self.name, group, bus.url, handler)
+                handler = middleware.wrap_handler(functools.partial(self._on_delivery, bus, bulk=bulk),
+                                                  self._middlewares, processor=self.name, group=group, bus_url=bus.url)
                 loops.append(functools.partial(  # started once every lane is subscribed
                     consume,
                     bus,
@@ -220,8 +222,8 @@ class Processor(Generic[Req, Resp]):
             for subscription in subscriptions:
                 await subscription.close()
             await self.close()
-            if tracing.ENABLED:
-                await tracing.flush()
+            for hooks in self._middlewares:
+                await hooks.flush()
 
     async def _on_delivery(self, bus: Bus, d: Delivery, *, bulk: bool = False) -> None:
         self._in_progress.inc()
@@ -249,8 +251,8 @@ class Processor(Generic[Req, Resp]):
             raise Undecodable(f"a request to {self.name} needs a reply-to and a request-id header")
         if envelope.expired():
             self._expired.inc()
-            if tracing.ENABLED:
-                tracing.outcome("expired")
+            for hooks in self._middlewares:
+                hooks.outcome("expired")
             log.info(DROPPED_EXPIRED, self.name, envelope.request_id)
             return
         try:
@@ -266,7 +268,13 @@ class Processor(Generic[Req, Resp]):
             await self._run_stream(bus, request, context)
             self._latency.observe(time.perf_counter() - started)
             return
-        response = await self._run_handler(request, context)
+        for hooks in self._middlewares:
+            hooks.handle_started(context)
+        try:
+            response = await self._run_handler(request, context)
+        finally:
+            for hooks in self._middlewares:
+                hooks.handle_ended(context)
         if response is not None and envelope.reply_to is not None:
             await self._reply(bus, envelope, response)
         self._latency.observe(time.perf_counter() - started)
@@ -362,8 +370,8 @@ class Processor(Generic[Req, Resp]):
     def _error(self, error_type: str, message: str) -> Resp:
         """An error response for a failure of this processor, counted in ``ragbus_errors``."""
         metrics.errors.labels(self.name, error_type).inc()
-        if tracing.ENABLED:
-            tracing.outcome("error", error_type)
+        for hooks in self._middlewares:
+            hooks.outcome("error", error_type)
         assert self.response_type is not None
         return cast(Resp, error_response(self.response_type, Error(error_type, message[:2000])))
 
@@ -373,8 +381,8 @@ class Processor(Generic[Req, Resp]):
         INFO, not WARNING or ERROR: the worker is fine, and the caller is told in the response.
         """
         metrics.bad_requests.labels(self.name, error_type).inc()
-        if tracing.ENABLED:
-            tracing.outcome("bad_request", error_type)
+        for hooks in self._middlewares:
+            hooks.outcome("bad_request", error_type)
         log.info("%s: refused request %s: %s: %s", self.name, request_id, error_type, message[:300])
         assert self.response_type is not None
         return cast(Resp, error_response(self.response_type, Error(error_type, message[:2000])))

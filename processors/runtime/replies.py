@@ -26,6 +26,7 @@ from collections import OrderedDict
 from typing import Protocol
 
 from ..bus import Bus, Delivery, Subscription, SubscriptionClosed
+from . import middleware
 from .envelope import REQUEST_ID
 
 log = logging.getLogger(__name__)
@@ -133,6 +134,8 @@ class ReplyRouter:
             self._route(d)
 
     def _route(self, d: Delivery) -> None:
+        for hooks in middleware.installed:
+            hooks.reply_routed(d)
         request_id = d.headers.get(REQUEST_ID, "")
         owner = self.routes.get(request_id)
         if owner is not None:

@@ -46,7 +46,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -57,7 +57,7 @@ from ragbus.schema import DecodeError, decode, encode
 from ragbus.schema.errors import RagbusError
 
 from ..bus import Bus, Delivery
-from . import metrics, replies, tracing
+from . import metrics, middleware, replies
 from .envelope import ATTEMPT, new_request_id, piece_position, request_headers
 
 log = logging.getLogger(__name__)
@@ -260,12 +260,21 @@ class RequestClient:
         self, topic: str, body: bytes, *, timeout: float | None = None, traceparent: str | None = None
     ) -> bytes:
         """The same round trip with an already encoded body; returns the response body."""
-        if tracing.ENABLED:
-            return await tracing.traced_call(self._round_trip, self.bus.url, topic, body, timeout, traceparent)
+        if middleware.installed:
+            return await middleware.around_call(self._call(topic, body, timeout, traceparent), self._hooked_round_trip)
         return await self._round_trip(topic, body, timeout, traceparent)
 
+    def _call(self, topic: str, body: bytes, timeout: float | None, traceparent: str | None) -> middleware.Call:
+        """A call as the installed middlewares see it."""
+        return middleware.Call(self.bus.url, topic, body, timeout, traceparent, new_request_id(),
+                               tuple(middleware.installed))
+
+    def _hooked_round_trip(self, call: middleware.Call) -> Awaitable[bytes]:
+        return self._round_trip(call.topic, call.body, call.timeout, call.traceparent, call.request_id, call)
+
     async def _round_trip(
-        self, topic: str, body: bytes, timeout: float | None, traceparent: str | None, request_id: str = "", span=None
+        self, topic: str, body: bytes, timeout: float | None, traceparent: str | None, request_id: str = "",
+        call: middleware.Call | None = None,
     ) -> bytes:
         self._check_open()
         timeout = self.timeout_s if timeout is None else timeout
@@ -286,7 +295,7 @@ class RequestClient:
                 await self.bus.publish(topic, body, headers)
                 self.stats.sent += 1
                 counted[0].inc()
-                response = await self._response(future, unserved, topic, body, headers, span)
+                response = await self._response(future, unserved, topic, body, headers, call)
         except _Unserved:
             self._remember(request_id, answered=False)
             self.stats.unserved += 1
@@ -336,13 +345,17 @@ class RequestClient:
         whole generator: a deadline firing while the caller's own code runs
         between two pieces would cancel the caller, not this call.
         """
-        if tracing.ENABLED:
-            return tracing.traced_stream(self._pieces, self.bus.url, topic, body, timeout, traceparent)
+        if middleware.installed:
+            return middleware.around_stream(self._call(topic, body, timeout, traceparent), self._hooked_pieces)
         return self._pieces(topic, body, timeout, traceparent)
 
+    def _hooked_pieces(self, call: middleware.Call) -> AsyncGenerator[bytes, None]:
+        return self._pieces(call.topic, call.body, call.timeout, call.traceparent, call.request_id, call)
+
     async def _pieces(
-        self, topic: str, body: bytes, timeout: float | None, traceparent: str | None, request_id: str = "", span=None
-    ) -> AsyncIterator[bytes]:
+        self, topic: str, body: bytes, timeout: float | None, traceparent: str | None, request_id: str = "",
+        call: middleware.Call | None = None,
+    ) -> AsyncGenerator[bytes, None]:
         self._check_open()
         timeout = self.timeout_s if timeout is None else timeout
         loop = asyncio.get_running_loop()
@@ -401,8 +414,9 @@ class RequestClient:
                     await self.bus.publish(topic, body, {**headers, ATTEMPT: str(attempt)})
                 self.stats.resent += 1
                 metrics.client_resends.labels(topic).inc()
-                if span is not None:
-                    tracing.resent(span, attempt)
+                if call is not None:
+                    for hooks in call.middlewares:
+                        hooks.resent(call, attempt)
                 last_news = loop.time()
         except RequestTimeout:
             raise
@@ -447,7 +461,7 @@ class RequestClient:
 
     async def _response(
         self, future: asyncio.Future[bytes], unserved: asyncio.Future[None] | None, topic: str, body: bytes,
-        headers: dict[str, str], span=None,
+        headers: dict[str, str], call: middleware.Call | None = None,
     ) -> bytes:
         """The response body, resending every ``resend_after_s``; ``_Unserved`` if ``unserved`` finishes first."""
         waiting: set[asyncio.Future[Any]] = {future} if unserved is None else {future, unserved}
@@ -464,8 +478,9 @@ class RequestClient:
             await self.bus.publish(topic, body, headers)
             self.stats.resent += 1
             metrics.client_resends.labels(topic).inc()
-            if span is not None:
-                tracing.resent(span, attempt)
+            if call is not None:
+                for hooks in call.middlewares:
+                    hooks.resent(call, attempt)
 
     async def _until_unserved(self, topic: str) -> None:
         """Return once the bus says nobody consumes ``topic``; ask every ``served_check_s`` until then.
@@ -560,8 +575,8 @@ class RequestClient:
         self._pending.clear()
         if router is not None:
             await router.leave(self)
-        if tracing.ENABLED:
-            await tracing.flush()
+        for hooks in tuple(middleware.installed):  # a copy: the list may change while one flushes
+            await hooks.flush()
 
 
 async def _arrival(stream: _Stream, unserved: asyncio.Future[None] | None, topic: str) -> None:

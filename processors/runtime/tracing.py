@@ -3,8 +3,9 @@
 On when the OpenTelemetry SDK is importable and the environment names where spans go:
 ``OTEL_TRACES_EXPORTER`` (other than ``none``), ``OTEL_EXPORTER_OTLP_ENDPOINT``,
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` or ``OTEL_SERVICE_NAME``; ``OTEL_SDK_DISABLED=true``
-turns it off. Otherwise ``ENABLED`` is False, nothing of OpenTelemetry is imported, and
-the processor and the client check that one flag and go on as before.
+turns it off. Then the spans are one middleware (``OpenTelemetry``, see ``middleware.py``), installed
+as this module loads. Otherwise ``ENABLED`` is False, nothing of OpenTelemetry is imported, no
+middleware is installed, and the processor and the client find none and go on as before.
 
 The rest is the SDK's own configuration: exporters by ``OTEL_TRACES_EXPORTER`` (default
 ``otlp``; OTLP over HTTP unless ``OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL=grpc``, which needs
@@ -33,11 +34,12 @@ import asyncio
 import contextlib
 import importlib.util
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 
 from ..bus import Delivery, Undecodable
 from ..bus.consume import Oversized
-from .envelope import ATTEMPT, REQUEST_ID, new_request_id
+from .envelope import ATTEMPT, REQUEST_ID
+from .middleware import Call, Middleware, Pieces, RoundTrip, install, uninstall
 
 _ASKS_FOR_SPANS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_SERVICE_NAME")
 
@@ -68,12 +70,14 @@ def use(provider) -> None:
     global ENABLED, _tracer, _provider
     _provider, _tracer = provider, provider.get_tracer("ragbus")
     ENABLED = True
+    install(OPENTELEMETRY)
 
 
 def disable() -> None:
     """No more spans (processors already started keep theirs)."""
     global ENABLED, _tracer, _provider
     ENABLED, _tracer, _provider = False, None, None
+    uninstall(OPENTELEMETRY)
 
 
 def _exporter(name: str):
@@ -230,10 +234,6 @@ def wire_traceparent(span) -> str:
     return f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
 
 
-def resent(span, attempt: int) -> None:
-    span.add_event("resend", {"ragbus.attempt": attempt})
-
-
 def end_call(span, exc: BaseException | None) -> None:
     """End a call's span, its outcome told by ``exc``, the exception that ended the call (None: answered)."""
     from opentelemetry.trace import Status, StatusCode
@@ -253,28 +253,48 @@ def _cancelled(exc: BaseException) -> bool:
     return not isinstance(exc, Exception)  # CancelledError, GeneratorExit: the caller stopped waiting
 
 
-async def traced_call(call, bus_url: str, topic: str, body: bytes, timeout: float | None, traceparent: str | None):
-    """``call`` (the client's round trip) inside its ``send <topic>`` span."""
-    request_id = new_request_id()
-    span = start_call(bus_url, topic, len(body), request_id, traceparent)
-    try:
-        answer = await call(topic, body, timeout, wire_traceparent(span), request_id, span)
-    except BaseException as exc:
-        end_call(span, exc)
-        raise
-    end_call(span, None)
-    return answer
+class OpenTelemetry(Middleware):
+    """The spans above, as the runtime's hooks: ``process`` around a processor's handler, ``send`` around
+    a client's call or stream, a resend an event on its ``send``."""
+
+    def wrap_handler(self, handler, *, processor: str, group: str, bus_url: str):
+        return traced_handler(processor, group, bus_url, handler)
+
+    def outcome(self, value: str, error_type: str | None = None) -> None:
+        outcome(value, error_type)
+
+    async def flush(self) -> None:
+        await flush()
+
+    async def call(self, call: Call, call_next: RoundTrip) -> bytes:
+        span = start_call(call.bus_url, call.topic, len(call.body), call.request_id, call.traceparent)
+        call.state[self], call.traceparent = span, wire_traceparent(span)
+        try:
+            answer = await call_next(call)
+        except BaseException as exc:
+            end_call(span, exc)
+            raise
+        end_call(span, None)
+        return answer
+
+    async def stream(self, call: Call, pieces: Pieces) -> AsyncGenerator[bytes, None]:
+        span = start_call(call.bus_url, call.topic, len(call.body), call.request_id, call.traceparent)
+        call.state[self], call.traceparent = span, wire_traceparent(span)
+        try:
+            async with contextlib.aclosing(pieces(call)) as it:
+                async for piece in it:
+                    yield piece
+        except BaseException as exc:
+            end_call(span, exc)
+            raise
+        end_call(span, None)
+
+    def resent(self, call: Call, attempt: int) -> None:
+        span = call.state.get(self)
+        if span is not None:
+            span.add_event("resend", {"ragbus.attempt": attempt})
 
 
-async def traced_stream(pieces, bus_url: str, topic: str, body: bytes, timeout: float | None, traceparent: str | None):
-    """``pieces`` (the client's streamed round trip) inside its ``send <topic>`` span, until the final piece."""
-    request_id = new_request_id()
-    span = start_call(bus_url, topic, len(body), request_id, traceparent)
-    try:
-        async with contextlib.aclosing(pieces(topic, body, timeout, wire_traceparent(span), request_id, span)) as it:
-            async for piece in it:
-                yield piece
-    except BaseException as exc:
-        end_call(span, exc)
-        raise
-    end_call(span, None)
+OPENTELEMETRY = OpenTelemetry()
+if ENABLED:
+    install(OPENTELEMETRY)
