@@ -6,7 +6,7 @@
 - ``TemporalGraphRetriever`` and ``RetrievedContext``: contexts filtered to an instant (``temporal.py``);
 - ``ContextRetriever``: all of it in-process, for library users without a bus (``facade.py``);
 - ``GraphStore``: the networkx multigraph, bi-temporal, rebuilt from a log (``store.py``, the log in
-  ``graph_log.py``), refusing what ``validation.py`` says it must;
+  ``processors/stores/graph_log.py``), refusing what ``validation.py`` says it must;
 - ``KgQueryProcessor`` (kg-query) and ``KgStoreProcessor`` (triples-load) (``processor.py``), the
   graph made from the bus's log instead of a file (``from_log.py``), and the facts an answer keeps
   (``answering.py``).
@@ -14,7 +14,7 @@
 Graph files (facts as JSON Lines) are read by ``files.py``; the ``ragbus kg`` commands live with the
 other commands, in ``processors/cli/``.
 
-How times are read and compared: ``times.py``. Settings and defaults: ``settings.py``.
+How times are read and compared: ``schema/times.py``. Settings and defaults: ``settings.py``.
 """
 
 from ragbus.schema.times import TimeError, parse_instant

@@ -216,3 +216,23 @@ def test_the_public_api_names_what_its_modules_define():
     assert "connect" in dir(ragbus)
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         ragbus.nothing  # noqa: B018
+
+
+def test_a_package_docstring_names_only_its_own_modules_and_runtime_and_stores_name_them_all():
+    """A package's docstring that lists its modules lists ones that exist; runtime's and stores' list each one."""
+    import re
+
+    wrong, missing = [], []
+    for name, path in modules().items():
+        if path.name != "__init__.py":
+            continue
+        text = ast.get_docstring(ast.parse(path.read_text())) or ""
+        top = {"schema", "config", "processors", "docs", "tests", "scripts"}  # the repository's, not the package's
+        named = set(re.findall(r"``([a-z_]+\.py)``", text)) | {f"{d}/" for d in re.findall(r"``([a-z_]+)/``", text)
+                                                             if d not in top}
+        here = {p.name for p in path.parent.glob("*.py")} | {f"{p.name}/" for p in path.parent.iterdir()
+                                                              if (p / "__init__.py").exists()}
+        wrong += [f"{name}: {n}" for n in sorted(named - here)]
+        if name in ("ragbus.runtime", "ragbus.stores"):
+            missing += [f"{name}: {n}" for n in sorted(here - named - {"__init__.py"})]
+    assert wrong == [] and missing == []
