@@ -31,7 +31,8 @@ from pathlib import Path
 
 from ragbus.bus import connect
 from ragbus.kg import KgQueryProcessor, KgSettings
-from ragbus.kg.store import GraphLog, GraphStore, load_log, stamped
+from ragbus.kg.store import GraphStore, load_log
+from ragbus.stores.graph_log import GraphLog, stamped
 from ragbus.stores.layout import graph_path
 from ragbus.runtime.request_client import RequestClient
 from ragbus.runtime.typed_clients import KgClient

@@ -33,8 +33,6 @@ from ragbus.config.settings import data_dir
 from ragbus.stores.seen import wait_seen
 from ragbus.runtime.collection_check import CollectionCheck
 from ragbus.runtime.processor import Processor, RequestContext
-from ragbus.stores.writer_lock import WriterLock, take_writer_lock
-from ragbus.runtime.threads import OneThread
 from ragbus.schema import (
     BadRequest,
     IngestResult,
@@ -48,8 +46,7 @@ from ragbus.schema.topics import GRAPH_LOG
 
 from . import from_log
 from .from_log import GraphsFromLog
-from ragbus.stores.graph_log import GraphLog
-from ragbus.stores.layout import graph_collections, graph_path
+from ragbus.stores.graph_files import GraphFiles
 from .settings import KgSettings
 from .store import GraphStore
 
@@ -57,49 +54,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Req = TypeVar("Req", bound=msgspec.Struct)
 Resp = TypeVar("Resp", bound=msgspec.Struct)
-
-
-class _Graphs:
-    """The stores a processor opened, one per collection, and the one thread that touches them."""
-
-    def __init__(self, name: str, settings: KgSettings, *, writer: bool) -> None:
-        self.data_dir = data_dir(settings.data_dir)
-        self.writer = writer
-        # Taken first: a writer that cannot have it starts nothing else.
-        self.lock: WriterLock | None = take_writer_lock(self.data_dir, "kg", processor=name) if writer else None
-        self.graphs: dict[str, tuple[GraphStore, GraphLog]] = {}
-        self._thread = OneThread(name, closed_message="the graph store is closed")
-
-    async def run(self, fn: Callable[..., T], *args) -> T:
-        return await self._thread.run(fn, *args)
-
-    async def close(self) -> None:
-        try:
-            if not self._thread.closed:
-                await self._thread.run(self._close_logs)  # after a load already queued: applied and logged
-            await self._thread.close()
-        finally:
-            if self.lock is not None:
-                self.lock.release()
-
-    def _close_logs(self) -> None:
-        for _, graph_log in self.graphs.values():
-            graph_log.close()
-
-    def existing(self) -> list[str]:
-        return graph_collections(self.data_dir)
-
-    def open(self, collection: str) -> tuple[GraphStore, GraphLog]:
-        """The collection's store, caught up with its log (runs on the thread)."""
-        opened = self.graphs.get(collection)
-        if opened is None:
-            store, graph_log = GraphStore(), GraphLog(graph_path(self.data_dir, collection))
-            if self.writer:
-                graph_log.open_for_append(store)
-            opened = self.graphs[collection] = (store, graph_log)
-        if not self.writer:
-            opened[1].catch_up(opened[0])
-        return opened
 
 
 class _GraphProcessor(Processor[Req, Resp]):
@@ -111,7 +65,7 @@ class _GraphProcessor(Processor[Req, Resp]):
 
     def __init__(self, name: str, settings: KgSettings) -> None:
         super().__init__(name, settings)
-        self._graphs: _Graphs | None = None
+        self._graphs: GraphFiles[GraphStore] | None = None
         self._from_log: GraphsFromLog | None = None  # with ``changelog``: the graphs made from the bus's log
 
     async def start(self) -> None:
@@ -122,7 +76,7 @@ class _GraphProcessor(Processor[Req, Resp]):
                                                     apply_timeout_s=s.apply_timeout_s,
                                                     report_interval_s=s.report_interval_s)
         else:
-            self._graphs = _Graphs(self.name, self.settings, writer=self.writer)
+            self._graphs = GraphFiles(self.name, data_dir(self.settings.data_dir), GraphStore, writer=self.writer)
 
     async def close(self) -> None:
         if self._graphs is not None:
@@ -132,7 +86,7 @@ class _GraphProcessor(Processor[Req, Resp]):
             made, self._from_log = self._from_log, None
             await made.close()
 
-    def _require_graphs(self) -> _Graphs:
+    def _require_graphs(self) -> GraphFiles[GraphStore]:
         if self._graphs is None:
             raise RuntimeError(f"{self.name} is not started")
         return self._graphs
@@ -251,7 +205,7 @@ class KgStoreProcessor(_GraphProcessor[LoadTriples, IngestResult]):
             except BaseException:
                 # The store may hold part of a batch the log does not (a full disk, say): forget it,
                 # so the retry rebuilds from the log and applies the whole batch again.
-                graphs.graphs.pop(request.collection, None)
+                graphs.forget(request.collection)
                 raise
             return IngestResult(
                 count=result.count, unchanged=result.unchanged, rejected=result.rejected, warnings=result.warnings,

@@ -55,14 +55,13 @@ from ragbus.schema import Entity, Fact, LoadTriples, RejectedFact
 from ragbus.schema.times import TimeError, covers, iso, parse_instant
 
 from .answering import facts_that_answer
-from ragbus.stores.graph_log import GraphLog, stamped
-from ragbus.stores.layout import graph_path
+from ragbus.stores.graph_log import GraphLog
 from .linking import EntityLinker
 from .ontology import Ontology
 from .validation import check_text, fact_content, fact_key, first_under_id, interval, normalised
 
 __all__ = [
-    "GraphLog", "GraphStore", "QueryResult", "batch_item", "fact_text", "graph_path", "load_log", "stamped",
+    "GraphStore", "QueryResult", "batch_item", "fact_text", "load_log",
 ]
 
 

@@ -7,7 +7,8 @@ keyword, library, kg) and documents-replica are thin adapters over it.
 - ``append_file.py``: ``AppendFile``, the one append-only file type (frames, a torn tail cut);
 - ``vectors/``: a collection's vectors in faiss, and ``VectorCollections``, their reads and writes;
 - ``keywords/``: a collection's BM25 index in tantivy, its readers and its one writer per data dir;
-- ``library.py``: which documents each collection holds; ``graph_log.py``: the file a graph is made from;
+- ``library.py``: which documents each collection holds; ``graph_log.py``: the file a graph is made from,
+  and ``graph_files.py``: the graphs of a data dir made from theirs, with their one writer;
 - ``staging.py``: a document's version staged beside the stores until it is switched to;
 - ``writer_lock.py``: one writer process per store of a data dir; ``local_writes.py``: what a writer of
   this process published, so its readers reload at once;

@@ -20,11 +20,11 @@ from ragbus.schema.times import iso
 from .append_file import AppendFile
 from .layout import graph_path
 
-__all__ = ["GraphLog", "graph_path", "stamped"]
+__all__ = ["Graph", "GraphLog", "graph_path", "stamped"]
 
 
-class _Store(Protocol):
-    """What a log is replayed into: ``GraphStore``, named by shape so the store can import its log."""
+class Graph(Protocol):
+    """What a log is replayed into: kg's ``GraphStore``, named by its shape (the stores sit below kg)."""
 
     def apply(self, batch: LoadTriples, *, warn: bool = True) -> Any: ...
 
@@ -41,7 +41,7 @@ class GraphLog:
         """Bytes of the file applied so far."""
         return self._file.offset
 
-    def catch_up(self, store: _Store, on_progress: Callable[[int, int], None] | None = None) -> int:
+    def catch_up(self, store: Graph, on_progress: Callable[[int, int], None] | None = None) -> int:
         """Apply every complete record appended since the last call; returns how many.
 
         A record still being written (a short tail) is left for the next call.
@@ -54,7 +54,7 @@ class GraphLog:
                 on_progress(self._file.offset, self._file.size)
         return applied
 
-    def open_for_append(self, store: _Store) -> None:
+    def open_for_append(self, store: Graph) -> None:
         """Replay the log, then cut a torn last record (a writer that died mid-append)."""
         self.catch_up(store)
         self._file.open_for_append()

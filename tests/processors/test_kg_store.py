@@ -6,7 +6,8 @@ import pytest
 
 from ragbus.kg.files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, read_items, read_ontology
 from ragbus.kg.ontology import OntologyError
-from ragbus.kg.store import GraphLog, GraphStore, load_log, stamped
+from ragbus.kg.store import GraphStore, load_log
+from ragbus.stores.graph_log import GraphLog, stamped
 from ragbus.stores.layout import graph_path
 from ragbus.schema import Entity, Fact, LoadTriples
 from ragbus.schema.times import parse_instant
@@ -287,7 +288,7 @@ def test_a_torn_last_record_is_waited_for_by_readers_and_cut_by_the_next_writer(
 
 async def test_a_batch_the_log_could_not_take_is_applied_again_on_retry(tmp_path, monkeypatch):
     from ragbus.kg import KgSettings, KgStoreProcessor
-    from ragbus.kg.store import GraphLog as Log
+    from ragbus.stores.graph_log import GraphLog as Log
     from ragbus.runtime.processor import RequestContext
 
     writer = KgStoreProcessor("kg-store", KgSettings(topic="t", group="g", data_dir=str(tmp_path)))
