@@ -26,7 +26,7 @@ from ragbus.bus import connect
 from ragbus.bus.base import BusError
 from ragbus.document_rag.settings import DocumentRagSettings
 from ragbus.runtime.request_client import RequestClient
-from ragbus.runtime.status import wiring
+from ragbus.runtime.pipeline_status import wiring
 from ragbus.schema import DEFAULT_COLLECTION
 
 from .common import BUS_HELP, CONFIG_HELP, command_client, embedded_processors

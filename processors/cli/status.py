@@ -1,6 +1,6 @@
 """``ragbus status``: per processor topic, who serves it, what waits, and what was dead-lettered.
 
-What is shown is ``ragbus.runtime.status`` (the gateway's ``GET /v1/status`` shows the same);
+What is shown is ``ragbus.runtime.pipeline_status`` (the gateway's ``GET /v1/status`` shows the same);
 this module prints it as a table or as JSON, then, with stores from the log, each replica's lag
 behind its log (records it has not applied, as it last said, and how old that report is). "-"
 is what the backend cannot tell.
@@ -16,7 +16,7 @@ import msgspec
 
 from ragbus.config.settings import load_settings
 from ragbus.bus import connect
-from ragbus.runtime.status import statuses, wiring
+from ragbus.runtime.pipeline_status import statuses, wiring
 
 from .common import add_bus_options, warn_if_private
 from .dlq import shown, table

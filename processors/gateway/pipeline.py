@@ -19,7 +19,7 @@ from ragbus.config.settings import GatewaySettings
 from ragbus.bus import BusUnavailable
 from ragbus.ingestion import DocumentSource, Sent, send_document
 from ragbus.runtime.request_client import RequestClient
-from ragbus.runtime.status import statuses
+from ragbus.runtime.pipeline_status import statuses
 from ragbus.runtime.typed_clients import DocumentRagClient, RemoteError
 from ragbus.schema import (
     BadRequest,

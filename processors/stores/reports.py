@@ -1,5 +1,5 @@
 """Each replica of a log says how far it has applied it, on the bus; ``ragbus status`` reads what they said
-(``processors/runtime/status.py``).
+(``processors/runtime/pipeline_status.py``).
 
 A replica (documents-replica, kg-query with its graphs from the log) appends a ``ReplicaReport``
 to ``REPLICAS_LOG`` every ``interval_s`` while it runs (from its start, so a catch-up shows its

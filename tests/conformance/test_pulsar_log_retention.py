@@ -18,7 +18,7 @@ import msgspec
 import pytest
 
 from ragbus.bus import BusError, connect
-from ragbus.runtime.status import read_reports
+from ragbus.runtime.pipeline_status import read_reports
 from ragbus.testing import brokers, selection
 from ragbus.schema import encode
 from ragbus.schema.changelog import ReplicaReport

@@ -31,7 +31,7 @@ from ragbus.config.bus import PulsarOptions
 from ragbus.config.settings import load_settings
 from ragbus.bus import connect
 from ragbus.bus.memory import drop_memory_broker
-from ragbus.runtime.status import statuses
+from ragbus.runtime.pipeline_status import statuses
 from ragbus.runtime.envelope import request_headers
 from ragbus.runtime.worker import processors_running
 from ragbus.testing import brokers, selection

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ragbus.replica import DocumentsReplicaProcessor, ReplicaSettings
 from ragbus.stores.reports import ReportLoop, replica_id
-from ragbus.runtime.status import read_reports, statuses
+from ragbus.runtime.pipeline_status import read_reports, statuses
 from ragbus.schema.topics import CHANGELOG_PREFIX
 
 from ..helpers.log_documents import write_documents

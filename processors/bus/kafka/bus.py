@@ -58,7 +58,7 @@ from ..base import (
 from ..url import BusAddress
 from . import client_log
 from . import log as kafka_log
-from . import status as kafka_status
+from . import backlog
 from .records import groupless_consumer, headers_of, timestamp_of
 from . import topics as kafka_topics
 from .groups import RETRY_INFIX, consumers_of
@@ -394,12 +394,12 @@ class KafkaBus(Bus):
         return sorted(t for t in await (await self._admin_client()).list_topics() if not t.startswith("__"))
 
     async def group_status(self, topic: str, group: str) -> GroupStatus:
-        """Members, committed-offset lag per partition and the oldest waiting message's age (``kafka_status``)."""
+        """Members, committed-offset lag per partition and the oldest waiting message's age (``backlog.py``)."""
         self._check_open()
-        return await kafka_status.group_status(self, topic, group)
+        return await backlog.group_status(self, topic, group)
 
     async def _read_retained(self, topic: str) -> list[Retained]:
-        return await kafka_status.read_retained(self, topic)
+        return await backlog.read_retained(self, topic)
 
     async def _append(self, topic: str, body: bytes | None, key: str, order_key: str,
                       headers: dict[str, str]) -> str:

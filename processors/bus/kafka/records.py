@@ -1,7 +1,7 @@
 """A Kafka record read as the bus reads it, and the consumer that reads without a group.
 
 Shared by the bus's consumers (``bus.py``), its log readers (``log.py``) and what reads a topic or a
-group's position without joining it (``status.py``).
+group's position without joining it (``backlog.py``).
 """
 
 from __future__ import annotations
