@@ -50,35 +50,21 @@ SAMPLE_ONTOLOGY = SAMPLE_GRAPH.with_name("ontology.toml")
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".nt": "nt"}
 
 
-class _FactLine(msgspec.Struct, forbid_unknown_fields=True):
-    head: str
-    relation: str
-    tail: str
-    valid_from: str | None = None
-    valid_until: str | None = None
-    source: str | None = None
-    chunk_id: str | None = None
-    id: str | None = None
-    recorded_at: str | None = None
-    kind: str = "fact"
-
-
-class _EntityLine(msgspec.Struct, forbid_unknown_fields=True):
-    id: str
-    name: str = ""
-    type: str | None = None
-    aliases: list[str] = []
-    valid_from: str | None = None
-    valid_until: str | None = None
-    kind: str = "entity"
-
-
 Item = Fact | Entity
 
+# What a line of a graph file may name: the fields of the Struct it becomes (a fact's ``text`` is the store's
+# to make), and its ``kind``.
+_FACT_KEYS = frozenset(Fact.__struct_fields__) - {"text"}
+_ENTITY_KEYS = frozenset(Entity.__struct_fields__)
 
-def _fact(line: _FactLine) -> Fact:
-    return Fact(line.head, line.relation, line.tail, line.valid_from, line.valid_until, line.source,
-                line.chunk_id, line.id, line.recorded_at)
+
+def _line(raw: dict, kind: type[Item], keys: frozenset[str]) -> Item:
+    """A fact or entity from one line's fields, refusing a field it does not have, as a Struct would."""
+    fields = {k: v for k, v in raw.items() if k != "kind"}
+    unknown = sorted(set(fields) - keys)
+    if unknown:
+        raise ValueError(f"Object contains unknown field `{unknown[0]}`")
+    return msgspec.convert(fields, kind)
 
 
 _UNDECODED = re.compile(r"[\udc80-\udcff]")  # what surrogateescape makes of a byte that is not UTF-8
@@ -125,11 +111,9 @@ def _read_jsonl(path: Path, bad: list[str]) -> Iterator[tuple[int, Item]]:
                 _check_encodable(json.dumps(raw, ensure_ascii=False))
                 kind = _kind(raw)
                 if kind == "fact":
-                    yield number, _fact(msgspec.convert(raw, _FactLine))
+                    yield number, _line(raw, Fact, _FACT_KEYS)
                 elif kind == "entity":
-                    e = msgspec.convert(raw, _EntityLine)
-                    yield number, Entity(id=e.id, name=e.name, type=e.type, aliases=e.aliases,
-                                 valid_from=e.valid_from, valid_until=e.valid_until)
+                    yield number, _line(raw, Entity, _ENTITY_KEYS)
                 else:
                     raise ValueError(f"kind must be 'fact' or 'entity', got {kind!r}")
             except (ValueError, msgspec.ValidationError) as exc:
@@ -157,7 +141,7 @@ def _read_csv(path: Path, bad: list[str]) -> Iterator[tuple[int, Item]]:
                 if None in row:
                     raise ValueError("more values than columns")
                 values = {k: v for k, v in values.items() if v is not None}
-                yield reader.line_num, _fact(msgspec.convert(values, _FactLine))
+                yield reader.line_num, _line(values, Fact, _FACT_KEYS)
             except (ValueError, msgspec.ValidationError) as exc:
                 bad.append(f"{path}:{reader.line_num}: {exc}")
 
