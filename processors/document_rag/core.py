@@ -57,7 +57,7 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 import msgspec
@@ -119,6 +119,24 @@ class _Timings:
             yield
         finally:
             self.ms[name] = round((time.perf_counter() - started) * 1000, 3)
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """How a question is to be answered: ``DocumentRag.query``'s options, once (``DocumentRagRequest``'s fields)."""
+
+    mode: str | None = None
+    at_time: Any = None
+    doc_limit: int | None = None
+    collection: str = DEFAULT_COLLECTION
+    fusion: str | None = None
+    as_of: Any = None
+    history: Sequence[Any] = ()
+
+    @classmethod
+    def of(cls, request: Any) -> Asked:
+        """The options a request (a ``DocumentRagRequest``) carries."""
+        return cls(**{f.name: getattr(request, f.name) for f in fields(cls)})
 
 
 @dataclass(slots=True)
@@ -206,7 +224,12 @@ class DocumentRag:
         ``as_of``: the graph as it was recorded then. ``answer=False``: the sources only (the
         chunks, ranked, with their scores, and the facts), no prompt call and an empty answer.
         """
-        found = await self._sources(question, mode, at_time, doc_limit, collection, fusion, as_of, history)
+        asked = Asked(mode, at_time, doc_limit, collection, fusion, as_of, history)
+        return await self.answer(question, asked, answer=answer)
+
+    async def answer(self, question: str, asked: Asked, *, answer: bool = True) -> RagAnswer:
+        """``query`` with its options in one ``Asked``."""
+        found = await self._sources(question, asked)
         if not answer:
             return found.finish("")
         with found.timings.stage("prompt"):
@@ -232,7 +255,14 @@ class DocumentRag:
 
         Needs a prompt client with ``document_prompt_stream``.
         """
-        found = await self._sources(question, mode, at_time, doc_limit, collection, fusion, as_of, history)
+        asked = Asked(mode, at_time, doc_limit, collection, fusion, as_of, history)
+        async for event in self.answer_stream(question, asked, answer_pieces=answer_pieces):
+            yield event
+
+    async def answer_stream(self, question: str, asked: Asked, *,
+                            answer_pieces: bool = True) -> AsyncIterator[tuple[str, Any]]:
+        """``stream`` with its options in one ``Asked``."""
+        found = await self._sources(question, asked)
         yield "sources", found.result
         if not answer_pieces:
             with found.timings.stage("prompt"):
@@ -250,21 +280,21 @@ class DocumentRag:
             raise RuntimeError("the prompt stream ended without its result")
         yield "final", found.finish(text)
 
-    async def _sources(self, question, mode, at_time, doc_limit, collection, fusion=None, as_of=None,
-                       history: Sequence[Any] = ()) -> _Found:
+    async def _sources(self, question: str, asked: Asked) -> _Found:
         """Everything before the prompt: checks, the document and graph paths, chunk texts."""
+        collection, history = asked.collection, asked.history
         if not isinstance(question, str):
             raise TypeError(f"question must be a str, got {type(question).__name__}")
         if not question.strip():
             raise BadRequest("the question is empty")
         if len(question) > self.max_query_chars:
             raise BadRequest(f"the question is {len(question)} characters, over the limit of {self.max_query_chars}")
-        mode = self.retrieval_mode if mode is None else mode
+        mode = self.retrieval_mode if asked.mode is None else asked.mode
         _check_mode(mode, self.kw_index_client)
-        fusion = self.fusion if fusion is None else _check_fusion(fusion)
-        limit = self.doc_limit if doc_limit is None else _check_limit("doc_limit", doc_limit)
-        when = parse_instant(at_time, what="at_time") if at_time is not None else None
-        known = parse_instant(as_of, what="as_of") if as_of is not None else None
+        fusion = self.fusion if asked.fusion is None else _check_fusion(asked.fusion)
+        limit = self.doc_limit if asked.doc_limit is None else _check_limit("doc_limit", asked.doc_limit)
+        when = parse_instant(asked.at_time, what="at_time") if asked.at_time is not None else None
+        known = parse_instant(asked.as_of, what="as_of") if asked.as_of is not None else None
         t = _Timings()
         started = time.perf_counter()
         result = RagAnswer(answer="", at_time=iso(when) if when else None)

@@ -28,7 +28,7 @@ from ragbus.runtime.typed_clients import (
 )
 from ragbus.schema import BadRequest, DocumentRagPiece, DocumentRagRequest, DocumentRagResponse, check_collection
 
-from .core import DocumentRag, RagAnswer
+from .core import Asked, DocumentRag, RagAnswer
 from .settings import DocumentRagSettings
 
 
@@ -83,11 +83,7 @@ class DocumentRagProcessor(Processor[DocumentRagRequest, DocumentRagResponse]):
     async def handle(self, request: DocumentRagRequest, context: RequestContext) -> DocumentRagResponse:
         seeing = handling_must_see.set(tuple(request.must_see))  # every read asked for carries them
         try:
-            r = await self._checked(request).query(
-                request.query, mode=request.mode, at_time=request.at_time, doc_limit=request.doc_limit,
-                collection=request.collection, fusion=request.fusion, as_of=request.as_of, answer=request.answer,
-                history=request.history,
-            )
+            r = await self._checked(request).answer(request.query, Asked.of(request), answer=request.answer)
         finally:
             handling_must_see.reset(seeing)
         if not r.chunks and not r.facts:
@@ -97,11 +93,8 @@ class DocumentRagProcessor(Processor[DocumentRagRequest, DocumentRagResponse]):
     async def stream(self, request: DocumentRagRequest, context: RequestContext) -> AsyncIterator[DocumentRagPiece]:
         # Set for the rest of this delivery's task (a generator shares its caller's context): its reads carry them.
         handling_must_see.set(tuple(request.must_see))
-        events = self._checked(request).stream(
-            request.query, mode=request.mode, at_time=request.at_time, doc_limit=request.doc_limit,
-            collection=request.collection, fusion=request.fusion, as_of=request.as_of, history=request.history,
-            answer_pieces=request.answer_pieces,
-        )
+        events = self._checked(request).answer_stream(request.query, Asked.of(request),
+                                                      answer_pieces=request.answer_pieces)
         async for kind, value in events:
             if kind == "sources":
                 if not value.chunks and not value.facts:
