@@ -14,6 +14,7 @@ the Struct or has none; ``tests/unit/test_defaults_once.py`` fails on a second, 
 
 from __future__ import annotations
 
+import inspect
 import os
 import tomllib
 from collections.abc import Mapping
@@ -293,6 +294,15 @@ def processor_settings(settings: Settings, name: str, settings_type: type[S]) ->
         raise SettingsError(f"processor {name!r}: interactive = false leaves it only its bulk lane, and it has "
                             "no bulk_topic: it would serve nothing")
     return typed
+
+
+def arguments_for(target: Any, settings: msgspec.Struct) -> dict[str, Any]:
+    """The fields of ``settings`` that ``target`` (a class or function) takes as keyword arguments of the
+    same name: a processor hands its settings to what it builds without copying them one by one."""
+    taken = inspect.signature(target).parameters
+    return {name: getattr(settings, name) for name in settings.__struct_fields__
+            if name in taken and taken[name].kind in (inspect.Parameter.KEYWORD_ONLY,
+                                                      inspect.Parameter.POSITIONAL_OR_KEYWORD)}
 
 
 def bus_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> BusSettings:

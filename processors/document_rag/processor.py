@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+from ragbus.config.settings import arguments_for
 from ragbus.runtime.collection_check import CollectionCheck
 from ragbus.runtime.processor import Processor, RequestContext
 from ragbus.runtime.request_client import RequestClient
@@ -60,16 +61,7 @@ class DocumentRagProcessor(Processor[DocumentRagRequest, DocumentRagResponse]):
             FetchChunkClient(client, topic=s.fetch_chunk_topic),
             kw_index_client=KeywordClient(client, topic=s.keyword_topic),
             kg_client=KgClient(client, topic=s.kg_topic) if s.use_graph else None,
-            retrieval_mode=s.retrieval_mode,
-            vector_weight=s.vector_weight,
-            keyword_weight=s.keyword_weight,
-            fusion=s.fusion,
-            hybrid_depth=s.hybrid_depth,
-            doc_limit=s.doc_limit,
-            max_concepts=s.max_concepts,
-            fact_limit=s.fact_limit,
-            path_timeout_s=s.path_timeout_s,
-            max_query_chars=s.max_query_chars,
+            **arguments_for(DocumentRag, s),  # its tuning: retrieval_mode, the weights, the limits...
         )
 
     async def close(self) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import msgspec
+
 import pytest
 
 from ragbus.config.settings import ProcessorSettings, SettingsError, lanes, load_settings, processor_settings
@@ -116,3 +118,30 @@ def test_a_processor_not_interactive_serves_only_its_bulk_lane_and_needs_one():
         build_processor(without, "embed")
     with pytest.raises(SettingsError, match="not true or false"):
         lanes("embed", {"interactive": "maybe"})
+
+
+def test_arguments_for_hands_over_the_settings_a_constructor_takes_by_name():
+    """What a processor builds gets each setting it takes, by name: one renamed on one side only would drop
+    silently to the constructor's default, so the sets handed over are pinned here."""
+    from ragbus.config.settings import arguments_for
+    from ragbus.document_rag import DocumentRag
+    from ragbus.document_rag.settings import DocumentRagSettings
+    from ragbus.stores.vectors.settings import DocEmbeddingsSettings
+    from ragbus.stores.vectors.store import VectorStore
+
+    class Tuning(msgspec.Struct):
+        a: int = 1
+        limit: int = 2
+        other: int = 3
+
+    def build(a, /, *, limit=0, **rest):  # a is positional only: not taken by name
+        return a
+
+    assert arguments_for(build, Tuning()) == {"limit": 2}
+    tuned = DocumentRagSettings(doc_limit=7, fusion="rrf")
+    assert arguments_for(DocumentRag, tuned)["doc_limit"] == 7
+    assert sorted(arguments_for(DocumentRag, tuned)) == [
+        "doc_limit", "fact_limit", "fusion", "hybrid_depth", "keyword_weight", "max_concepts", "max_query_chars",
+        "path_timeout_s", "retrieval_mode", "vector_weight"]
+    assert sorted(arguments_for(VectorStore, DocEmbeddingsSettings(hnsw_m=8))) == [
+        "hnsw_ef_construction", "hnsw_ef_search", "hnsw_m", "hnsw_threshold", "index_cache", "refresh_interval_s"]

@@ -15,6 +15,7 @@ from typing import Literal, overload
 
 import numpy as np
 
+from ragbus.config.settings import arguments_for
 from ragbus.schema import Chunk, DeleteDocument, EmbeddedChunks, check_collection, check_generation
 
 from ..layout import staging_dir, vectors_dir
@@ -50,18 +51,8 @@ class VectorCollections:
             directory = vectors_dir(self.data_dir, collection)
             if not create and not directory.is_dir():
                 return None
-            s = self.settings
-            store = VectorStore(
-                directory,
-                collection,
-                readonly=self.readonly,
-                hnsw_threshold=s.hnsw_threshold,
-                hnsw_m=s.hnsw_m,
-                hnsw_ef_construction=s.hnsw_ef_construction,
-                hnsw_ef_search=s.hnsw_ef_search,
-                refresh_interval_s=s.refresh_interval_s,
-                index_cache=s.index_cache,
-            )
+            store = VectorStore(directory, collection, readonly=self.readonly,
+                                **arguments_for(VectorStore, self.settings))
             if self._deferring:
                 store.defer()
             self.stores[collection] = store
