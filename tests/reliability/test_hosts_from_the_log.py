@@ -26,7 +26,7 @@ from ragbus.kg.files import SAMPLE_GRAPH, SAMPLE_ONTOLOGY, load_graph, read_onto
 from ragbus.runtime.request_client import RequestClient
 from ragbus.runtime.typed_clients import DocumentRagClient
 from ragbus.testing import brokers, log_hosts, netns
-from ragbus.replica.processor import CHECKPOINT
+from ragbus.stores.documents_replica import CHECKPOINT
 from ragbus.testing.chaos import WorkerProcess
 from ragbus.schema import DeleteDocument, Document, Entity, Fact, IngestResult, LoadTriples
 
