@@ -57,76 +57,13 @@ def passages(inp: PromptInput, refer_back_chars: int = 0, entry_chars: int = 0) 
     document it is in); a sentence that refers back joined to the one before it while the two hold
     at most ``refer_back_chars`` characters, and the sentences after an entry's first (the one a
     heading heads) joined to it, up to the next heading, while it holds at most ``entry_chars`` (0: never)."""
-    out: list[Passage] = []
-    seen: set[str] = set()
-    where: dict[str, int] = {}  # a sentence's key -> its passage
+    made = _Passages(refer_back_chars, entry_chars)
     for rank, (document, citation) in enumerate(zip(inp.documents, inp.citations, strict=True)):
         found = mended(list(sentences(rows(document))))
-        heading = ""  # headings not yet joined to the sentence they head
-        names: list[str] = []  # the names those headings define
-        last: int | None = None  # the passage of this document's sentence before
-        own = False  # whether this document made it (not merged into another document's)
-        said = False  # whether the sentence before is in a passage (not cut, not too short)
-        entry = False  # whether out[last] is an entry (a heading's) of this document, open to the sentences after
+        reading = _Reading(citation, rank, alone=len(found) == 1)
         for n, sentence in enumerate(found):
-            cut = (n == 0 and cut_at_start(sentence)) or (n == len(found) - 1 and cut_at_end(sentence))
-            if refer_back_chars > 0 and not said and not heading and sentence.split(maxsplit=1)[0] in _DANGLING:
-                cut = True  # "This is called object resurrection.": what it names is in the sentence not given
-            said = False
-            if cut and len(found) > 1:  # a document of one sentence is what it is: nothing whole to prefer
-                continue
-            sentence = plain(sentence)
-            if len(found) > 1 and is_heading(sentence):
-                entry = False  # the next entry begins
-                heading = f"{heading} {sentence}".strip()
-                if name := defined_name(sentence):
-                    names.append(name)
-                continue
-            defines: tuple[str, ...] = ()
-            headed = bool(heading)
-            if heading:
-                sentence, heading, defines, names = joined(heading, sentence), "", tuple(names), []
-            if len(sentence.split()) < HEADING_WORDS:  # alone, a line this short says nothing whole
-                last = None
-                continue
-            said = True  # in a passage of its own, joined to the one before, or merged into another's
-            alone = where.get(sentence.casefold())  # a line that says this sentence alone, given before
-            if (entry and last is not None and len(out[last].text) + 1 + len(sentence) <= entry_chars
-                    and (alone is None or out[alone].text.casefold() != sentence.casefold())):
-                # (said alone already: the entry ends before it, and that line cites this document too)
-                # "d[key] — Return the item of d with key key." and "Raises a KeyError if key is not in
-                # the map.": an entry says what its name does in its first sentences, one line; each
-                # sentence stays found by its own text (a document holding it too adds its citation)
-                before = out[last]
-                out[last] = dataclasses.replace(before, text=f"{before.text} {sentence}",
-                                                head=before.head or before.text)
-                where.setdefault(sentence.casefold(), last)
-                continue
-            entry = False
-            if last is not None and refer_back_chars > 0 and refers_back(sentence):
-                if not own and f" {sentence}" in out[last].text:
-                    continue  # another document said the two, joined: this one's citation is there already
-                if own and len(out[last].text) + 1 + len(sentence) <= refer_back_chars:
-                    # "It means that ..." says what the sentence before it is about: one passage, shown
-                    # as one line; the sentence before stays found by its own text (a document holding
-                    # it too adds its citation here)
-                    before = out[last]
-                    out[last] = dataclasses.replace(before, text=f"{before.text} {sentence}",
-                                                    head=before.head or before.text)
-                    where.setdefault(out[last].text.casefold(), last)
-                    continue  # the next may refer back too
-                if sentence.split(maxsplit=1)[0] in _DANGLING:
-                    continue  # it cannot be said with what it names, and alone it dangles
-            key = sentence.casefold()
-            own = key not in where
-            if own:
-                where[key] = last = len(out)
-                out.append(Passage(sentence, citation, False, rank, defines=defines))
-                entry = headed and entry_chars > 0
-            else:
-                last = where[key]
-                if citation not in cited(first := out[last]):
-                    out[last] = dataclasses.replace(first, also=(*first.also, citation))
+            made.sentence(reading, sentence, first=n == 0, final=n == len(found) - 1)
+    out, seen = made.out, set()
     for fact in inp.facts:
         text = one_line(fact)
         key = "fact\0" + text.casefold()
@@ -134,6 +71,97 @@ def passages(inp: PromptInput, refer_back_chars: int = 0, entry_chars: int = 0) 
             seen.add(key)
             out.append(Passage(text, f"[fact: {text}]", True))
     return out
+
+
+@dataclass(slots=True)
+class _Reading:
+    """Where the reading of one document's sentences stands, in order."""
+
+    citation: str
+    rank: int
+    alone: bool  # the document is one sentence: what it is, nothing whole to prefer and no heading
+    heading: str = ""  # headings not yet joined to the sentence they head
+    names: list[str] = dataclasses.field(default_factory=list)  # the names those headings define
+    last: int | None = None  # the passage of this document's sentence before
+    own: bool = False  # whether this document made it (not merged into another document's)
+    said: bool = False  # whether the sentence before is in a passage (not cut, not too short)
+    entry: bool = False  # whether out[last] is an entry (a heading's) of this document, open to the sentences after
+
+
+class _Passages:
+    """The passages of the documents read so far, each text once (``where``: a sentence's key -> its passage)."""
+
+    def __init__(self, refer_back_chars: int, entry_chars: int) -> None:
+        self.refer_back_chars, self.entry_chars = refer_back_chars, entry_chars
+        self.out: list[Passage] = []
+        self.where: dict[str, int] = {}
+
+    def sentence(self, at: _Reading, sentence: str, *, first: bool, final: bool) -> None:
+        cut = (first and cut_at_start(sentence)) or (final and cut_at_end(sentence))
+        if self.refer_back_chars > 0 and not at.said and not at.heading and sentence.split(maxsplit=1)[0] in _DANGLING:
+            cut = True  # "This is called object resurrection.": what it names is in the sentence not given
+        at.said = False
+        if cut and not at.alone:
+            return
+        sentence = plain(sentence)
+        if not at.alone and is_heading(sentence):
+            at.entry = False  # the next entry begins
+            at.heading = f"{at.heading} {sentence}".strip()
+            if name := defined_name(sentence):
+                at.names.append(name)
+            return
+        defines: tuple[str, ...] = ()
+        headed = bool(at.heading)
+        if at.heading:
+            sentence, at.heading, defines, at.names = joined(at.heading, sentence), "", tuple(at.names), []
+        if len(sentence.split()) < HEADING_WORDS:  # alone, a line this short says nothing whole
+            at.last = None
+            return
+        at.said = True  # in a passage of its own, joined to the one before, or merged into another's
+        if self._entry_goes_on(at, sentence):
+            return
+        at.entry = False
+        if at.last is not None and self.refer_back_chars > 0 and refers_back(sentence):
+            if not at.own and f" {sentence}" in self.out[at.last].text:
+                return  # another document said the two, joined: this one's citation is there already
+            if at.own and len(self.out[at.last].text) + 1 + len(sentence) <= self.refer_back_chars:
+                # "It means that ..." says what the sentence before it is about: one passage, shown
+                # as one line; the sentence before stays found by its own text (a document holding
+                # it too adds its citation here)
+                self._join(at.last, sentence)
+                self.where.setdefault(self.out[at.last].text.casefold(), at.last)
+                return  # the next may refer back too
+            if sentence.split(maxsplit=1)[0] in _DANGLING:
+                return  # it cannot be said with what it names, and alone it dangles
+        key = sentence.casefold()
+        at.own = key not in self.where
+        if at.own:
+            self.where[key] = at.last = len(self.out)
+            self.out.append(Passage(sentence, at.citation, False, at.rank, defines=defines))
+            at.entry = headed and self.entry_chars > 0
+        else:
+            at.last = self.where[key]
+            if at.citation not in cited(given := self.out[at.last]):
+                self.out[at.last] = dataclasses.replace(given, also=(*given.also, at.citation))
+
+    def _entry_goes_on(self, at: _Reading, sentence: str) -> bool:
+        """The sentence joined to the entry open before it, if it fits and was not said alone already (then
+        the entry ends before it, and that line cites this document too)."""
+        if not at.entry or at.last is None or len(self.out[at.last].text) + 1 + len(sentence) > self.entry_chars:
+            return False
+        alone = self.where.get(sentence.casefold())  # a line that says this sentence alone, given before
+        if alone is not None and self.out[alone].text.casefold() == sentence.casefold():
+            return False
+        # "d[key] — Return the item of d with key key." and "Raises a KeyError if key is not in the map.":
+        # an entry says what its name does in its first sentences, one line; each sentence stays found by
+        # its own text (a document holding it too adds its citation)
+        self._join(at.last, sentence)
+        self.where.setdefault(sentence.casefold(), at.last)
+        return True
+
+    def _join(self, at: int, sentence: str) -> None:
+        before = self.out[at]
+        self.out[at] = dataclasses.replace(before, text=f"{before.text} {sentence}", head=before.head or before.text)
 
 
 def best(scores: list[float], indexes: list[int], limit: int, min_score: float,
