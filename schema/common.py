@@ -42,11 +42,13 @@ class Error(msgspec.Struct, frozen=True):
 
     ``type`` is a stable, machine-readable name (``ValidationError``,
     ``Timeout``, ``NotFound``, the handler's exception class...); ``message``
-    is for people.
+    is for people. ``caller``: the request itself is wrong (the processor refused it as a bad
+    request), not the processor: a gateway answers it 400, and sending it again fails the same way.
     """
 
     type: str
     message: str
+    caller: bool = False
 
 
 class ChunkMatch(msgspec.Struct):

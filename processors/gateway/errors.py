@@ -22,9 +22,6 @@ from ragbus.runtime.request_client import NotServed, RequestTimeout
 from ragbus.runtime.typed_clients import RemoteError
 from ragbus.schema.http import ErrorBody, ErrorDetail
 
-# Error types the processors give the caller's own mistakes (see schema.BadRequest and its kin).
-CALLER_ERRORS = frozenset({"BadRequest", "ValidationError", "TimeError", "UnknownTemplate", "MessageTooLarge"})
-
 _AT_FIELD = re.compile(r"at `(\$[^`]*)`")
 _UNKNOWN_FIELD = re.compile(r"(?:unknown|missing required) field `([^`]*)`")
 
@@ -88,7 +85,7 @@ def from_pipeline(exc: Exception, fields=(), *, collection: str | None = None) -
         if e.type == EmptyCollection.__name__:
             told = empty_collection(collection, upload="POST /v1/documents") if collection else e.message
             return HTTPError(404, e.type, told, "$.collection")
-        if e.type in CALLER_ERRORS:
+        if exc.caller:  # the processor refused the request itself: a bad request, whatever its type
             return HTTPError(400, e.type, e.message, param_named(e.message, fields))
         if e.type == "Timeout":
             return HTTPError(504, "Timeout", e.message)

@@ -310,7 +310,7 @@ class Processor(Generic[Req, Resp]):
             f"{self.name}: the request is {len(d.body)} bytes, over {whose} max_message_bytes={limit}; "
             f"send less or raise {raise_it}"
         )
-        await self._reply(bus, envelope, self._error("MessageTooLarge", message))
+        await self._reply(bus, envelope, self._error("MessageTooLarge", message, caller=True))
 
     async def _run_handler(self, request: Req, context: RequestContext) -> Resp | None:
         limit = self.handler_limit_s(context)
@@ -367,13 +367,14 @@ class Processor(Generic[Req, Resp]):
             failure = self._error(type(exc).__name__, str(exc) or type(exc).__name__)
         await self._reply(bus, envelope, failure, seq=seq, final=True)
 
-    def _error(self, error_type: str, message: str) -> Resp:
-        """An error response for a failure of this processor, counted in ``ragbus_errors``."""
+    def _error(self, error_type: str, message: str, *, caller: bool = False) -> Resp:
+        """An error response for a failure of this processor, counted in ``ragbus_errors`` (``caller``: one
+        the caller can mend, such as a request too large)."""
         metrics.errors.labels(self.name, error_type).inc()
         for hooks in self._middlewares:
             hooks.outcome("error", error_type)
         assert self.response_type is not None
-        return cast(Resp, error_response(self.response_type, Error(error_type, message[:2000])))
+        return cast(Resp, error_response(self.response_type, Error(error_type, message[:2000], caller=caller)))
 
     def _bad_request(self, error_type: str, message: str, request_id: str = "") -> Resp:
         """An error response for the caller's mistake: logged without a stack, counted in ``ragbus_bad_requests``.
@@ -385,7 +386,7 @@ class Processor(Generic[Req, Resp]):
             hooks.outcome("bad_request", error_type)
         log.info("%s: refused request %s: %s: %s", self.name, request_id, error_type, message[:300])
         assert self.response_type is not None
-        return cast(Resp, error_response(self.response_type, Error(error_type, message[:2000])))
+        return cast(Resp, error_response(self.response_type, Error(error_type, message[:2000], caller=True)))
 
     async def _reply(
         self, bus: Bus, envelope: Envelope, response: msgspec.Struct, *, seq: int | None = None, final: bool = True

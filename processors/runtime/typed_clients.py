@@ -46,13 +46,15 @@ handling_must_see: ContextVar[tuple[str, ...]] = ContextVar("handling_must_see",
 
 class RemoteError(RagbusError):
     """The processor answered, with an error: ``error``, its type and message as they came on the wire.
-    ``retriable`` by that type (``RETRIABLE_TYPES``): a time-out, or a replica behind a write it must see."""
+    ``retriable`` by that type (``RETRIABLE_TYPES``): a time-out, or a replica behind a write it must see;
+    ``caller``: the request itself is wrong (``Error.caller``), so sending it again fails the same way."""
 
     def __init__(self, topic: str, error: Error) -> None:
         super().__init__(f"{topic}: {error.type}: {error.message}")
         self.topic = topic
         self.error = error
         self.retriable = error.type in RETRIABLE_TYPES
+        self.caller = error.caller
 
 
 def _check(topic: str, response):

@@ -61,6 +61,7 @@ async def test_kg_query_answers_a_bad_request_and_counts_it_as_bad_not_as_an_err
         response = await client.request(topic, request_, KgQueryResponse, timeout=30)
         fine = await client.request(topic, KgQueryRequest(question="Germany"), KgQueryResponse, timeout=30)
     assert response.error is not None and response.error.type == error_type and says in response.error.message
+    assert response.error.caller  # the caller's mistake, so said on the wire
     assert fine.error is None  # and it goes on serving
     assert counter(metrics.bad_requests, "kg-query", error_type) == bad_before + 1
     assert counter(metrics.errors, "kg-query", error_type) == errors_before
@@ -89,6 +90,7 @@ async def test_document_rag_answers_a_bad_request_and_counts_it_as_bad_not_as_an
     async with serving(bus, document_rag(topic)), client_on(bus) as client:
         response = await client.request(topic, request_, DocumentRagResponse, timeout=30)
     assert response.error is not None and response.error.type == error_type and says in response.error.message
+    assert response.error.caller  # the caller's mistake, so said on the wire
     assert counter(metrics.bad_requests, "document-rag", error_type) == bad_before + 1
     assert counter(metrics.errors, "document-rag", error_type) == errors_before
     assert problems(caplog) == []
@@ -104,5 +106,6 @@ async def test_a_failure_that_is_not_the_callers_mistake_is_still_an_error_with_
     async with serving(bus, echo(topic)), client_on(bus) as client:
         response = await client.request(topic, EchoRequest(text="x", fail="disk on fire"), EchoResponse, timeout=30)
     assert response.error is not None and response.error.type == "RuntimeError"
+    assert not response.error.caller  # the processor's failure, not the request's
     assert counter(metrics.errors, "echo", "RuntimeError") == errors_before + 1
     assert any(r.levelno == logging.ERROR and r.exc_info for r in caplog.records)

@@ -14,12 +14,15 @@ FIELDS = ["question", "mode", "at_time", "doc_limit", "collection"]
 
 
 @pytest.mark.parametrize("raised, status, kind, param", [
-    (RemoteError("document-rag", Error("BadRequest", "unknown retrieval mode 'x'; use one of ...")), 400,
+    (RemoteError("document-rag", Error("BadRequest", "unknown retrieval mode 'x'; use one of ...", caller=True)), 400,
      "BadRequest", "$.mode"),
-    (RemoteError("document-rag", Error("TimeError", "at_time 'soon' is not an ISO 8601 date")), 400, "TimeError",
+    (RemoteError("document-rag", Error("TimeError", "at_time 'soon' is not an ISO 8601 date", caller=True)), 400, "TimeError",
      "$.at_time"),
-    (RemoteError("document-rag", Error("ValidationError", "Expected `int` - at `$.doc_limit`")), 400,
+    (RemoteError("document-rag", Error("ValidationError", "Expected `int` - at `$.doc_limit`", caller=True)), 400,
      "ValidationError", "$.doc_limit"),
+    # A refusal of a type no gateway knows is the caller's all the same: the processor said so.
+    (RemoteError("kg-query", Error("OntologyTooLarge", "the ontology has 9000 classes", caller=True)), 400,
+     "OntologyTooLarge", None),
     (RemoteError("document-rag", Error("Timeout", "embed did not answer")), 504, "Timeout", None),
     (RemoteError("document-rag", Error("RuntimeError", "both retrieval paths failed")), 502, "RuntimeError", None),
     (RequestTimeout("document-rag", "r1", 30.0), 504, "Timeout", None),
