@@ -13,7 +13,7 @@ import uuid
 import weakref
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ragbus.config.bus import BusSettings
 from ragbus.schema.errors import RagbusError
@@ -311,8 +311,44 @@ class LogTopicsUnsupported(Unsupported):
     """This backend has no log topics (``append``, ``read_log``)."""
 
 
+class LogTopics(Protocol):
+    """A bus as the stores' replication uses it: log topics appended to and read, and whether the broker is
+    reachable. Every ``Bus`` is one (on a backend without log topics, both calls refuse)."""
+
+    url: str
+
+    async def append(self, topic: str, body: bytes | None, *, key: str, order_key: str | None = None,
+                     headers: Mapping[str, str] | None = None) -> str: ...
+
+    async def read_log(self, topic: str, after: str | None = None) -> LogReader: ...
+
+    def unreachable(self) -> str | None: ...
+
+
+class TopicAdmin(Protocol):
+    """A bus as an operator's tools use it (``ragbus status``, ``topics``, ``dlq``): topics and groups
+    described, never joined. Every ``Bus`` is one (a backend without administration says it cannot tell)."""
+
+    dead_letter_suffix: str
+
+    async def has_consumers(self, topic: str) -> bool | None: ...
+
+    def consumer_topics(self, topic: str, group: str) -> list[str]: ...
+
+    async def provision_topics(self, topics: list[str]) -> list[str]: ...
+
+    async def describe_topics(self, names: list[str] | None = None) -> list[TopicInfo]: ...
+
+    async def list_topics(self) -> list[str] | None: ...
+
+    async def group_status(self, topic: str, group: str) -> GroupStatus: ...
+
+    async def read_retained(self, topic: str) -> list[Retained]: ...
+
+
 class Bus(abc.ABC):
-    """Publish to topics and subscribe to them as a member of a group.
+    """Publish to topics and subscribe to them as a member of a group; a bus is also ``LogTopics`` and
+    ``TopicAdmin``, the two capabilities a caller that needs no more asks for by name.
 
     The public methods hold the rules every backend shares (a closed bus
     refuses everything, an oversized body never reaches the broker, closing

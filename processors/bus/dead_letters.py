@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .base import Bus, Retained
+from .base import Bus, Retained, TopicAdmin
 from .consume import H_ATTEMPTS, H_ERROR, H_GROUP, H_ORIGIN, H_REASON
 
 REDRIVEN = "x-ragbus-redriven"  # on a marker: the position of the dead letter it redrove
@@ -89,7 +89,7 @@ def _dead_letter(m: Retained, suffix: str) -> DeadLetter:
     )
 
 
-async def dead_letter_topics(bus: Bus, topics: Iterable[str]) -> list[str]:
+async def dead_letter_topics(bus: TopicAdmin, topics: Iterable[str]) -> list[str]:
     """Every dead-letter topic the broker knows; where it cannot list its topics, those of ``topics``."""
     suffix = bus.dead_letter_suffix
     known = await bus.list_topics()
@@ -98,7 +98,7 @@ async def dead_letter_topics(bus: Bus, topics: Iterable[str]) -> list[str]:
     return sorted(t for t in known if t.endswith(suffix))
 
 
-async def pending(bus: Bus, topic: str, *, reason: str | None = None) -> list[DeadLetter]:
+async def pending(bus: TopicAdmin, topic: str, *, reason: str | None = None) -> list[DeadLetter]:
     """The dead letters of ``topic`` not redriven yet (those ``reason`` picks), oldest first."""
     retained = await bus.read_retained(topic)
     redriven = {m.headers[REDRIVEN] for m in retained if REDRIVEN in m.headers}

@@ -33,7 +33,7 @@ from typing import TypeVar
 
 import msgspec
 
-from ragbus.bus import Bus, LogRecord
+from ragbus.bus import LogRecord, LogTopics
 from ragbus.stores.seen import register_follower, unregister_follower
 from ragbus.stores.snapshots import LocalCopy
 from ragbus.stores.follower import LogFollower
@@ -59,7 +59,7 @@ def copy_path(data_dir: Path, processor: str) -> Path:
     return data_dir / ".replicas" / processor / "graph.log"
 
 
-async def append_batch(bus: Bus, topic: str, batch: LoadTriples, change: str) -> str:
+async def append_batch(bus: LogTopics, topic: str, batch: LoadTriples, change: str) -> str:
     """Append one stamped batch to the graph's log, as change ``change`` (a key of its own, the collection
     its order key: see the module); its position."""
     return await bus.append(topic, _encode(batch), key=f"{batch.collection}/{change}", order_key=batch.collection,
@@ -69,7 +69,7 @@ async def append_batch(bus: Bus, topic: str, batch: LoadTriples, change: str) ->
 class GraphsFromLog:
     """Every collection's graph as the log has it, on one thread of the processor's own."""
 
-    def __init__(self, name: str, data_dir: Path, bus: Bus, *, topic: str, apply_timeout_s: float,
+    def __init__(self, name: str, data_dir: Path, bus: LogTopics, *, topic: str, apply_timeout_s: float,
                  report_interval_s: float = 5.0) -> None:
         self.name = name
         self.data_dir = data_dir
@@ -152,7 +152,7 @@ class GraphsFromLog:
             self._waiting.pop(change, None)
 
 
-async def started(name: str, data_dir: Path, bus: Bus, *, topic: str, apply_timeout_s: float,
+async def started(name: str, data_dir: Path, bus: LogTopics, *, topic: str, apply_timeout_s: float,
                   report_interval_s: float = 5.0) -> GraphsFromLog:
     graphs = GraphsFromLog(name, data_dir, bus, topic=topic, apply_timeout_s=apply_timeout_s,
                            report_interval_s=report_interval_s)

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from ragbus.bus import Bus
+from ragbus.bus import LogTopics
 from ragbus.bus.positions import place
 from ragbus.runtime.threads import OneThread
 from ragbus.schema import DeleteDocument, DocumentInfo, EmbeddedChunks, RecordDocument, decode
@@ -80,7 +80,7 @@ class DocumentsReplica:
 
     def __init__(self, name: str, data_dir: Path, log_topic: str, settings: ReplicaSettings,
                  on_gone: Callable[[BaseException], Any]) -> None:
-        self._bus: Bus | None = None  # from start
+        self._bus: LogTopics | None = None  # from start
         self.name, self.data_dir, self.log_topic = name, data_dir, log_topic
         self.settings = settings
         self._on_gone = on_gone
@@ -103,7 +103,7 @@ class DocumentsReplica:
         self.reports: ReportLoop | None = None
         self._watch: DataDirWatch | None = None
 
-    async def start(self, bus: Bus) -> None:
+    async def start(self, bus: LogTopics) -> None:
         """Take the writer locks (a second replica on the data dir is refused), catch up on ``bus``, then follow."""
         self._bus = bus
         try:
@@ -159,7 +159,7 @@ class DocumentsReplica:
         )
 
     @property
-    def bus(self) -> Bus:
+    def bus(self) -> LogTopics:
         if self._bus is None:
             raise RuntimeError(f"{self.name} is not started")
         return self._bus

@@ -30,7 +30,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ragbus.bus import Bus, LogReader, LogRecord
+from ragbus.bus import LogReader, LogRecord, LogTopics
 from ragbus.runtime.threads import OneThread
 
 from .snapshots import Snapshot
@@ -43,7 +43,7 @@ class LogFollower:
 
     def __init__(
         self,
-        bus: Bus,
+        bus: LogTopics,
         topic: str,
         snapshot: Snapshot,
         apply: Callable[[LogRecord], Awaitable[Any]],

@@ -21,7 +21,7 @@ import socket
 import time
 from pathlib import Path
 
-from ragbus.bus import Bus
+from ragbus.bus import LogTopics
 from ragbus.stores.follower import LogFollower
 from ragbus.schema import encode
 from ragbus.schema.changelog import ReplicaReport
@@ -37,7 +37,7 @@ def replica_id(processor: str, data_dir: Path) -> str:
 class ReportLoop:
     """Appends the follower's report every ``interval_s`` from ``start`` until ``close`` (then a tombstone)."""
 
-    def __init__(self, bus: Bus, follower: LogFollower, replica: str, *, interval_s: float = 5.0) -> None:
+    def __init__(self, bus: LogTopics, follower: LogFollower, replica: str, *, interval_s: float = 5.0) -> None:
         self.bus, self.follower, self.replica, self.interval_s = bus, follower, replica, interval_s
         self._task: asyncio.Task | None = None
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import msgspec
 
-from ragbus.bus import Bus
+from ragbus.bus import LogTopics
 from ragbus.runtime.processor import Unavailable
 from ragbus.schema import BadRequest, encode
 from ragbus.schema.changelog import FILE_WRITES, KIND, parse_token
@@ -21,7 +21,7 @@ from ragbus.schema.changelog import FILE_WRITES, KIND, parse_token
 from .follower import LogFollower
 
 
-async def append_change(bus: Bus, topic: str, kind: str, message: msgspec.Struct, *, key: str,
+async def append_change(bus: LogTopics, topic: str, kind: str, message: msgspec.Struct, *, key: str,
                         order_key: str) -> str:
     """Append one store write to a log topic as a record of ``kind`` (``schema/changelog.py``); its position."""
     return await bus.append(topic, encode(message), key=key, order_key=order_key, headers={KIND: kind})
