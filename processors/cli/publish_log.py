@@ -38,7 +38,7 @@ from ragbus.config.settings import load_settings
 from ragbus.bus import Bus, connect
 from ragbus.stores.vectors.store import VectorStore
 from ragbus.stores.layout import vectors_dir
-from ragbus.kg.from_log import append_batch
+from ragbus.stores.graphs_from_log import append_batch
 from ragbus.stores.graph_log import GraphLog
 from ragbus.stores.layout import graph_path
 from ragbus.stores.library import Library

@@ -8,8 +8,8 @@
 - ``GraphStore``: the networkx multigraph, bi-temporal, rebuilt from a log (``store.py``, the log in
   ``processors/stores/graph_log.py``), refusing what ``validation.py`` says it must;
 - ``KgQueryProcessor`` (kg-query) and ``KgStoreProcessor`` (triples-load) (``processor.py``), the
-  graph made from the bus's log instead of a file (``from_log.py``), and the facts an answer keeps
-  (``answering.py``).
+  graph made from the bus's log instead of a file (``processors/stores/graphs_from_log.py``), and the
+  facts an answer keeps (``answering.py``).
 
 Graph files (facts as JSON Lines) are read by ``files.py``; the ``ragbus kg`` commands live with the
 other commands, in ``processors/cli/``.

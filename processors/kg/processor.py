@@ -44,9 +44,9 @@ from ragbus.schema import (
 from ragbus.schema.times import iso, parse_instant
 from ragbus.schema.topics import GRAPH_LOG
 
-from . import from_log
-from .from_log import GraphsFromLog
+from ragbus.stores.graphs_from_log import GraphsFromLog, started
 from ragbus.stores.graph_files import GraphFiles
+from .ontology import Ontology
 from .settings import KgSettings
 from .store import GraphStore
 
@@ -66,12 +66,13 @@ class _GraphProcessor(Processor[Req, Resp]):
     def __init__(self, name: str, settings: KgSettings) -> None:
         super().__init__(name, settings)
         self._graphs: GraphFiles[GraphStore] | None = None
-        self._from_log: GraphsFromLog | None = None  # with ``changelog``: the graphs made from the bus's log
+        # With ``changelog``: the graphs made from the bus's log.
+        self._from_log: GraphsFromLog[GraphStore] | None = None
 
     async def start(self) -> None:
         if self.settings.changelog:
             s = self.settings
-            self._from_log = await from_log.started(self.name, data_dir(s.data_dir), self.bus,
+            self._from_log = await started(self.name, data_dir(s.data_dir), self.bus, GraphStore, _check_ontology,
                                                     topic=s.log_topic or GRAPH_LOG,
                                                     apply_timeout_s=s.apply_timeout_s,
                                                     report_interval_s=s.report_interval_s)
@@ -213,3 +214,9 @@ class KgStoreProcessor(_GraphProcessor[LoadTriples, IngestResult]):
             )
 
         return await graphs.run(load)
+
+
+def _check_ontology(batch: LoadTriples) -> None:
+    """A batch whose ontology is bad is refused (``OntologyError``) before it is logged."""
+    if batch.ontology is not None:
+        Ontology.from_dict(batch.ontology)

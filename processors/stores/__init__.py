@@ -9,6 +9,7 @@ keyword, library, kg) and documents-replica are thin adapters over it.
 - ``keywords/``: a collection's BM25 index in tantivy, its readers and its one writer per data dir;
 - ``library.py``: which documents each collection holds; ``graph_log.py``: the file a graph is made from,
   and ``graph_files.py``: the graphs of a data dir made from theirs, with their one writer;
+- ``graphs_from_log.py``: the graphs made from the graph's log topic instead, every replica its own;
 - ``staging.py``: a document's version staged beside the stores until it is switched to;
 - ``writer_lock.py``: one writer process per store of a data dir; ``local_writes.py``: what a writer of
   this process published, so its readers reload at once;

@@ -16,8 +16,8 @@ FIELDS = ["question", "mode", "at_time", "doc_limit", "collection"]
 @pytest.mark.parametrize("raised, status, kind, param", [
     (RemoteError("document-rag", Error("BadRequest", "unknown retrieval mode 'x'; use one of ...", caller=True)), 400,
      "BadRequest", "$.mode"),
-    (RemoteError("document-rag", Error("TimeError", "at_time 'soon' is not an ISO 8601 date", caller=True)), 400, "TimeError",
-     "$.at_time"),
+    (RemoteError("document-rag", Error("TimeError", "at_time 'soon' is not an ISO 8601 date", caller=True)), 400,
+     "TimeError", "$.at_time"),
     (RemoteError("document-rag", Error("ValidationError", "Expected `int` - at `$.doc_limit`", caller=True)), 400,
      "ValidationError", "$.doc_limit"),
     # A refusal of a type no gateway knows is the caller's all the same: the processor said so.

@@ -16,9 +16,10 @@ retracted fact is still what was known before, for ``as_of``), and nothing in it
 superseded. They share the collection as their order key, so a collection's batches are
 applied in the order they were appended on every replica.
 
-Each replica keeps a local copy of the records (``processors/stores/snapshots.py``) in
+Each replica keeps a local copy of the records (``snapshots.py``) in
 ``<data_dir>/.replicas/<processor>/graph.log``, replays it at start and reads the log from
-where it ends; it reports ready once caught up with the log.
+where it ends; it reports ready once caught up with the log. The graph itself (kg's ``GraphStore``)
+and the check of a batch before it is logged (its ontology) are the caller's, handed in.
 """
 
 from __future__ import annotations
@@ -29,25 +30,33 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
 from ragbus.bus import LogRecord, LogTopics
-from ragbus.stores.seen import register_follower, unregister_follower
-from ragbus.stores.snapshots import LocalCopy
-from ragbus.stores.follower import LogFollower
-from ragbus.stores.reports import ReportLoop, replica_id
 from ragbus.runtime.threads import OneThread
 from ragbus.schema import IngestResult, LoadTriples, check_collection
 from ragbus.schema.changelog import token
 
-from ragbus.stores.graph_log import stamped
-from .ontology import Ontology
-from .store import GraphStore
+from .follower import LogFollower
+from .graph_log import Graph, stamped
+from .layout import replica_dir
+from .reports import ReportLoop, replica_id
+from .seen import register_follower, unregister_follower
+from .snapshots import LocalCopy
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+class _Graph(Graph, Protocol):
+    """A graph that says how many fact versions it holds (for the log at start)."""
+
+    def __len__(self) -> int: ...
+
+
+G = TypeVar("G", bound=_Graph)
 
 CHANGE = "ragbus-change"  # header: the id of the change a record carries, for the writer that waits on it
 
@@ -56,7 +65,7 @@ _decode = msgspec.msgpack.Decoder(LoadTriples).decode
 
 
 def copy_path(data_dir: Path, processor: str) -> Path:
-    return data_dir / ".replicas" / processor / "graph.log"
+    return replica_dir(data_dir, processor) / "graph.log"
 
 
 async def append_batch(bus: LogTopics, topic: str, batch: LoadTriples, change: str) -> str:
@@ -66,14 +75,17 @@ async def append_batch(bus: LogTopics, topic: str, batch: LoadTriples, change: s
                             headers={CHANGE: change})
 
 
-class GraphsFromLog:
-    """Every collection's graph as the log has it, on one thread of the processor's own."""
+class GraphsFromLog(Generic[G]):
+    """Every collection's graph as the log has it, on one thread of the processor's own: each made by
+    ``new_graph``, and a batch checked by ``check`` (raising) before it is logged."""
 
-    def __init__(self, name: str, data_dir: Path, bus: LogTopics, *, topic: str, apply_timeout_s: float,
+    def __init__(self, name: str, data_dir: Path, bus: LogTopics, new_graph: Callable[[], G],
+                 check: Callable[[LoadTriples], Any], *, topic: str, apply_timeout_s: float,
                  report_interval_s: float = 5.0) -> None:
         self.name = name
         self.data_dir = data_dir
-        self.graphs: dict[str, GraphStore] = {}
+        self._new_graph, self._check = new_graph, check
+        self.graphs: dict[str, G] = {}
         self.apply_timeout_s = apply_timeout_s
         self._thread = OneThread(name, closed_message="the graph store is closed")
         self._waiting: dict[str, IngestResult | None] = {}  # change id -> its result, once applied here
@@ -103,10 +115,10 @@ class GraphsFromLog:
     def existing(self) -> list[str]:
         return sorted(self.graphs)
 
-    def open(self, collection: str) -> GraphStore:
+    def open(self, collection: str) -> G:
         """The collection's graph (an empty one if the log has none); runs on the thread."""
         store = self.graphs.get(collection)
-        return store if store is not None else GraphStore()
+        return store if store is not None else self._new_graph()
 
     async def _applied(self, record: LogRecord) -> None:
         await self.run(self._apply, record)
@@ -118,7 +130,7 @@ class GraphsFromLog:
         batch = _decode(record.body)
         store = self.graphs.get(batch.collection)
         if store is None:
-            store = self.graphs[check_collection(batch.collection)] = GraphStore()
+            store = self.graphs[check_collection(batch.collection)] = self._new_graph()
         change = record.headers.get(CHANGE)
         waited = change is not None and change in self._waiting
         result = store.apply(batch, warn=waited)
@@ -132,8 +144,7 @@ class GraphsFromLog:
     async def load(self, batch: LoadTriples) -> IngestResult:
         """Append ``batch`` to the log, stamped; the result once this replica has applied it."""
         check_collection(batch.collection)
-        if batch.ontology is not None:
-            Ontology.from_dict(batch.ontology)  # an OntologyError refuses the batch before it is logged
+        self._check(batch)  # (its ontology:) an error refuses the batch before it is logged
         change = uuid.uuid4().hex
         self._waiting[change] = None
         try:
@@ -152,9 +163,10 @@ class GraphsFromLog:
             self._waiting.pop(change, None)
 
 
-async def started(name: str, data_dir: Path, bus: LogTopics, *, topic: str, apply_timeout_s: float,
-                  report_interval_s: float = 5.0) -> GraphsFromLog:
-    graphs = GraphsFromLog(name, data_dir, bus, topic=topic, apply_timeout_s=apply_timeout_s,
+async def started(name: str, data_dir: Path, bus: LogTopics, new_graph: Callable[[], G],
+                  check: Callable[[LoadTriples], Any], *, topic: str, apply_timeout_s: float,
+                  report_interval_s: float = 5.0) -> GraphsFromLog[G]:
+    graphs = GraphsFromLog(name, data_dir, bus, new_graph, check, topic=topic, apply_timeout_s=apply_timeout_s,
                            report_interval_s=report_interval_s)
     try:
         await graphs.start()
