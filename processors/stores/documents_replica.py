@@ -68,6 +68,10 @@ class _Vectors:
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         return await self._thread.run(fn, *args)
 
+    @property
+    def closed(self) -> bool:
+        return self._thread.closed
+
     async def close(self) -> None:
         await self._thread.close(cancel_pending=True)
 
@@ -106,6 +110,12 @@ class DocumentsReplica:
     async def start(self, bus: LogTopics) -> None:
         """Take the writer locks (a second replica on the data dir is refused), catch up on ``bus``, then follow."""
         self._bus = bus
+        if self._chunks.closed:  # a replica closed and started again
+            self._chunks = _Vectors(f"{self.name}/faiss", self.data_dir)
+            self._switches = _Vectors(f"{self.name}/faiss-switch", self.data_dir)
+        self._live.clear()
+        self._runs.clear()
+        self._latest.clear()
         try:
             here = str(self.data_dir)
             self._keywords = acquire_writer(self.data_dir, KeywordSettings(data_dir=here), f"{self.name}/keyword")

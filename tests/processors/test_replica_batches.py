@@ -158,3 +158,26 @@ async def test_a_replica_killed_before_its_batch_was_published_switches_again_af
     assert index is not None and index.count() == 6
     assert {m.chunk_id for m in index.search("edition", 10)} == {f"doc-{d}#{p}" for d in (0, 1) for p in range(3)}
     assert not [f for f in (tmp_path / "c" / "staged").rglob("*") if f.is_file()]  # published: the staging went
+
+
+async def test_a_replica_closed_and_started_again_applies_what_was_written_meanwhile(bus, tmp_path):
+    """The same replica object started after a close (its writers' threads made anew) goes on from its
+    checkpoint: what was written while it was closed is applied, what it had applied stays."""
+    log = f"{CHANGELOG_PREFIX}documents-again"
+    replica = DocumentsReplicaProcessor("documents-replica",
+                                        ReplicaSettings(data_dir=str(tmp_path), log_topic=log, batch_s=0))
+    replica.bus = bus
+    async with LogWriters(bus, log) as writers:
+        await writers.stage(0)
+        await writers.activate(0)
+        await replica.start()
+        await replica.close()
+        await writers.stage(1)
+        await writers.activate(1)
+        await replica.start()
+        try:
+            assert replica.follower is not None and replica.follower.read == 3  # doc-1 staged, switched, recorded
+        finally:
+            await replica.close()
+    store = VectorStore(vectors_dir(tmp_path, "c"), "c", readonly=True)
+    assert sorted({r.document_id for r in store._rows}) == ["doc-0", "doc-1"]
