@@ -38,6 +38,7 @@ class AppendFile(Generic[T]):
         self._decode = msgspec.msgpack.Decoder(frame_type).decode
         self._encode = msgspec.msgpack.Encoder().encode
         self._file: BinaryIO | None = None
+        self._writer = False  # open_for_append was called: the file is made by the first append
         self._dirty = False
 
     def read_new(self) -> Iterator[T]:
@@ -63,20 +64,23 @@ class AppendFile(Generic[T]):
                 yield value
 
     def open_for_append(self) -> None:
-        """Cut whatever follows the last whole frame read (``read_new`` first), and open for appends."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Cut whatever follows the last whole frame read (``read_new`` first), and take appends. A file
+        that does not exist is made by the first append, not here: it says its store holds something."""
         size = self.path.stat().st_size if self.path.exists() else 0
         if size > self.offset:
             log.warning("%s: cut a torn tail of %d bytes", self.path, size - self.offset)
             with self.path.open("r+b") as fh:
                 fh.truncate(self.offset)
                 os.fsync(fh.fileno())
-        self._file = self.path.open("ab")
+        self._writer = True
 
     def append(self, value: Any, *, sync: bool = True) -> None:
         """Append one frame, flushed; fsynced unless ``sync`` is false (then by ``sync()`` later)."""
         if self._file is None:
-            raise RuntimeError(f"{self.path} is not open for appends")
+            if not self._writer:
+                raise RuntimeError(f"{self.path} is not open for appends")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = self.path.open("ab")
         payload = self._encode(value)
         self._file.write(_LENGTH.pack(len(payload)) + payload)
         self._file.flush()

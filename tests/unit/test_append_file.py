@@ -81,3 +81,18 @@ def test_a_library_written_as_json_lines_is_rewritten_as_frames_with_every_recor
     reader = Library(path)
     reader.catch_up()
     assert sorted(reader.documents) == ["d0", "d2", "d3"]
+
+
+def test_a_writer_that_appends_nothing_makes_no_file(tmp_path):
+    """A store's file existing says the collection holds something (``layout.collections``): opening a
+    writer on a new collection, or a removal of nothing, must not make one."""
+    path = tmp_path / "c" / "graph" / "log"
+    writer = AppendFile(path, Item)
+    assert list(writer.read_new()) == []
+    writer.open_for_append()
+    writer.close()
+    assert not path.exists() and not path.parent.exists()
+    library = Library(tmp_path / "d" / "documents.log")
+    library.open_for_append()
+    library.close()
+    assert not (tmp_path / "d").exists()
