@@ -53,6 +53,8 @@ class DocumentRecordProcessor(_LibraryProcessor):
         if self.settings.changelog:
             return await self._append(dated(request))
         count, length = self.libraries.record(request)
+        if not count:
+            return IngestResult(count=0)  # nothing to remove: nothing for a read to see
         return IngestResult(count=count, seen=[token(FILE_WRITES, str(length))])
 
     async def _append(self, request: RecordDocument) -> IngestResult:
