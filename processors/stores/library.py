@@ -4,7 +4,7 @@
 fsynced before the writer replies; the last record of an id wins, and a ``removed`` one drops it.
 Readers replay it and pick up the frames appended since (one ``stat`` per request), as the graph's
 readers do, so the writer and the readers share only the file. A library written as JSON lines
-(before the stores shared one file type) is rewritten as frames by its writer when it opens it.
+(before the stores shared one file type) is rewritten as frames by the data dir's writer at its start.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ragbus.schema import DocumentInfo, RecordDocument, check_collection
 from ragbus.schema.times import iso
 
 from .append_file import AppendFile
-from .layout import library_path
+from .layout import collections, library_path
 from .writer_lock import WriterLock, take_writer_lock
 
 log = logging.getLogger(__name__)
@@ -86,9 +86,12 @@ class Libraries:
         self._lock: WriterLock | None = None
 
     def open(self, processor: str) -> None:
-        """A writer takes the data dir's writer lock (``StoreLocked`` if another process holds it)."""
+        """A writer takes the data dir's writer lock (``StoreLocked`` if another process holds it), then
+        rewrites as frames every library of the data dir still in JSON lines, so readers list them at once."""
         if self.writer:
             self._lock = take_writer_lock(self.data_dir, "documents", processor=processor)
+            for collection in collections(self.data_dir):
+                _frames_from_json_lines(library_path(self.data_dir, collection))
 
     def close(self) -> None:
         libraries, self.libraries = self.libraries, {}

@@ -96,3 +96,20 @@ def test_a_writer_that_appends_nothing_makes_no_file(tmp_path):
     library.open_for_append()
     library.close()
     assert not (tmp_path / "d").exists()
+
+
+def test_the_writer_of_a_data_dir_rewrites_every_json_lines_library_at_its_start(tmp_path):
+    """Readers list an upgraded data dir's documents at once, not after the first write to each collection."""
+    from ragbus.stores.library import Libraries
+
+    for collection in ("a", "b"):
+        (tmp_path / collection).mkdir()
+        record = RecordDocument(document=DocumentInfo(document_id=f"{collection}1", collection=collection))
+        (tmp_path / collection / "documents.log").write_bytes(msgspec.json.encode(record) + b"\n")
+    writer = Libraries(tmp_path, writer=True)
+    writer.open("document-record")
+    try:
+        reader = Libraries(tmp_path, writer=False)
+        assert [sorted(reader.get(c).documents) for c in ("a", "b")] == [["a1"], ["b1"]]
+    finally:
+        writer.close()
