@@ -13,6 +13,7 @@ share one reading of a torn tail.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import struct
@@ -82,12 +83,26 @@ class AppendFile(Generic[T]):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file = self.path.open("ab")
         payload = self._encode(value)
-        self._file.write(_LENGTH.pack(len(payload)) + payload)
-        self._file.flush()
+        try:
+            self._file.write(_LENGTH.pack(len(payload)) + payload)
+            self._file.flush()
+        except BaseException:
+            self._cut_failed_append()
+            raise
         self.offset += _LENGTH.size + len(payload)
         self._dirty = True
         if sync:
             self.sync()
+
+    def _cut_failed_append(self) -> None:
+        """What a refused append wrote of its frame (a full disk) is cut, so the next frame follows the last
+        whole one instead of a torn one; the next append opens the file again."""
+        file, self._file = self._file, None
+        with contextlib.suppress(OSError):
+            assert file is not None
+            file.close()
+        with self.path.open("r+b") as fh:
+            fh.truncate(self.offset)
 
     def sync(self) -> None:
         if self._file is not None and self._dirty:
@@ -96,6 +111,10 @@ class AppendFile(Generic[T]):
 
     def close(self) -> None:
         if self._file is not None:
-            self.sync()
-            self._file.close()
-            self._file = None
+            file, self._file = self._file, None
+            try:
+                if self._dirty:
+                    os.fsync(file.fileno())
+                    self._dirty = False
+            finally:
+                file.close()  # closed even when the disk refuses the last of it (the next writer cuts it)

@@ -4,6 +4,7 @@ a library written as JSON lines is rewritten as frames."""
 from __future__ import annotations
 
 import msgspec
+import pytest
 
 from ragbus.schema import DocumentInfo, RecordDocument
 from ragbus.stores.append_file import AppendFile
@@ -113,3 +114,29 @@ def test_the_writer_of_a_data_dir_rewrites_every_json_lines_library_at_its_start
         assert [sorted(reader.get(c).documents) for c in ("a", "b")] == [["a1"], ["b1"]]
     finally:
         writer.close()
+
+
+def test_an_append_the_disk_refused_leaves_no_torn_frame_before_the_next(tmp_path):
+    path = tmp_path / "f"
+    writer = AppendFile(path, Item)
+    writer.open_for_append()
+    writer.append(Item(1))
+
+    class HalfWritten:  # the disk takes five bytes of the frame, then is full
+        def __init__(self, file):
+            self.file = file
+
+        def write(self, data):
+            self.file.write(data[:5])
+            self.file.flush()
+            raise OSError(28, "No space left on device")
+
+        def __getattr__(self, name):
+            return getattr(self.file, name)
+
+    writer._file = HalfWritten(writer._file)  # type: ignore[assignment]
+    with pytest.raises(OSError, match="No space"):
+        writer.append(Item(2))
+    writer.append(Item(3))
+    writer.close()
+    assert list(AppendFile(path, Item).read_new()) == [Item(1), Item(3)]
