@@ -161,5 +161,8 @@ class BusSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # gigabytes; first use publishes about 80 messages, 3 MB, on its busiest topic.
     memory_retention: PositiveInt = 1_000
     memory_retention_bytes: PositiveInt = 8_000_000
+    # The partitions of each memory:// log topic: a record goes to one by a hash of its order key, and a
+    # reader may read some of them alone (a shard's), as on Kafka's log topics (changelog_topics).
+    memory_log_partitions: PositiveInt = 4
     kafka: KafkaOptions = msgspec.field(default_factory=KafkaOptions)
     pulsar: PulsarOptions = msgspec.field(default_factory=PulsarOptions)

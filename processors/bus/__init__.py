@@ -89,6 +89,7 @@ async def connect(url: str | None = None, settings: BusSettings | None = None) -
             max_message_bytes=settings.max_message_bytes,
             retention=settings.memory_retention,
             retention_bytes=settings.memory_retention_bytes,
+            log_partitions=settings.memory_log_partitions,
         )
     elif address.scheme == "kafka":
         from .kafka.bus import KafkaBus

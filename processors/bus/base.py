@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -254,6 +254,7 @@ class LogRecord:
     headers: Mapping[str, str]
     timestamp: float | None  # publish time, epoch seconds; None where the backend has none
     position: str
+    partition: int = 0  # of its topic: where its order key sent it (``Bus.partition_of``)
 
 
 class LogReader(abc.ABC):
@@ -320,7 +321,10 @@ class LogTopics(Protocol):
     async def append(self, topic: str, body: bytes | None, *, key: str, order_key: str | None = None,
                      headers: Mapping[str, str] | None = None) -> str: ...
 
-    async def read_log(self, topic: str, after: str | None = None) -> LogReader: ...
+    async def read_log(self, topic: str, after: str | None = None, *,
+                       partitions: Collection[int] | None = None) -> LogReader: ...
+
+    async def partition_of(self, topic: str, order_key: str) -> int: ...
 
     def unreachable(self) -> str | None: ...
 
@@ -477,13 +481,36 @@ class Bus(abc.ABC):
             self.check_size(body)
         return await self._append(topic, body, key, key if order_key is None else order_key, dict(headers or {}))
 
-    async def read_log(self, topic: str, after: str | None = None) -> LogReader:
-        """A reader of every record of ``topic``: from its start, or right after checkpoint ``after``."""
+    async def read_log(self, topic: str, after: str | None = None, *,
+                       partitions: Collection[int] | None = None) -> LogReader:
+        """A reader of every record of ``topic``: from its start, or right after checkpoint ``after``.
+
+        ``partitions``: only the records of those partitions of the topic (a shard's), each in its
+        order; ``after`` is then a checkpoint of a reader of the same partitions. A backend whose log
+        topics have no partitions refuses it (``LogTopicsUnsupported``).
+        """
         self._check_open()
         self._check_log(topic)
-        reader = await self._read_log(topic, after)
+        wanted = None if partitions is None else frozenset(partitions)
+        if wanted is not None:
+            count = await self.log_partitions(topic)
+            if not wanted or not wanted <= set(range(count)):
+                raise BusError(f"{topic!r} has partitions 0..{count - 1}; asked for {sorted(wanted)}")
+        reader = await self._read_log(topic, after, wanted)
         self._log_readers.add(reader)
         return reader
+
+    async def log_partitions(self, topic: str) -> int:
+        """How many partitions the log topic ``topic`` has (made with its layout when it is missing)."""
+        self._check_open()
+        self._check_log(topic)
+        raise LogTopicsUnsupported(f"{self.url}: log topics here have no partitions to read apart")
+
+    async def partition_of(self, topic: str, order_key: str) -> int:
+        """The partition of ``topic`` a record of ``order_key`` goes to (and every other of that order key)."""
+        self._check_open()
+        self._check_log(topic)
+        raise LogTopicsUnsupported(f"{self.url}: log topics here have no partitions to read apart")
 
     async def list_topics(self) -> list[str] | None:
         """Every topic the broker knows, or None when this backend cannot list them."""
@@ -543,7 +570,7 @@ class Bus(abc.ABC):
     async def _append(self, topic: str, body: bytes | None, key: str, order_key: str, headers: dict[str, str]) -> str:
         raise LogTopicsUnsupported(f"{type(self).__name__} has no log topics")
 
-    async def _read_log(self, topic: str, after: str | None) -> LogReader:
+    async def _read_log(self, topic: str, after: str | None, partitions: frozenset[int] | None) -> LogReader:
         raise LogTopicsUnsupported(f"{type(self).__name__} has no log topics")
 
     async def _read_retained(self, topic: str) -> list[Retained]:

@@ -34,6 +34,7 @@ class _Published(Message):
 
     published_at: float = 0.0
     seq: int = 0  # its number on its topic, from 0: a position that outlives retention dropping older ones
+    partition: int = 0  # of a log topic: by its order key
 
 
 @dataclass(slots=True)
@@ -105,9 +106,10 @@ class _Topic:
 class MemoryBroker:
     """The shared state behind every bus opened on one ``memory://NAME``."""
 
-    def __init__(self, retention: int, retention_bytes: int) -> None:
+    def __init__(self, retention: int, retention_bytes: int, log_partitions: int = 4) -> None:
         self.retention = retention
         self.retention_bytes = retention_bytes
+        self.log_partitions = log_partitions
         self.topics: dict[str, _Topic] = {}
 
     def topic(self, name: str) -> _Topic:
@@ -124,11 +126,11 @@ class MemoryBroker:
 _BROKERS: dict[str, MemoryBroker] = {}
 
 
-def memory_broker(name: str, retention: int, retention_bytes: int) -> MemoryBroker:
-    """The broker of ``memory://NAME``; its retention is that of the first bus opened on it."""
+def memory_broker(name: str, retention: int, retention_bytes: int, log_partitions: int = 4) -> MemoryBroker:
+    """The broker of ``memory://NAME``; its retention and log partitions are those of the first bus opened on it."""
     broker = _BROKERS.get(name)
     if broker is None:
-        broker = _BROKERS[name] = MemoryBroker(retention, retention_bytes)
+        broker = _BROKERS[name] = MemoryBroker(retention, retention_bytes, log_partitions)
     return broker
 
 
@@ -192,9 +194,10 @@ class MemorySubscription(Subscription):
 class MemoryBus(Bus):
     _no_topic_admin = "memory:// topics live inside one process and need no provisioning; use a kafka:// bus"
 
-    def __init__(self, url: str, name: str, *, max_message_bytes: int, retention: int, retention_bytes: int) -> None:
+    def __init__(self, url: str, name: str, *, max_message_bytes: int, retention: int, retention_bytes: int,
+                 log_partitions: int = 4) -> None:
         super().__init__(url, max_message_bytes)
-        self._broker = memory_broker(name, retention, retention_bytes)
+        self._broker = memory_broker(name, retention, retention_bytes, log_partitions)
 
     async def _publish(self, topic: str, body: bytes, headers: dict[str, str], key: str | None) -> None:
         state = self._broker.topic(topic)
@@ -226,18 +229,33 @@ class MemoryBus(Bus):
 
     async def _append(self, topic: str, body: bytes | None, key: str, order_key: str,
                       headers: dict[str, str]) -> str:
-        # One sequence per topic: every record is in order, whatever its order key.
+        # One sequence per topic: every record is in order, whatever its order key; its partition (by its
+        # order key) lets a reader of some partitions skip the others'.
         state = self._broker.topic(topic)
         seq = state.published
-        message = _Published(topic, body, headers, key, published_at=time.time(), seq=seq)  # type: ignore[arg-type]
+        message = _Published(topic, body, headers, key, published_at=time.time(), seq=seq,  # type: ignore[arg-type]
+                             partition=self._partition(order_key))
         state.published += 1
         state.retain(message)
         for reader in state.log_readers:
             reader._wake.set()
         return str(seq)
 
-    async def _read_log(self, topic: str, after: str | None) -> LogReader:
-        return MemoryLogReader(self._broker.topic(topic), topic, -1 if after is None else _seq(after))
+    async def _read_log(self, topic: str, after: str | None, partitions: frozenset[int] | None) -> LogReader:
+        return MemoryLogReader(self._broker.topic(topic), topic, -1 if after is None else _seq(after), partitions)
+
+    async def log_partitions(self, topic: str) -> int:
+        self._check_open()
+        self._check_log(topic)
+        return self._broker.log_partitions
+
+    async def partition_of(self, topic: str, order_key: str) -> int:
+        self._check_open()
+        self._check_log(topic)
+        return self._partition(order_key)
+
+    def _partition(self, order_key: str) -> int:
+        return zlib.crc32(order_key.encode()) % self._broker.log_partitions  # stable across processes
 
     async def list_topics(self) -> list[str]:
         self._check_open()
@@ -281,29 +299,50 @@ def _seq(position: str) -> int:
 
 
 class MemoryLogReader(LogReader):
-    """A log topic of this process read from a record's number on; every record is kept (no compaction)."""
+    """A log topic of this process read from a record's number on; every record is kept (no compaction).
 
-    def __init__(self, state: _Topic, topic: str, last: int) -> None:
+    With ``partitions``, the records of other partitions are passed over as if read: the checkpoint is
+    the number of the last record looked at, returned or passed over.
+    """
+
+    def __init__(self, state: _Topic, topic: str, last: int, partitions: frozenset[int] | None = None) -> None:
         self.topic = topic
         self._state = state
-        self._last = last  # the number of the last record returned; -1: none
+        self._last = last  # the number of the last record returned or passed over; -1: none
+        self._partitions = partitions
         self._wake = asyncio.Event()
         state.log_readers.add(self)
 
+    def _pass_over(self) -> None:
+        """Move past the records already appended that are not of this reader's partitions."""
+        if self._partitions is None:
+            return
+        retained = self._state.retained
+        while self._last + 1 < self._state.published and retained[self._last + 1].partition not in self._partitions:
+            self._last += 1
+
     async def next(self) -> LogRecord:
         state = self._state
-        while state.published <= self._last + 1:
+        while True:
+            self._pass_over()
+            if state.published > self._last + 1:
+                break
             self._wake.clear()
             await self._wake.wait()
         m = state.retained[self._last + 1]
         self._last += 1
-        return LogRecord(self.topic, m.key or "", m.body, dict(m.headers), m.published_at, str(m.seq))
+        return LogRecord(self.topic, m.key or "", m.body, dict(m.headers), m.published_at, str(m.seq), m.partition)
 
     async def caught_up(self) -> bool:
+        self._pass_over()
         return self._last + 1 >= self._state.published
 
     async def behind(self) -> int | None:
-        return max(0, self._state.published - (self._last + 1))
+        self._pass_over()
+        if self._partitions is None:
+            return max(0, self._state.published - (self._last + 1))
+        return sum(1 for seq in range(self._last + 1, self._state.published)
+                   if self._state.retained[seq].partition in self._partitions)
 
     def covers(self, position: str) -> bool:
         return _seq(position) <= self._last

@@ -420,10 +420,25 @@ class KafkaBus(Bus):
                 self._appender = producer
             return self._appender
 
-    async def _read_log(self, topic: str, after: str | None) -> LogReader:
-        reader = kafka_log.KafkaLogReader(self, topic)
+    async def _read_log(self, topic: str, after: str | None, partitions: frozenset[int] | None) -> LogReader:
+        reader = kafka_log.KafkaLogReader(self, topic, partitions)
         await reader.start(after)
         return reader
+
+    async def log_partitions(self, topic: str) -> int:
+        self._check_open()
+        self._check_log(topic)
+        return len(await self._log_partitions(topic))
+
+    async def partition_of(self, topic: str, order_key: str) -> int:
+        self._check_open()
+        self._check_log(topic)
+        return kafka_log.partition_of(order_key, await self._log_partitions(topic))
+
+    async def _log_partitions(self, topic: str) -> list[int]:
+        await self.ensure_topics([topic])
+        known = await kafka_topics.partitions_of(await self._admin_client(), [topic])
+        return known.get(topic) or [0]
 
     async def _admin_client(self) -> AIOKafkaAdminClient:
         async with self._admin_lock:

@@ -69,11 +69,13 @@ def parse_checkpoint(checkpoint: str) -> dict[int, int]:
 
 
 class KafkaLogReader(LogReader):
-    """Every partition of one topic, assigned by hand, from a checkpoint or from the start."""
+    """Every partition of one topic (or ``partitions`` of it), assigned by hand, from a checkpoint or from
+    the start."""
 
-    def __init__(self, bus: KafkaBus, topic: str) -> None:
+    def __init__(self, bus: KafkaBus, topic: str, partitions: frozenset[int] | None = None) -> None:
         self.topic = topic
         self._bus = bus
+        self._partitions = partitions
         self._consumer: AIOKafkaConsumer = groupless_consumer(bus)
         self._next: dict[int, int] = {}  # partition -> offset of the next record to return
         self._tps: list[TopicPartition] = []
@@ -85,7 +87,8 @@ class KafkaLogReader(LogReader):
         await self._consumer.start()
         try:
             known = await kafka_topics.partitions_of(await self._bus._admin_client(), [self.topic])
-            self._tps = [TopicPartition(self.topic, p) for p in known.get(self.topic) or [0]]
+            self._tps = [TopicPartition(self.topic, p) for p in known.get(self.topic) or [0]
+                         if self._partitions is None or p in self._partitions]
             self._consumer.assign(self._tps)
             beginnings = await self._consumer.beginning_offsets(self._tps)
             for tp in self._tps:
@@ -103,14 +106,14 @@ class KafkaLogReader(LogReader):
         self._next[record.partition] = record.offset + 1
         key = record.key.decode("utf-8", "replace") if record.key is not None else ""
         return LogRecord(self.topic, key, record.value, headers_of(record), timestamp_of(record),
-                         f"{record.partition}:{record.offset}")
+                         f"{record.partition}:{record.offset}", record.partition)
 
     async def caught_up(self) -> bool:
         # Short of the end last seen, it is not caught up: the broker is asked again only once that
         # end is reached, so a reader catching up asks once, not once a record.
         if self._ends is not None and not self._reached(self._ends):
             return False
-        self._ends = await kafka_topics.end_offsets(await self._bus._admin_client(), self.topic)
+        self._ends = await self._own_ends()
         if self._reached(self._ends):
             return True
         # Offsets can be missing below the end (compacted away, a transaction's marker): the
@@ -121,8 +124,13 @@ class KafkaLogReader(LogReader):
         return self._reached(self._ends)
 
     async def behind(self) -> int | None:
-        self._ends = await kafka_topics.end_offsets(await self._bus._admin_client(), self.topic)
+        self._ends = await self._own_ends()
         return sum(max(0, end - self._next.get(p, 0)) for p, end in self._ends.items())
+
+    async def _own_ends(self) -> dict[int, int]:
+        """The ends of the partitions this reader reads."""
+        ends = await kafka_topics.end_offsets(await self._bus._admin_client(), self.topic)
+        return {p: end for p, end in ends.items() if p in self._next}
 
     def _reached(self, ends: dict[int, int]) -> bool:
         return all(self._next.get(p, 0) >= end for p, end in ends.items())

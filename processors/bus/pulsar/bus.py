@@ -315,7 +315,8 @@ class PulsarBus(Bus):
             raise BusError(f"pulsar append to {topic!r} failed: {exc}") from exc
         return pulsar_log.position_of(message_id)
 
-    async def _read_log(self, topic: str, after: str | None) -> LogReader:
+    async def _read_log(self, topic: str, after: str | None, partitions: frozenset[int] | None) -> LogReader:
+        # (``partitions`` is always None here: these log topics have none, and log_partitions says so.)
         reader = await pulsar_log.PulsarLogReader.open(self._client, self._full_name(topic), topic, after)
         try:
             await self._keep_whole(topic)
