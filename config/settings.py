@@ -19,7 +19,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 
@@ -209,6 +209,12 @@ class StoresSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # Every store made from the bus's log (docs/stores-from-the-log.md): each store processor's
     # ``changelog`` is true unless its own section says otherwise. RAGBUS_STORES__LOG=true.
     log: bool = False
+    # Split each collection's document stores over query hosts (with ``log``): shard k holds the documents
+    # log's partitions p with p % shards == k (schema/shards.py), a query host keeps only the shards the
+    # broker assigns it, and document-rag asks every shard and merges. Fixed when the log is made: its
+    # partitions must be a multiple. 0 = unsharded (every query host holds everything). Every processor
+    # whose settings have ``shards`` takes this unless its section says otherwise.
+    shards: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
 class WorkerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -286,6 +292,8 @@ def processor_settings(settings: Settings, name: str, settings_type: type[S]) ->
     section.setdefault("group", name)
     if settings.stores.log and issubclass(settings_type, StoreSettings):
         section.setdefault("changelog", True)  # [stores] log: every store from the log, unless its section says
+    if "shards" in settings_type.__struct_fields__:
+        section.setdefault("shards", settings.stores.shards)
     try:
         typed = msgspec.convert(section, settings_type, strict=False)
     except msgspec.ValidationError as exc:
