@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from ragbus.config.bus import BusSettings
 
+from .assignment import Assign, Membership, OnAssigned
 from .base import (
+    AssignmentUnsupported,
     Bus,
     BusConfigError,
     BusError,
@@ -38,6 +40,8 @@ from .consume import Undecodable, consume, dead_letter_topic
 from .url import BusAddress, parse_bus_url
 
 __all__ = [
+    "Assign",
+    "AssignmentUnsupported",
     "Bus",
     "BusAddress",
     "BusConfigError",
@@ -50,8 +54,10 @@ __all__ = [
     "LogRecord",
     "LogTopics",
     "LogTopicsUnsupported",
+    "Membership",
     "Message",
     "MessageTooLarge",
+    "OnAssigned",
     "Retained",
     "Subscription",
     "SubscriptionClosed",

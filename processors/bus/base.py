@@ -11,13 +11,16 @@ from __future__ import annotations
 import abc
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Collection, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ragbus.config.bus import BusSettings
 from ragbus.schema.errors import RagbusError
 from ragbus.schema.topics import CHANGELOG_PREFIX, REPLY_PREFIX, is_changelog
+
+if TYPE_CHECKING:
+    from .assignment import Assign, Membership, OnAssigned
 
 _DEFAULTS = BusSettings()
 
@@ -312,6 +315,10 @@ class LogTopicsUnsupported(Unsupported):
     """This backend has no log topics (``append``, ``read_log``)."""
 
 
+class AssignmentUnsupported(Unsupported):
+    """This backend has no group membership with an assignment of the caller's (``join_assignment``)."""
+
+
 class LogTopics(Protocol):
     """A bus as the stores' replication uses it: log topics appended to and read, and whether the broker is
     reachable. Every ``Bus`` is one (on a backend without log topics, both calls refuse)."""
@@ -380,6 +387,7 @@ class Bus(abc.ABC):
         self.max_message_bytes = max_message_bytes
         self._subscriptions: set[Subscription] = set()
         self._log_readers: weakref.WeakSet[LogReader] = weakref.WeakSet()
+        self._memberships: weakref.WeakSet[Membership] = weakref.WeakSet()
         self._closed = False
 
     async def publish(
@@ -512,6 +520,25 @@ class Bus(abc.ABC):
         self._check_log(topic)
         raise LogTopicsUnsupported(f"{self.url}: log topics here have no partitions to read apart")
 
+    async def join_assignment(self, topic: str, group: str, partitions: int, *, metadata: Callable[[], bytes],
+                              assign: Assign, on_assigned: OnAssigned, timeout: float = 60.0) -> Membership:
+        """Be a member of ``group`` on ``topic`` (of ``partitions``), owning what ``assign`` gives it.
+
+        Whenever members come or go, one member runs ``assign`` over every member's ``metadata()``,
+        and each member's ``on_assigned`` is awaited with its partitions and data (``bus/assignment.py``).
+        Returns once the first assignment is known; ``close`` the membership to leave.
+        """
+        self._check_open()
+        if partitions < 1:
+            raise ValueError(f"a group's topic needs at least one partition, got {partitions}")
+        membership = await self._join_assignment(topic, group, partitions, metadata, assign, on_assigned, timeout)
+        self._memberships.add(membership)
+        return membership
+
+    async def _join_assignment(self, topic: str, group: str, partitions: int, metadata: Callable[[], bytes],
+                               assign: Assign, on_assigned: OnAssigned, timeout: float) -> Membership:
+        raise AssignmentUnsupported(f"{self.url}: no group membership with an assignment of the caller's here")
+
     async def list_topics(self) -> list[str] | None:
         """Every topic the broker knows, or None when this backend cannot list them."""
         self._check_open()
@@ -534,6 +561,8 @@ class Bus(abc.ABC):
             await sub.close()
         for reader in list(self._log_readers):
             await reader.close()
+        for membership in list(self._memberships):
+            await membership.close()
         await self._close()
 
     def check_size(self, body: bytes) -> None:

@@ -21,10 +21,12 @@ import sys
 import time
 import zlib
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ragbus.schema.topics import REPLY_PREFIX, is_changelog
 
+from .assignment import Assign, Membership, OnAssigned, check_assignment
 from .base import Bus, BusError, Delivery, GroupStatus, LogReader, LogRecord, Message, Retained, Subscription
 
 
@@ -82,6 +84,51 @@ class _Group:
             self.dispatch(entry)
 
 
+class MemoryMembership(Membership):
+    def __init__(self, group: _Assigning, metadata: Callable[[], bytes], on_assigned: OnAssigned) -> None:
+        super().__init__(group.topic, group.name)
+        self.metadata, self.on_assigned = metadata, on_assigned
+        self._group = group
+
+    async def close(self) -> None:
+        await self._group.leave(self)
+
+
+class _Assigning:
+    """A group of ``join_assignment`` members on one topic: on each join and leave the first member to
+    have joined (the leader) runs the policy, and every member is told its part, one after another."""
+
+    def __init__(self, topic: str, name: str, partitions: int, assign: Assign) -> None:
+        self.topic, self.name, self.partitions, self.assign = topic, name, partitions, assign
+        self.members: dict[str, MemoryMembership] = {}
+        self._lock = asyncio.Lock()
+        self._ids = 0
+
+    async def join(self, member: MemoryMembership) -> None:
+        async with self._lock:
+            self._ids += 1
+            self.members[f"{self.name}-{self._ids}"] = member
+            await self._rebalance()
+
+    async def leave(self, member: MemoryMembership) -> None:
+        async with self._lock:
+            gone = [k for k, m in self.members.items() if m is member]
+            if not gone:
+                return
+            for key in gone:
+                del self.members[key]
+            await self._rebalance()
+
+    async def _rebalance(self) -> None:
+        given = {key: m.metadata() for key, m in self.members.items()}
+        assigned = self.assign(self.partitions, given)
+        check_assignment(self.partitions, given, assigned)
+        for key, member in self.members.items():
+            owned, data = assigned[key]
+            member.owned, member.data = frozenset(owned), data
+            await member.on_assigned(member.owned, data)
+
+
 def _size(message: _Published) -> int:
     return len(message.body or b"") + sum(len(k) + len(v) for k, v in message.headers.items())
 
@@ -111,6 +158,7 @@ class MemoryBroker:
         self.retention_bytes = retention_bytes
         self.log_partitions = log_partitions
         self.topics: dict[str, _Topic] = {}
+        self.assignments: dict[tuple[str, str], _Assigning] = {}
 
     def topic(self, name: str) -> _Topic:
         topic = self.topics.get(name)
@@ -256,6 +304,19 @@ class MemoryBus(Bus):
 
     def _partition(self, order_key: str) -> int:
         return zlib.crc32(order_key.encode()) % self._broker.log_partitions  # stable across processes
+
+    async def _join_assignment(self, topic: str, group: str, partitions: int, metadata: Callable[[], bytes],
+                               assign: Assign, on_assigned: OnAssigned, timeout: float) -> Membership:
+        state = self._broker.assignments.get((topic, group))
+        if state is None:
+            state = self._broker.assignments[(topic, group)] = _Assigning(topic, group, partitions, assign)
+        elif state.partitions != partitions:
+            raise BusError(f"memory:// group {group!r} on {topic!r} is for {state.partitions} partitions, "
+                           f"not {partitions}")
+        state.assign = assign  # the latest member's policy leads, as a new leader's would on a broker
+        member = MemoryMembership(state, metadata, on_assigned)
+        await state.join(member)
+        return member
 
     async def list_topics(self) -> list[str]:
         self._check_open()

@@ -59,6 +59,7 @@ from ..url import BusAddress
 from . import client_log
 from . import log as kafka_log
 from . import backlog
+from .assignment import KafkaMembership
 from .records import groupless_consumer, headers_of, timestamp_of
 from . import topics as kafka_topics
 from .groups import RETRY_INFIX, consumers_of
@@ -419,6 +420,12 @@ class KafkaBus(Bus):
                 await producer.start()
                 self._appender = producer
             return self._appender
+
+    async def _join_assignment(self, topic, group, partitions, metadata, assign, on_assigned, timeout):
+        membership = KafkaMembership(self, topic, group, partitions, metadata=metadata, assign=assign,
+                                     on_assigned=on_assigned)
+        await membership.start(timeout)
+        return membership
 
     async def _read_log(self, topic: str, after: str | None, partitions: frozenset[int] | None) -> LogReader:
         reader = kafka_log.KafkaLogReader(self, topic, partitions)
