@@ -44,6 +44,15 @@ QUERY = (*RETRIEVAL, *GRAPH_QUERY, "prompt", "document-rag")
 LOG_ONLY = ("documents-replica",)
 LOG_REPLICA = (*LOG_ONLY, *QUERY, "documents-query")
 
+# A query host of a sharded deployment ([stores] shards): shard-host keeps the shards the broker gives it, each
+# served by its own doc-embeddings-query, fetch-chunk and keyword-query on the shard's topics; document-rag asks
+# every shard. The library (documents-query) is the ingestion hosts' (they keep the whole log's).
+SHARD_HOST = ("shard-host",)
+SHARDED_QUERY = (*SHARD_HOST, "embed", *GRAPH_QUERY, "prompt", "document-rag")
+
+# What makes a host's stores from the log, and so never runs beside a data dir's writers (``ragbus worker --all``).
+FROM_THE_LOG = (*LOG_ONLY, *SHARD_HOST)
+
 # Everything the embedded pipeline needs in one process (``ragbus ask`` on memory://).
 EVERYTHING = tuple(dict.fromkeys((*INGEST, *GRAPH_LOAD, *QUERY)))
 
@@ -59,11 +68,17 @@ ROLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
-def role(name: str, *, log: bool) -> tuple[str, ...]:
-    """The processors a host of role ``name`` runs (``ROLES``), with its stores on the log or not."""
+def role(name: str, *, log: bool, shards: int = 0) -> tuple[str, ...]:
+    """The processors a host of role ``name`` runs (``ROLES``), with its stores on the log or not; a query
+    host of a sharded deployment (``shards``, which needs the log) runs ``SHARDED_QUERY``."""
     try:
         files, from_log = ROLES[name]
     except KeyError:
         raise ValueError(f"unknown role {name!r}: one of {', '.join(ROLES)}") from None
+    if shards and name != "ingest":
+        if not log or name != "query":
+            raise ValueError(f"[stores] shards = {shards} needs [stores] log = true and the query role: a sharded "
+                             f"collection is served by query hosts that make their shards from the log")
+        return SHARDED_QUERY
     return from_log if log else files
 

@@ -93,6 +93,23 @@ class ReplicaStatus(msgspec.Struct, kw_only=True):
     error: Error | None = None
 
 
+class ShardStatus(msgspec.Struct, kw_only=True):
+    """One shard of a collection's document stores as a sharded query host sees it."""
+
+    shard: int
+    owner: str = ""  # the host id the group's latest assignment gave it to ("": none known)
+    here: str = ""  # on the host asked: "serving", "standby", "catching up", or "" (not kept here)
+
+
+class ShardsStatus(msgspec.Struct, kw_only=True):
+    """A sharded query host's shards (its answer to a ``ReplicaStatusRequest``)."""
+
+    host: str = ""
+    log_topic: str = ""
+    shards: list[ShardStatus] = []
+    error: Error | None = None
+
+
 class ReplicaReport(msgspec.Struct, kw_only=True):
     """How far one replica has applied its log, as it said last (``REPLICAS_LOG``, ``ragbus status``)."""
 
@@ -103,3 +120,5 @@ class ReplicaReport(msgspec.Struct, kw_only=True):
     caught_up: bool = False
     checkpoint: str = ""
     reported_at: float = 0.0  # Unix time of the report
+    shard: int | None = None  # a shard's replica: which shard (``[stores] shards``); None: the whole log
+    serving: bool | None = None  # a shard's replica: whether its host serves the shard (owner) or keeps a standby

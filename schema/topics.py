@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import msgspec
 
-from .changelog import ReplicaStatus, ReplicaStatusRequest
+from .changelog import ReplicaStatus, ReplicaStatusRequest, ShardsStatus
 from .graph import KgQueryRequest, KgQueryResponse
 from .ingest import DeleteDocument, Document, EmbeddedChunks, IngestResult, LoadTriples
 from .library import DocumentList, ListDocuments, RecordDocument
@@ -46,6 +46,7 @@ TRIPLES_LOAD = "triples-load"
 DOCUMENT_RECORD = "document-record"  # a document stored whole, or removed: the library's writer
 DOCUMENTS_QUERY = "documents-query"  # which documents a collection holds, which collections there are
 DOCUMENTS_REPLICA = "documents-replica"  # a replica's document stores made from the log: where it stands
+SHARD_HOST = "shard-host"  # a sharded query host's shards of the document stores: which it owns, which it stands by
 
 # Reply topics are private to one client; processors publish only under this prefix.
 REPLY_PREFIX = "ragbus.reply."
@@ -94,6 +95,7 @@ SCHEMAS: dict[str, TopicSchema] = {
     DOCUMENT_RECORD: TopicSchema(RecordDocument, IngestResult),
     DOCUMENTS_QUERY: TopicSchema(ListDocuments, DocumentList),
     DOCUMENTS_REPLICA: TopicSchema(ReplicaStatusRequest, ReplicaStatus),
+    SHARD_HOST: TopicSchema(ReplicaStatusRequest, ShardsStatus),
 }
 
 # Topics whose processors can answer in pieces (a request with the ``stream`` header), and the

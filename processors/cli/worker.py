@@ -18,11 +18,11 @@ async def _worker(args: argparse.Namespace) -> int:
     if sum(map(bool, (args.names, args.all, args.role))) > 1:
         raise SystemExit("ragbus worker: name processors, or pass --all, or --role: one of them")
     if args.all:  # a data dir's whole pipeline; documents-replica makes a host's dir from the log, never beside writers
-        names = [n for n in sorted(settings.processors) if n not in pipelines.LOG_ONLY]
+        names = [n for n in sorted(settings.processors) if n not in pipelines.FROM_THE_LOG]
     elif args.names:
         names = args.names
     elif role:
-        names = list(pipelines.role(role, log=settings.stores.log))
+        names = list(pipelines.role(role, log=settings.stores.log, shards=settings.stores.shards))
     else:
         raise SystemExit("ragbus worker: name a processor, or pass --role (ingest, query, all; or [worker] role, "
                          "RAGBUS_WORKER__ROLE) or --all")

@@ -46,6 +46,7 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 import msgspec
 
 from ragbus.config.settings import ProcessorSettings, bulk_group
+from ragbus.config.settings import Settings as Deployment
 from ragbus.schema import REPLY_PREFIX, BadRequest, DecodeError, Error, decode, encode
 from ragbus.schema.errors import RagbusError
 
@@ -136,6 +137,12 @@ class Processor(Generic[Req, Resp]):
         for reason in ("Undecodable", "MessageTooLarge"):
             metrics.dead_lettered.labels(name, reason)
         self._failed: asyncio.Future[None] | None = None  # while running: what ``fail`` says
+
+    @classmethod
+    def build(cls, name: str, settings: Any, pipeline: Deployment) -> Processor:
+        """How a worker makes it: from its own section's ``settings``; one that builds processors of its own
+        (a sharded query host) keeps ``pipeline``, the deployment's settings, for their sections."""
+        return cls(name, settings)
 
     def fail(self, error: BaseException) -> None:
         """Stop serving for good: the worker drains every processor and exits with ``error`` (a state it

@@ -54,7 +54,7 @@ def build_processor(settings: Settings, name: str) -> Processor:
     if "class" not in section:
         raise SettingsError(f"[processors.{name}] has no 'class'")
     cls = processor_class(section["class"])
-    return cls(name, processor_settings(settings, name, cls.Settings))
+    return cls.build(name, processor_settings(settings, name, cls.Settings), settings)
 
 
 def _serve_metrics(settings: MetricsSettings, readiness: metrics.Readiness):

@@ -19,7 +19,9 @@ keyword, library, kg) and documents-replica are thin adapters over it.
 - ``reports.py``: each replica's progress, reported on the bus;
 - ``data_dir_watch.py``: a replica's data dir removed under it, noticed;
 - ``documents_replica.py``: ``DocumentsReplica``, a host's document stores made from the documents log
-  (its settings: ``replica_settings.py``).
+  (its settings: ``replica_settings.py``);
+- ``shards.py``: ``ShardedReplicas``, a query host's shards of them, owned through the broker;
+  ``shard_assignment.py``: the policy that deals shards and standbys to hosts.
 
 How it fits: docs/stores-from-the-log.md.
 """

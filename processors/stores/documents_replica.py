@@ -13,7 +13,7 @@ superseded. The whole story: docs/stores-from-the-log.md ("Replicas", "Compactio
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -83,8 +83,11 @@ class DocumentsReplica:
     """
 
     def __init__(self, name: str, data_dir: Path, log_topic: str, settings: ReplicaSettings,
-                 on_gone: Callable[[BaseException], Any]) -> None:
+                 on_gone: Callable[[BaseException], Any], *, partitions: Collection[int] | None = None,
+                 shard: int | None = None, serving: Callable[[], bool] | None = None) -> None:
         self._bus: LogTopics | None = None  # from start
+        # A shard's replica: only these partitions of the log; its reports say which shard, and whether served.
+        self.partitions, self.shard, self._serving = partitions, shard, serving
         self.name, self.data_dir, self.log_topic = name, data_dir, log_topic
         self.settings = settings
         self._on_gone = on_gone
@@ -127,10 +130,11 @@ class DocumentsReplica:
                 bus, self.log_topic, CheckpointFile(own / CHECKPOINT), self._apply, name=self.name,
                 sync_interval_s=self.settings.sync_interval_s,
                 batch=(self._begin_batch, self._end_batch) if self.settings.batch_s else None,
-                batch_s=self.settings.batch_s,
+                batch_s=self.settings.batch_s, partitions=self.partitions,
             )
             self.reports = ReportLoop(bus, self.follower, replica_id(self.name, self.data_dir),
-                                      interval_s=self.settings.report_interval_s)
+                                      interval_s=self.settings.report_interval_s, shard=self.shard,
+                                      serving=self._serving)
             self.reports.start()  # from the start: a catch-up shows its progress
             await self.follower.start()
             register_follower(self.follower, self.data_dir)  # for the host's reads that must see a write
@@ -256,7 +260,7 @@ class DocumentsReplica:
 
     async def _learn_runs(self) -> None:
         """Every live run of the log as it stands (its keys, and the versions of its runs)."""
-        async with await self.bus.read_log(self.log_topic) as reader:
+        async with await self.bus.read_log(self.log_topic, partitions=self.partitions) as reader:
             while not await reader.caught_up():
                 record = await reader.next()
                 self._saw(record)

@@ -27,10 +27,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 from ragbus.bus import LogReader, LogRecord, LogTopics
+from ragbus.bus.positions import place
 from ragbus.runtime.threads import OneThread
 
 from .snapshots import Snapshot
@@ -53,8 +54,10 @@ class LogFollower:
         on_progress: Callable[[int], None] | None = None,
         batch: tuple[Callable[[], Awaitable[Any]], Callable[[], Awaitable[Any]]] | None = None,
         batch_s: float = 5.0,
+        partitions: Collection[int] | None = None,
     ) -> None:
         self.bus = bus
+        self.partitions = None if partitions is None else frozenset(partitions)  # a shard's, or all
         self.topic = topic
         self.snapshot = snapshot
         self._apply = apply
@@ -77,7 +80,7 @@ class LogFollower:
         for record in records:
             await self._apply_logged(record)
         self.replayed = len(records)
-        self._reader = reader = await self.bus.read_log(self.topic, after=checkpoint)
+        self._reader = reader = await self.bus.read_log(self.topic, after=checkpoint, partitions=self.partitions)
         if self._batch is None:
             while not await reader.caught_up():
                 await self._step(reader)
@@ -154,9 +157,19 @@ class LogFollower:
 
     def covers(self, position: str) -> bool:
         """Whether the record at ``position`` has been applied (records are applied one at a time, in
-        the order the reader returns them: every one returned is applied but the one being applied)."""
+        the order the reader returns them: every one returned is applied but the one being applied).
+        A follower of some partitions (a shard's) has nothing to apply of another's: True."""
+        if not self.holds(position):
+            return True
         return (self._reader is not None and self._reader.covers(position) and position != self._applying
                 and position not in self._unflushed)
+
+    def holds(self, position: str) -> bool:
+        """Whether ``position`` is in a partition this follower reads (memory:// positions name none: all are)."""
+        if self.partitions is None:
+            return True
+        partition = place(position)[0]
+        return partition == "" or int(partition) in self.partitions
 
     async def wait_for(self, position: str, timeout: float) -> bool:
         """Wait until the record at ``position`` is applied; False if ``timeout`` seconds pass first."""

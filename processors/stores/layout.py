@@ -7,6 +7,7 @@
     <data_dir>/<collection>/graph/log         the graph's log (graph_log.py)
     <data_dir>/.<store>-writer.lock           a writer's lock (writer_lock.py)
     <data_dir>/.replicas/<processor>/         a replica's snapshot (snapshots.py)
+    <data_dir>/shard-<k>/                     a shard's own data dir, laid out as this one (shards.py)
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ def lock_path(data_dir: str | Path, store: str) -> Path:
 
 def replica_dir(data_dir: str | Path, processor: str) -> Path:
     return Path(data_dir) / ".replicas" / processor
+
+
+def shard_dir(data_dir: str | Path, shard: int) -> Path:
+    return Path(data_dir) / f"shard-{shard}"
 
 
 def graph_collections(data_dir: Path) -> list[str]:

@@ -19,6 +19,7 @@ import contextlib
 import logging
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ragbus.bus import LogTopics
@@ -37,8 +38,10 @@ def replica_id(processor: str, data_dir: Path) -> str:
 class ReportLoop:
     """Appends the follower's report every ``interval_s`` from ``start`` until ``close`` (then a tombstone)."""
 
-    def __init__(self, bus: LogTopics, follower: LogFollower, replica: str, *, interval_s: float = 5.0) -> None:
+    def __init__(self, bus: LogTopics, follower: LogFollower, replica: str, *, interval_s: float = 5.0,
+                 shard: int | None = None, serving: Callable[[], bool] | None = None) -> None:
         self.bus, self.follower, self.replica, self.interval_s = bus, follower, replica, interval_s
+        self.shard, self._serving = shard, serving  # a shard's replica: which, and whether its host serves it
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -48,7 +51,8 @@ class ReportLoop:
         f = self.follower
         report = ReplicaReport(replica=self.replica, log_topic=f.topic, applied=f.applied, behind=await f.behind(),
                                caught_up=await f.caught_up(), checkpoint=f.checkpoint() or "",
-                               reported_at=time.time())
+                               reported_at=time.time(), shard=self.shard,
+                               serving=None if self._serving is None else self._serving())
         await self.bus.append(REPLICAS_LOG, encode(report), key=self.replica)
         return report
 

@@ -150,11 +150,12 @@ def test_every_pipeline_names_configured_processors():
     lists = {name: value for name, value in vars(pipelines).items() if name.isupper() and name != "ROLES"}
     lists |= {f"role({role!r}, log={log})": pipelines.role(role, log=log) for role in pipelines.ROLES
               for log in (False, True)}
+    lists["role('query', log=True, shards=4)"] = pipelines.role("query", log=True, shards=4)
     assert lists, "config/pipelines.py defines no pipelines"
     for name, names in lists.items():
         assert set(names) <= configured, f"pipelines.{name} names unconfigured {set(names) - configured}"
-    assert set(pipelines.EVERYTHING) == configured - set(pipelines.LOG_ONLY)
-    assert not set(pipelines.EVERYTHING) & set(pipelines.LOG_ONLY)
+    assert set(pipelines.EVERYTHING) == configured - set(pipelines.FROM_THE_LOG)
+    assert not set(pipelines.EVERYTHING) & set(pipelines.FROM_THE_LOG)
 
 
 @pytest.mark.parametrize("name", sorted(load_settings(environ={}).processors))

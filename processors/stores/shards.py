@@ -1,0 +1,191 @@
+"""``ShardedReplicas``: a query host's shards of the document stores, owned through the broker.
+
+The host joins the shard owners' group (``Bus.join_assignment`` on ``owners_topic``, one
+partition per shard) with ``shard_assignment.assign_shards`` as its policy. For each shard it is
+given to own or to keep as a standby it runs a ``DocumentsReplica`` of that shard's partitions of
+the log alone, in ``<data_dir>/shard-<k>``; once that replica has caught up, a shard it owns is
+served (``serve(k, dir)``, the caller's: the host's query processors on the shard's topics), and
+one it no longer owns stops being served. A replica of a shard it neither owns nor stands by
+stops; its dir stays, so taking the shard again reads only what it missed. The story:
+docs/stores-from-the-log.md, "Sharding".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ragbus.bus import Bus, Membership
+from ragbus.schema.shards import shard_partitions
+
+from .documents_replica import DocumentsReplica
+from .layout import shard_dir
+from .replica_settings import ReplicaSettings
+from .shard_assignment import HostAssignment, HostMetadata, assign_shards
+
+log = logging.getLogger(__name__)
+OWNERS_PREFIX = "ragbus.shard-owners."
+
+
+def owners_topic(log_topic: str) -> str:
+    """The topic (and group) through which the shards of ``log_topic`` are owned: one partition per shard."""
+    return OWNERS_PREFIX + log_topic.rsplit(".", 1)[-1]
+
+
+@dataclass(slots=True)
+class _Shard:
+    replica: DocumentsReplica
+    started: asyncio.Task  # the replica's start: done once caught up
+    serving: bool = False
+
+
+@dataclass(slots=True)
+class ShardState:
+    """One shard as this host sees it, for status."""
+
+    shard: int
+    owner: str  # host id, "" when unknown
+    here: str  # "serving", "standby", "catching up", "" (not on this host)
+
+
+class ShardedReplicas:
+    """See the module docstring. ``serve(k, dir)`` starts serving shard k and returns once it does;
+    ``unserve(k)`` stops it; ``on_gone`` is a shard's data dir removed under it."""
+
+    def __init__(self, name: str, data_dir: Path, log_topic: str, settings: ReplicaSettings, *, shards: int,
+                 standbys: int, host_id: str, serve: Callable[[int, Path], Awaitable[Any]],
+                 unserve: Callable[[int], Awaitable[Any]], on_gone: Callable[[BaseException], Any]) -> None:
+        if shards < 1:
+            raise ValueError(f"{name}: a sharded host needs shards >= 1, got {shards}")
+        self.name, self.data_dir, self.log_topic, self.settings = name, data_dir, log_topic, settings
+        self.shards, self.standbys = shards, standbys
+        self.host_id = host_id or socket.gethostname()
+        self._serve, self._unserve, self._on_gone = serve, unserve, on_gone
+        self._bus: Bus | None = None
+        self._membership: Membership | None = None
+        self._running: dict[int, _Shard] = {}
+        self._owned: frozenset[int] = frozenset()
+        self._standby: frozenset[int] = frozenset()
+        self.owners: dict[int, str] = {}
+        self._changed = asyncio.Event()
+        self._settled = asyncio.Event()  # the latest assignment's owned shards are served
+        self._reconciler: asyncio.Task | None = None
+        self._partitions = 0
+
+    async def start(self, bus: Bus, timeout: float = 600.0) -> None:
+        """Join the owners' group; return once this host serves the shards it was first given."""
+        self._bus = bus
+        self._partitions = await bus.log_partitions(self.log_topic)
+        shard_partitions(0, self.shards, self._partitions)  # a log that cannot be split so is refused here
+        self._reconciler = asyncio.ensure_future(self._reconcile())
+        topic = owners_topic(self.log_topic)
+        self._membership = await bus.join_assignment(topic, topic, self.shards, metadata=self._metadata,
+                                                     assign=assign_shards, on_assigned=self._assigned)
+        await self.settled(timeout)
+
+    async def settled(self, timeout: float) -> None:
+        """Wait until the shards of the latest assignment are served here (``TimeoutError`` past ``timeout``)."""
+        reconciler = self._reconciler
+        if reconciler is None:
+            raise RuntimeError(f"{self.name} is not started")
+        async with asyncio.timeout(timeout):
+            while not self._settled.is_set():
+                if reconciler.done():
+                    reconciler.result()  # it failed: say why
+                waiting = asyncio.ensure_future(self._settled.wait())
+                await asyncio.wait([waiting, reconciler], return_when=asyncio.FIRST_COMPLETED)
+                waiting.cancel()
+
+    def _metadata(self) -> bytes:
+        ready = sorted(k for k, s in self._running.items()
+                       if s.started.done() and not s.started.cancelled() and s.started.exception() is None)
+        return msgspec.json.encode(HostMetadata(self.host_id, ready, self.standbys))
+
+    async def _assigned(self, owned: frozenset[int], data: bytes) -> None:
+        told = msgspec.json.decode(data, type=HostAssignment) if data else HostAssignment()
+        self._owned, self._standby = owned, frozenset(told.standby)
+        self.owners = dict(told.owners)
+        log.info("%s: owns shards %s, standby for %s", self.name, sorted(owned), sorted(self._standby))
+        self._settled.clear()
+        self._changed.set()
+
+    async def _reconcile(self) -> None:
+        try:
+            while True:
+                await self._changed.wait()
+                self._changed.clear()
+                await self._follow_assignment()
+        except Exception as exc:  # a shard that cannot start, a serve that fails: the host is not what it says
+            self._on_gone(exc)
+            raise
+
+    async def _follow_assignment(self) -> None:
+        owned, keep = self._owned, self._owned | self._standby
+        for k in sorted(set(self._running) - keep):
+            await self._stop(k)
+        for k in sorted(keep - set(self._running)):
+            self._running[k] = self._start(k)
+        for k, shard in sorted(self._running.items()):
+            if shard.serving and k not in owned:
+                shard.serving = False
+                await self._unserve(k)
+        for k, shard in sorted(self._running.items()):  # each owned shard served once its replica caught up
+            if k not in owned or shard.serving:
+                continue
+            if not shard.started.done():
+                changed = asyncio.ensure_future(self._changed.wait())
+                await asyncio.wait([shard.started, changed], return_when=asyncio.FIRST_COMPLETED)
+                changed.cancel()
+                if self._changed.is_set():
+                    return  # a newer assignment came meanwhile: follow that one
+            shard.started.result()
+            await self._serve(k, shard.replica.data_dir)
+            shard.serving = True
+        self._settled.set()
+
+    def _start(self, k: int) -> _Shard:
+        replica = DocumentsReplica(
+            f"{self.name}.shard-{k}", shard_dir(self.data_dir, k), self.log_topic, self.settings, self._on_gone,
+            partitions=shard_partitions(k, self.shards, self._partitions), shard=k,
+            serving=lambda: self._running.get(k) is not None and self._running[k].serving,
+        )
+        assert self._bus is not None
+        return _Shard(replica, asyncio.ensure_future(replica.start(self._bus)))
+
+    async def _stop(self, k: int) -> None:
+        shard = self._running.pop(k)
+        if shard.serving:
+            await self._unserve(k)
+        shard.started.cancel()
+        with contextlib.suppress(BaseException):
+            await shard.started
+        await shard.replica.close()
+
+    def states(self) -> list[ShardState]:
+        """Every shard as this host sees it."""
+        out = []
+        for k in range(self.shards):
+            shard = self._running.get(k)
+            here = "" if shard is None else "serving" if shard.serving else (
+                "catching up" if not shard.started.done() else "standby")
+            out.append(ShardState(k, self.owners.get(k, ""), here))
+        return out
+
+    async def close(self) -> None:
+        if self._membership is not None:
+            membership, self._membership = self._membership, None
+            await membership.close()  # the group hands this host's shards to the others at once
+        if self._reconciler is not None:
+            self._reconciler.cancel()
+            with contextlib.suppress(BaseException):
+                await self._reconciler
+        for k in sorted(self._running):
+            await self._stop(k)

@@ -1,0 +1,123 @@
+"""Shards of the document stores owned through the broker: each query host keeps and serves only its own.
+
+An ingestion host appends to the documents log; sharded query hosts (shard-host) join the owners'
+group. One host alone owns every shard; a second takes half; when the first stops, the second
+serves them all. Each shard's processors hold the documents of that shard's partitions and no
+other, and a read that must see writes of other shards' partitions is answered at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+
+import msgspec
+import pytest
+
+from ragbus.ingestion import ingest
+from ragbus.runtime.worker import processors_running
+from ragbus.schema import Document, KeywordQueryRequest, KeywordQueryResponse
+from ragbus.schema.changelog import ReplicaStatusRequest, ShardsStatus, document_order
+from ragbus.schema.shards import shard_of, shard_topic
+from ragbus.schema.topics import CHANGELOG_PREFIX
+
+from ..helpers.serving import client_on
+from ..helpers.documents_log import INGESTION, bus_url, host_settings  # noqa: F401 (bus_url: the fixture)
+
+SHARDS = 2
+SERVED = ("doc-embeddings-query", "fetch-chunk", "keyword-query")
+WORDS = ["amber", "basil", "cedar", "dune", "ember", "fjord", "grove", "heron", "iris", "juniper", "kelp", "lichen"]
+
+
+def sharded_host(tmp_path, log: str, suffix: str, host: str):
+    settings = host_settings(tmp_path / f"host-{host}", ("shard-host", *SERVED), log, suffix, host=host,
+                             own_topics=True)
+    settings.processors["shard-host"].update(shards=SHARDS, host_id=host, report_interval_s=0.5, log_topic=log,
+                                             data_dir=str(tmp_path / f"host-{host}"))
+    for name in SERVED:  # every host serves a shard on the same topic: the shard's, whoever owns it
+        settings.processors[name]["topic"] = f"{name}-{suffix}"
+        settings.processors[name]["group"] = f"{name}-{suffix}"
+    return settings
+
+
+async def here(client, suffix: str, host: str) -> dict[int, str]:
+    r = await client.request(f"shard-host-{host}-{suffix}", ReplicaStatusRequest(), ShardsStatus, timeout=30)
+    assert r.error is None, r.error
+    return {s.shard: s.here for s in r.shards}
+
+
+async def until_serving(client, suffix: str, wanted: dict[str, set[int]]) -> None:
+    """Wait until each host serves exactly the shards given (a rebalance takes the broker a moment)."""
+    seen: dict[str, set[int]] = {}
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(120):
+            while seen != wanted:
+                seen = {h: {k for k, v in (await here(client, suffix, h)).items() if v == "serving"} for h in wanted}
+                if seen != wanted:
+                    await asyncio.sleep(0.1)
+    assert seen == wanted
+
+
+async def search(client, suffix: str, shard: int, word: str, collection: str, must_see=()) -> list[str]:
+    r = await client.request(shard_topic(f"keyword-query-{suffix}", shard), KeywordQueryRequest(
+        query=word, collection=collection, limit=50, must_see=list(must_see)), KeywordQueryResponse, timeout=30)
+    assert r.error is None, r.error
+    return sorted({m.document_id for m in r.matches})
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("backend", ["memory", "kafka"])
+async def test_hosts_own_shards_through_the_broker_and_serve_only_theirs(bus_url, open_bus, tmp_path):  # noqa: F811
+    suffix, collection = uuid.uuid4().hex[:8], f"c{uuid.uuid4().hex[:8]}"
+    log = f"{CHANGELOG_PREFIX}documents-{suffix}"
+    writer = host_settings(tmp_path / "ingestion", INGESTION, log, suffix, host="w", own_topics=False)
+    for name in ("documents-replica", "documents-query"):
+        writer.processors[name]["topic"] = f"{name}-w-{suffix}"
+    writer.processors["document-load"]["documents_topic"] = f"documents-query-w-{suffix}"
+    docs = [Document(document_id=f"doc-{w}", collection=collection, text=f"All about the {w} and the shore.")
+            for w in WORDS]
+    bus = await open_bus()
+    where = {d.document_id: shard_of(await bus.partition_of(log, document_order(collection, d.document_id)), SHARDS)
+             for d in docs}
+    assert set(where.values()) == set(range(SHARDS))  # the documents spread over both shards
+
+    async with contextlib.AsyncExitStack() as stack:
+        await stack.enter_async_context(processors_running(writer, list(INGESTION), bus_url, ready_timeout=120))
+        client = await stack.enter_async_context(client_on(bus))
+        summary = await ingest(client, docs, timeout=60)
+        assert summary.failed == [] and summary.documents == len(docs)
+
+        host_a = contextlib.AsyncExitStack()
+        stack.push_async_callback(host_a.aclose)
+        await host_a.enter_async_context(processors_running(
+            sharded_host(tmp_path, log, suffix, "a"), ["shard-host"], bus_url, ready_timeout=120))
+        assert await here(client, suffix, "a") == {0: "serving", 1: "serving"}  # ready once it serves them
+        for shard in range(SHARDS):
+            # Each shard holds its own documents and only those; the ingest's tokens of the other shard's
+            # partitions are nothing for it to wait for.
+            mine = sorted(d for d, k in where.items() if k == shard)
+            assert await search(client, suffix, shard, "shore", collection, summary.seen) == mine
+
+        host_b = processors_running(sharded_host(tmp_path, log, suffix, "b"), ["shard-host"], bus_url,
+                                    ready_timeout=120)
+        await stack.enter_async_context(host_b)
+        await until_serving(client, suffix, {"a": {0}, "b": {1}})
+        assert (await here(client, suffix, "a"))[1] == ""  # what a host no longer owns, it does not keep
+        for shard in range(SHARDS):
+            assert len(await search(client, suffix, shard, "shore", collection)) == list(where.values()).count(shard)
+
+        # A new version of a document reaches the one shard that holds it.
+        changed = msgspec.structs.replace(docs[0], text="Now only about the harbour.")
+        again = await ingest(client, [changed], timeout=60)
+        assert again.failed == []
+        shard = where[docs[0].document_id]
+        assert await search(client, suffix, shard, "harbour", collection, again.seen) == [docs[0].document_id]
+        assert await search(client, suffix, 1 - shard, "harbour", collection, again.seen) == []
+
+        # A host that stops leaves the group at once: the other serves its shard, with what it had kept.
+        await host_a.aclose()
+        await until_serving(client, suffix, {"b": {0, 1}})
+        for shard in range(SHARDS):
+            assert len(await search(client, suffix, shard, "shore", collection)) == \
+                list(where.values()).count(shard) - (shard == where[docs[0].document_id])
