@@ -3,6 +3,7 @@
 - ``DocumentRag`` (``core.py``): the pure core, with injected async clients;
 - ``rrf_fuse`` and ``RRF_K`` (``fusion.py``): weighted reciprocal rank fusion;
 - ``DocumentRagProcessor`` (``processor.py``): the document-rag topic's thin wrapper;
+- the clients of a sharded collection's stores (``shards.py``): every shard asked, the hits merged;
 - settings and their defaults: ``settings.py``.
 """
 

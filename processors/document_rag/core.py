@@ -29,6 +29,9 @@ Per query, with the data dependencies as the only ordering:
     (``score_fuse``, normalised scores); see ``fusion.py``. If one side fails (the keyword
     side also when it takes longer than ``path_timeout_s``) the other answers
     alone and the response says which degraded;
+  - a sharded collection (``shards.py``): the clients ask every shard and merge; the
+    shards a client's answer says are ``missing`` degrade the answer (``shard-2``...),
+    the other shards' hits are used;
 - the graph path, concurrently with the document path, when a ``kg_client``
   is wired: of the facts about the entities the question names, those that answer
   it (``KgQueryRequest.answering``), ontology-checked and valid at ``at_time``; a failing
@@ -70,6 +73,7 @@ from .settings import DocumentRagSettings
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")  # what a path bounded by path_timeout_s answers
+_M = TypeVar("_M", bound=Sequence[ChunkMatch])
 MAX_HISTORY = 8  # turns of a conversation a follow-up is condensed from: the latest ones
 MAX_TURN_CHARS = 2000  # of each turn (a long answer), so the condensing prompt stays small
 
@@ -355,14 +359,14 @@ class DocumentRag:
             return await self._vector(question, limit, collection, result, t)
         if mode == "keyword":
             result.paths.append("keyword")
-            return await self._keyword(question, limit, collection, t)
+            return await self._keyword(question, limit, collection, result, t)
         result.paths += ["vector", "keyword"]
         # The keyword side is optional and bounded by path_timeout_s; the vector side is the
         # answer's backbone and gets the whole call timeout (its sub-requests are resent meanwhile).
         depth = max(limit, self.hybrid_depth)
         vector, keyword = await asyncio.gather(
             self._vector(question, depth, collection, result, t),
-            self._bounded(lambda: self._keyword(question, depth, collection, t)),
+            self._bounded(lambda: self._keyword(question, depth, collection, result, t)),
             return_exceptions=True,
         )
         answered: list[list[ChunkMatch]] = []  # the paths that answered, vector first
@@ -398,11 +402,11 @@ class DocumentRag:
         with t.stage("embed"):
             vectors = await self.embeddings_client.embed(concepts)
         with t.stage("vector_query"):
-            lists = await asyncio.gather(*(self._vector_query(v, limit, collection) for v in vectors))
+            lists = await asyncio.gather(*(self._vector_query(v, limit, collection, result) for v in vectors))
         return rrf_fuse(lists, [1.0] * len(lists), limit)
 
-    async def _vector_query(self, vector, limit, collection) -> list[ChunkMatch]:
-        return await self.doc_embeddings_client.query([vector], limit=limit, **_naming(collection))
+    async def _vector_query(self, vector, limit, collection, result: RagAnswer) -> list[ChunkMatch]:
+        return _partial(await self.doc_embeddings_client.query([vector], limit=limit, **_naming(collection)), result)
 
     async def _concepts(self, question: str, result: RagAnswer) -> list[str]:
         """The question first, then what extract-concepts adds; the question alone if it fails."""
@@ -419,9 +423,10 @@ class DocumentRag:
                 concepts.append(line)
         return concepts
 
-    async def _keyword(self, question, limit, collection, t: _Timings) -> list[ChunkMatch]:
+    async def _keyword(self, question, limit, collection, result: RagAnswer, t: _Timings) -> list[ChunkMatch]:
         with t.stage("keyword_query"):
-            return _dedup(await self.kw_index_client.query(query=question, limit=limit, **_naming(collection)), limit)
+            found = await self.kw_index_client.query(query=question, limit=limit, **_naming(collection))
+        return _dedup(_partial(found, result), limit)
 
     # -- chunk texts and the graph -------------------------------------------------------------
 
@@ -487,6 +492,15 @@ def _check_limit(name: str, value: Any) -> int:
     if value < 1:  # the limit of the store searches it becomes, which refuse 0
         raise BadRequest(f"{name} must be at least 1, got {value}")
     return value
+
+
+def _partial(matches: _M, result: RagAnswer) -> _M:
+    """``matches``; the shards a sharded client left out of them (its ``missing``: ``(shard, why)``,
+    ``shards.ShardedMatches``) degrade ``result``, each reason once."""
+    for shard, why in getattr(matches, "missing", ()):
+        if f"{shard}: {why}" not in result.problems:
+            result.degrade(shard, why)
+    return matches
 
 
 def _dedup(matches: Sequence[ChunkMatch], limit: int) -> list[ChunkMatch]:

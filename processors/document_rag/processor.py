@@ -8,13 +8,16 @@ become error responses (or degraded answers, see ``core.py``). An answer
 drawn on no chunk and no fact asks documents-query whether the collection
 holds anything (``processors/runtime/collection_check.py``): one that holds
 nothing is answered with an ``EmptyCollection`` error, on every bus and face.
+With ``shards`` > 0 the document stores' clients are sharded (``shards.py``): one client a
+shard, on ``<topic>.shard-<k>``; that needs a bus whose log topics have partitions.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from ragbus.config.settings import arguments_for
+from ragbus.bus import LogTopicsUnsupported
+from ragbus.config.settings import SettingsError, arguments_for
 from ragbus.runtime.collection_check import CollectionCheck
 from ragbus.runtime.processor import Processor, RequestContext
 from ragbus.runtime.request_client import RequestClient
@@ -28,9 +31,11 @@ from ragbus.runtime.typed_clients import (
     PromptClient,
 )
 from ragbus.schema import BadRequest, DocumentRagPiece, DocumentRagRequest, DocumentRagResponse, check_collection
+from ragbus.schema.shards import shard_partitions, shard_topic
 
 from .core import Asked, DocumentRag, RagAnswer
 from .settings import DocumentRagSettings
+from .shards import PATH_SHARE, ShardedDocEmbeddings, ShardedFetch, ShardedKeywords
 
 
 class DocumentRagProcessor(Processor[DocumentRagRequest, DocumentRagResponse]):
@@ -49,19 +54,56 @@ class DocumentRagProcessor(Processor[DocumentRagRequest, DocumentRagResponse]):
 
     async def start(self) -> None:
         s = self.settings
+        if s.shards:
+            await self._check_shards()  # before anything is made that close() would have to undo
         self._client = client = await RequestClient(
             self.bus, name=self.name, timeout_s=s.call_timeout_s, resend_after_s=s.resend_after_s or None
         ).start()
         self._holdings = CollectionCheck(self.bus, name=f"{self.name}-collections", topic=s.documents_topic,
                                          timeout_s=s.call_timeout_s)
+        stores = self._sharded(client) if s.shards else (
+            DocEmbeddingsClient(client, topic=s.doc_embeddings_topic),
+            FetchChunkClient(client, topic=s.fetch_chunk_topic),
+            KeywordClient(client, topic=s.keyword_topic),
+        )
+        docs, fetch, keywords = stores
         self._rag = DocumentRag(
             PromptClient(client, topic=s.prompt_topic),
             EmbedClient(client, topic=s.embed_topic),
-            DocEmbeddingsClient(client, topic=s.doc_embeddings_topic),
-            FetchChunkClient(client, topic=s.fetch_chunk_topic),
-            kw_index_client=KeywordClient(client, topic=s.keyword_topic),
+            docs,
+            fetch,
+            kw_index_client=keywords,
             kg_client=KgClient(client, topic=s.kg_topic) if s.use_graph else None,
             **arguments_for(DocumentRag, s),  # its tuning: retrieval_mode, the weights, the limits...
+        )
+
+    async def _check_shards(self) -> None:
+        """Refuse to start when the bus cannot say which shard holds a document, or its log cannot be split."""
+        s = self.settings
+        try:
+            partitions = await self.bus.log_partitions(s.log_topic)
+        except LogTopicsUnsupported as exc:
+            raise SettingsError(
+                f"{self.name}: shards = {s.shards} needs a bus whose log topics have partitions (Kafka or "
+                f"memory://), to tell which shard holds a document; {self.bus.url} has none ({exc}). "
+                "Set [stores] shards = 0 on this bus"
+            ) from None
+        try:
+            shard_partitions(0, s.shards, partitions)
+        except ValueError as exc:
+            raise SettingsError(f"{self.name}: {exc}") from None
+
+    def _sharded(self, client: RequestClient) -> tuple[ShardedDocEmbeddings, ShardedFetch, ShardedKeywords]:
+        """The document stores' clients over every shard: doc-embeddings-query, fetch-chunk, keyword-query."""
+        s = self.settings
+        shards = range(s.shards)
+        return (
+            ShardedDocEmbeddings([DocEmbeddingsClient(client, topic=shard_topic(s.doc_embeddings_topic, k))
+                                  for k in shards], timeout_s=s.call_timeout_s),
+            ShardedFetch([FetchChunkClient(client, topic=shard_topic(s.fetch_chunk_topic, k)) for k in shards],
+                         self.bus, s.log_topic),
+            ShardedKeywords([KeywordClient(client, topic=shard_topic(s.keyword_topic, k)) for k in shards],
+                            timeout_s=s.path_timeout_s * PATH_SHARE),
         )
 
     async def close(self) -> None:

@@ -70,6 +70,17 @@ class DocumentRagSettings(ProcessorSettings, kw_only=True, forbid_unknown_fields
     # An answer drawn on no chunk and no fact asks documents-query here whether the collection holds
     # anything: one that holds nothing is refused (EmptyCollection), saying how to fill it.
     documents_topic: str = t.DOCUMENTS_QUERY
+    # Shards of the collections (schema/shards.py), normally [stores] shards, handed here by the
+    # settings. N > 0: each retrieval asks doc-embeddings-query, keyword-query and fetch-chunk of
+    # every shard k on <topic>.shard-<k> (fetch-chunk: only the shard of the chunk's document) and
+    # merges the hits by score (processors/document_rag/shards.py). A shard that fails or misses its
+    # bound is left out and named in the answer's degraded ("shard-2"). The bound: call_timeout_s on
+    # the vector side; on the keyword side 0.9 x path_timeout_s, so the other shards' hits are
+    # merged before path_timeout_s cuts the whole side. Needs a bus whose log topics have
+    # partitions (Kafka, memory://). 0 = unsharded: one processor of each topic holds everything.
+    shards: Annotated[int, msgspec.Meta(ge=0)] = 0
+    # The documents log, whose partition of a document's records says which shard holds it.
+    log_topic: str = t.DOCUMENTS_LOG
 
     def __post_init__(self) -> None:
         if self.path_timeout_s > self.call_timeout_s:
