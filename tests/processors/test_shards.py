@@ -16,6 +16,7 @@ import msgspec
 import pytest
 
 from ragbus.ingestion import ingest
+from ragbus.runtime.typed_clients import DocumentRagClient
 from ragbus.runtime.worker import processors_running
 from ragbus.schema import Document, KeywordQueryRequest, KeywordQueryResponse
 from ragbus.schema.changelog import ReplicaStatusRequest, ShardsStatus, document_order
@@ -30,9 +31,16 @@ SERVED = ("doc-embeddings-query", "fetch-chunk", "keyword-query")
 WORDS = ["amber", "basil", "cedar", "dune", "ember", "fjord", "grove", "heron", "iris", "juniper", "kelp", "lichen"]
 
 
+ASKING = ("embed", "prompt", "document-rag")
+
+
 def sharded_host(tmp_path, log: str, suffix: str, host: str):
-    settings = host_settings(tmp_path / f"host-{host}", ("shard-host", *SERVED), log, suffix, host=host,
+    settings = host_settings(tmp_path / f"host-{host}", ("shard-host", *SERVED, *ASKING), log, suffix, host=host,
                              own_topics=True)
+    settings.processors["document-rag"].update(
+        shards=SHARDS, log_topic=log, use_graph=False, embed_topic=f"embed-{host}-{suffix}",
+        prompt_topic=f"prompt-{host}-{suffix}", documents_topic=f"documents-query-w-{suffix}",
+        **{f"{name.replace('-query', '').replace('-', '_')}_topic": f"{name}-{suffix}" for name in SERVED})
     settings.processors["shard-host"].update(shards=SHARDS, host_id=host, report_interval_s=0.5, log_topic=log,
                                              data_dir=str(tmp_path / f"host-{host}"))
     for name in SERVED:  # every host serves a shard on the same topic: the shard's, whoever owns it
@@ -91,13 +99,18 @@ async def test_hosts_own_shards_through_the_broker_and_serve_only_theirs(bus_url
         host_a = contextlib.AsyncExitStack()
         stack.push_async_callback(host_a.aclose)
         await host_a.enter_async_context(processors_running(
-            sharded_host(tmp_path, log, suffix, "a"), ["shard-host"], bus_url, ready_timeout=120))
+            sharded_host(tmp_path, log, suffix, "a"), ["shard-host", *ASKING], bus_url, ready_timeout=120))
         assert await here(client, suffix, "a") == {0: "serving", 1: "serving"}  # ready once it serves them
         for shard in range(SHARDS):
             # Each shard holds its own documents and only those; the ingest's tokens of the other shard's
             # partitions are nothing for it to wait for.
             mine = sorted(d for d, k in where.items() if k == shard)
             assert await search(client, suffix, shard, "shore", collection, summary.seen) == mine
+        # document-rag asks both shards and merges: an answer drawn on documents of each.
+        asked = await DocumentRagClient(client, topic=f"document-rag-a-{suffix}").ask(
+            "what is on the shore?", collection=collection, doc_limit=len(docs), mode="hybrid")
+        assert asked.degraded == [] and {where[c.document_id] for c in asked.chunks} == set(range(SHARDS))
+        assert {c.document_id for c in asked.chunks} == set(where)
 
         host_b = processors_running(sharded_host(tmp_path, log, suffix, "b"), ["shard-host"], bus_url,
                                     ready_timeout=120)
@@ -121,3 +134,43 @@ async def test_hosts_own_shards_through_the_broker_and_serve_only_theirs(bus_url
         for shard in range(SHARDS):
             assert len(await search(client, suffix, shard, "shore", collection)) == \
                 list(where.values()).count(shard) - (shard == where[docs[0].document_id])
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("backend", ["memory", "kafka"])
+async def test_a_standby_keeps_its_shard_caught_up_and_serves_it_when_the_owner_goes(
+        bus_url, open_bus, tmp_path):  # noqa: F811
+    suffix, collection = uuid.uuid4().hex[:8], f"c{uuid.uuid4().hex[:8]}"
+    log = f"{CHANGELOG_PREFIX}documents-{suffix}"
+    writer = host_settings(tmp_path / "ingestion", INGESTION, log, suffix, host="w", own_topics=False)
+    for name in ("documents-replica", "documents-query"):
+        writer.processors[name]["topic"] = f"{name}-w-{suffix}"
+    writer.processors["document-load"]["documents_topic"] = f"documents-query-w-{suffix}"
+    docs = [Document(document_id=f"doc-{w}", collection=collection, text=f"All about the {w} and the shore.")
+            for w in WORDS]
+    bus = await open_bus()
+    where = {d.document_id: shard_of(await bus.partition_of(log, document_order(collection, d.document_id)), SHARDS)
+             for d in docs}
+
+    def host(name: str):
+        settings = sharded_host(tmp_path, log, suffix, name)
+        settings.processors["shard-host"]["standbys"] = 1
+        return processors_running(settings, ["shard-host"], bus_url, ready_timeout=120)
+
+    async with contextlib.AsyncExitStack() as stack:
+        await stack.enter_async_context(processors_running(writer, list(INGESTION), bus_url, ready_timeout=120))
+        client = await stack.enter_async_context(client_on(bus))
+        await stack.enter_async_context(host("a"))
+        host_b = contextlib.AsyncExitStack()
+        stack.push_async_callback(host_b.aclose)
+        await host_b.enter_async_context(host("b"))
+        await until_serving(client, suffix, {"a": {0}, "b": {1}})
+        assert await here(client, suffix, "a") == {0: "serving", 1: "standby"}
+        # Written while a keeps shard 1 as a standby: its copy follows.
+        summary = await ingest(client, docs, timeout=60)
+        assert summary.failed == []
+        await host_b.aclose()
+        await until_serving(client, suffix, {"a": {0, 1}})
+        for shard in range(SHARDS):
+            mine = sorted(d for d, k in where.items() if k == shard)
+            assert await search(client, suffix, shard, "shore", collection, summary.seen) == mine
