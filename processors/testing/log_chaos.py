@@ -91,6 +91,7 @@ class LogChaos:
         self.hosts = {f"w{i + 1}": False for i in range(writers)} | {f"q{i + 1}": True for i in range(replicas)}
         self.extra_env = extra_env or {}
         self.workers: dict[str, WorkerProcess] = {}
+        self.wraps: dict[str, list[str]] = {}  # a host's command prefix: ``ip netns exec NS`` puts it on a host
         self.acked: dict[int, Document] = {}  # each document's last acknowledged version
         self.seen: list[str] = []  # where the log holds the acknowledged versions
         self.report = ChaosReport()
@@ -104,7 +105,7 @@ class LogChaos:
         query = self.hosts[host]
         env = host_env(self.workdir, host, self.suffix, query=query,
                        group=None if query else f"writers-{self.suffix}", extra=self.extra_env)
-        return WorkerProcess(role_args(query), self.url, env)
+        return WorkerProcess(role_args(query), self.url, env, wrap=self.wraps.get(host, []))
 
     async def start(self, timeout: float = 300.0) -> None:
         async def one(host: str) -> None:

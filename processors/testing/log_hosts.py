@@ -22,7 +22,10 @@ SUB_TOPICS = {"prompt_topic": "prompt", "embed_topic": "embed", "doc_embeddings_
               "fetch_chunk_topic": "fetch-chunk", "keyword_topic": "keyword-query", "kg_topic": "kg-query"}
 _DOCUMENTS_LOG = ("doc-embeddings-store", "doc-embeddings-delete", "keyword-store", "keyword-delete",
                   "document-record", "documents-replica", "keyword-query", "doc-embeddings-query", "fetch-chunk",
-                  "documents-query")
+                  "documents-query", "shard-host", "document-rag")
+# What each shard of a sharded query host serves: on topics every host shares, a shard's (``<topic>.shard-<k>``).
+SHARD_SERVED = {"doc-embeddings-query": "doc_embeddings_topic", "fetch-chunk": "fetch_chunk_topic",
+                "keyword-query": "keyword_topic"}
 
 
 def var(name: str, key: str) -> str:
@@ -39,11 +42,18 @@ def host_topic(name: str, host: str) -> str:
     return f"{name}-{host}"
 
 
+def shard_served_topic(name: str, suffix: str) -> str:
+    """The topic a shard-served processor's shards are named from on a sharded run (``<it>.shard-<k>``)."""
+    return f"{name}-{suffix}"
+
+
 def host_env(workdir: Path, host: str, suffix: str, *, query: bool, group: str | None = None,
-             extra: dict[str, str] | None = None) -> dict[str, str]:
+             extra: dict[str, str] | None = None, shards: int = 0) -> dict[str, str]:
     """A host's environment: its own data dir (``workdir/host``); the stores from this run's logs (named by
     ``suffix``); its query processors' groups named by ``group`` (the host's own unless given: ingestion
-    hosts that share their work share one); on a query host, every query processor on topics of its own."""
+    hosts that share their work share one); on a query host, every query processor on topics of its own.
+    With ``shards``, a sharded deployment: a query host owns shards as ``host`` (its host id), and the
+    processors serving each shard are on the run's shard topics, which every host shares."""
     env = worker_env(str(workdir / host), group or f"{host}-{suffix}")
     env["RAGBUS_STORES__LOG"] = "true"  # every store from the log: one switch ([stores] log)
     for name in _DOCUMENTS_LOG:
@@ -58,5 +68,12 @@ def host_env(workdir: Path, host: str, suffix: str, *, query: bool, group: str |
         env[var("embed", "bulk_topic")] = ""  # ingestion's embedding is the ingestion host's
         for key, name in SUB_TOPICS.items():
             env[var("document-rag", key)] = host_topic(name, host)
+    if shards:
+        env["RAGBUS_STORES__SHARDS"] = str(shards)
+        env[var("shard-host", "host_id")] = host
+        env[var("shard-host", "topic")] = host_topic("shard-host", host)
+        for name, key in SHARD_SERVED.items():
+            env[var(name, "topic")] = env[var(name, "group")] = shard_served_topic(name, suffix)
+            env[var("document-rag", key)] = shard_served_topic(name, suffix)
     env.update(extra or {})
     return env
