@@ -122,3 +122,4 @@ class ReplicaReport(msgspec.Struct, kw_only=True):
     reported_at: float = 0.0  # Unix time of the report
     shard: int | None = None  # a shard's replica: which shard (``[stores] shards``); None: the whole log
     serving: bool | None = None  # a shard's replica: whether its host serves the shard (owner) or keeps a standby
+    host: str = ""  # a shard's replica: its host's id in the shard owners' group

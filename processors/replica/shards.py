@@ -42,6 +42,9 @@ class ShardHostSettings(ReplicaSettings, kw_only=True, forbid_unknown_fields=Tru
     # The processors serving each shard: names of [processors.NAME] sections, each run on the shard's topic
     # and data dir. document-rag asks these three (processors/document_rag/shards.py).
     serve: list[str] = msgspec.field(default_factory=lambda: ["doc-embeddings-query", "fetch-chunk", "keyword-query"])
+    # A shard given to another host is served here still until that host serves it (its report says so), at
+    # most this long: a shard moving to a host that must catch up first is not dark meanwhile.
+    handover_s: Annotated[float, msgspec.Meta(gt=0)] = 300.0
     # The host is ready once it serves the shards it was first given: at most this long.
     start_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 600.0
 
@@ -67,7 +70,7 @@ class ShardHostProcessor(Processor[ReplicaStatusRequest, ShardsStatus]):
         self.shards = ShardedReplicas(
             name, data_dir(settings.data_dir), self.log_topic, settings, shards=settings.shards,
             standbys=settings.standbys, host_id=settings.host_id, serve=self._serve, unserve=self._unserve,
-            on_gone=self.fail,
+            on_gone=self.fail, handover_s=settings.handover_s,
         )
 
     @classmethod

@@ -84,10 +84,11 @@ class DocumentsReplica:
 
     def __init__(self, name: str, data_dir: Path, log_topic: str, settings: ReplicaSettings,
                  on_gone: Callable[[BaseException], Any], *, partitions: Collection[int] | None = None,
-                 shard: int | None = None, serving: Callable[[], bool] | None = None) -> None:
+                 shard: int | None = None, serving: Callable[[], bool] | None = None, host: str = "") -> None:
         self._bus: LogTopics | None = None  # from start
-        # A shard's replica: only these partitions of the log; its reports say which shard, and whether served.
-        self.partitions, self.shard, self._serving = partitions, shard, serving
+        # A shard's replica: only these partitions of the log; its reports say which shard, whether its host
+        # (``host``, its id among the shards' owners) serves it.
+        self.partitions, self.shard, self._serving, self._host = partitions, shard, serving, host
         self.name, self.data_dir, self.log_topic = name, data_dir, log_topic
         self.settings = settings
         self._on_gone = on_gone
@@ -134,7 +135,7 @@ class DocumentsReplica:
             )
             self.reports = ReportLoop(bus, self.follower, replica_id(self.name, self.data_dir),
                                       interval_s=self.settings.report_interval_s, shard=self.shard,
-                                      serving=self._serving)
+                                      serving=self._serving, host=self._host)
             self.reports.start()  # from the start: a catch-up shows its progress
             await self.follower.start()
             register_follower(self.follower, self.data_dir)  # for the host's reads that must see a write

@@ -39,9 +39,10 @@ class ReportLoop:
     """Appends the follower's report every ``interval_s`` from ``start`` until ``close`` (then a tombstone)."""
 
     def __init__(self, bus: LogTopics, follower: LogFollower, replica: str, *, interval_s: float = 5.0,
-                 shard: int | None = None, serving: Callable[[], bool] | None = None) -> None:
+                 shard: int | None = None, serving: Callable[[], bool] | None = None, host: str = "") -> None:
         self.bus, self.follower, self.replica, self.interval_s = bus, follower, replica, interval_s
-        self.shard, self._serving = shard, serving  # a shard's replica: which, and whether its host serves it
+        # A shard's replica: which shard, whether its host serves it, and the host's id among the shards' owners.
+        self.shard, self._serving, self.host = shard, serving, host
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -52,7 +53,7 @@ class ReportLoop:
         report = ReplicaReport(replica=self.replica, log_topic=f.topic, applied=f.applied, behind=await f.behind(),
                                caught_up=await f.caught_up(), checkpoint=f.checkpoint() or "",
                                reported_at=time.time(), shard=self.shard,
-                               serving=None if self._serving is None else self._serving())
+                               serving=None if self._serving is None else self._serving(), host=self.host)
         await self.bus.append(REPLICAS_LOG, encode(report), key=self.replica)
         return report
 
