@@ -108,6 +108,8 @@ class ShardHostProcessor(Processor[ReplicaStatusRequest, ShardsStatus]):
         await asyncio.wait([ready, *runs], return_when=asyncio.FIRST_COMPLETED)
         if not ready.done():
             ready.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ready
             for run in runs:
                 if run.done():
                     run.result()

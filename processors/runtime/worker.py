@@ -119,8 +119,10 @@ async def run_workers(
             ahead: asyncio.Future = asyncio.ensure_future(asyncio.gather(*(joined[i].wait() for i in runs)))
             told: asyncio.Future = asyncio.ensure_future(stop.wait())
             await asyncio.wait([ahead, told, *leading], return_when=asyncio.FIRST_COMPLETED)
-            ahead.cancel()
-            told.cancel()
+            for waited in (ahead, told):
+                waited.cancel()
+                with contextlib.suppress(asyncio.CancelledError):  # retrieved: a gather cancelled says nothing
+                    await waited
         if not stop.is_set():
             launch(first=False)
         tasks: list[asyncio.Future] = [runs[i] for i in sorted(runs)]
@@ -135,6 +137,8 @@ async def run_workers(
                 on_ready()
         else:
             waiting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await waiting
         started = sorted(runs)
         results = (await asyncio.gather(*tasks, return_exceptions=True))[: len(started)]
         stats: dict[str, ConsumeStats] = {}

@@ -24,7 +24,8 @@ from typing import Any
 
 import msgspec
 
-from ragbus.bus import Bus, Membership
+from ragbus.bus import Bus, Membership, Unsupported
+from ragbus.schema.errors import RagbusError
 from ragbus.schema import decode
 from ragbus.schema.changelog import ReplicaReport
 from ragbus.schema.shards import shard_partitions
@@ -37,6 +38,12 @@ from .shard_assignment import HostAssignment, HostMetadata, assign_shards
 
 log = logging.getLogger(__name__)
 OWNERS_PREFIX = "ragbus.shard-owners."
+
+
+class ShardingUnsupported(RagbusError, ValueError):
+    """The bus cannot hold shards: its log topics have no partitions a group can own (Pulsar)."""
+
+    retriable = False
 
 
 def owners_topic(log_topic: str) -> str:
@@ -94,13 +101,21 @@ class ShardedReplicas:
     async def start(self, bus: Bus, timeout: float = 600.0) -> None:
         """Join the owners' group; return once this host serves the shards it was first given."""
         self._bus = bus
-        self._partitions = await bus.log_partitions(self.log_topic)
+        try:
+            self._partitions = await bus.log_partitions(self.log_topic)
+        except Unsupported as exc:
+            raise ShardingUnsupported(f"{self.name}: [stores] shards needs a bus whose log topics have partitions "
+                                      f"that a group can own (Kafka, or memory:// within one process): {exc}") from None
         shard_partitions(0, self.shards, self._partitions)  # a log that cannot be split so is refused here
         self._reconciler = asyncio.ensure_future(self._reconcile())
         self._watch = asyncio.ensure_future(self._watch_reports(bus))
         topic = owners_topic(self.log_topic)
-        self._membership = await bus.join_assignment(topic, topic, self.shards, metadata=self._metadata,
-                                                     assign=assign_shards, on_assigned=self._assigned)
+        try:
+            self._membership = await bus.join_assignment(topic, topic, self.shards, metadata=self._metadata,
+                                                         assign=assign_shards, on_assigned=self._assigned)
+        except Unsupported as exc:
+            raise ShardingUnsupported(f"{self.name}: [stores] shards needs a bus on which hosts own shards through "
+                                      f"a group (Kafka, or memory:// within one process): {exc}") from None
         await self.settled(timeout)
 
     async def settled(self, timeout: float) -> None:

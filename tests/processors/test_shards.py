@@ -22,6 +22,7 @@ from ragbus.schema import Document, KeywordQueryRequest, KeywordQueryResponse
 from ragbus.schema.changelog import ReplicaStatusRequest, ShardsStatus, document_order
 from ragbus.schema.shards import shard_of, shard_topic
 from ragbus.schema.topics import CHANGELOG_PREFIX
+from ragbus.stores.shards import ShardingUnsupported
 
 from ..helpers.serving import client_on
 from ..helpers.documents_log import INGESTION, bus_url, host_settings  # noqa: F401 (bus_url: the fixture)
@@ -176,3 +177,12 @@ async def test_a_standby_keeps_its_shard_caught_up_and_serves_it_when_the_owner_
         for shard in range(SHARDS):
             mine = sorted(d for d, k in where.items() if k == shard)
             assert await search(client, suffix, shard, "shore", collection, summary.seen) == mine
+
+
+@pytest.mark.parametrize("backend", ["pulsar"])
+async def test_a_sharded_host_on_pulsar_is_refused_saying_why(bus_url, tmp_path):  # noqa: F811
+    suffix = uuid.uuid4().hex[:8]
+    settings = sharded_host(tmp_path, f"{CHANGELOG_PREFIX}documents-{suffix}", suffix, "a")
+    with pytest.raises(ShardingUnsupported, match="needs a bus whose log topics have partitions"):
+        async with processors_running(settings, ["shard-host"], bus_url, ready_timeout=120):
+            pass
