@@ -1,7 +1,11 @@
-"""Each shard's owners and standbys, drawn from its replicas' reports (``runtime/shard_status.py``)."""
+"""Each shard's owners and standbys, drawn from its replicas' reports (``runtime/shard_status.py``), and
+``ragbus status``'s table of them."""
 
 from __future__ import annotations
 
+import msgspec
+
+from ragbus.cli.status import print_shards
 from ragbus.runtime.shard_status import host_of, shard_rows
 from ragbus.schema.changelog import ReplicaReport
 
@@ -58,3 +62,23 @@ def test_each_log_on_its_own_and_nothing_without_shard_reports():
     assert shard_rows([]) == [] and shard_rows([report(None, "a", serving=None)]) == []
     rows = shard_rows([report(0, "a", serving=True, shards=1, log="x"), report(0, "b", serving=True, shards=1)])
     assert [(r.log_topic, r.shard, r.owners[0].host) for r in rows] == [(LOG, 0, "b"), ("x", 0, "a")]
+
+
+def test_ragbus_status_prints_a_line_per_owner_no_owner_and_the_standbys(capsys):
+    rows = shard_rows([
+        report(0, "a", serving=True, behind=3, caught_up=False, age=2.0),
+        report(0, "b", serving=False),
+        report(0, "c", serving=False, behind=40, caught_up=False),
+        report(1, "dead", serving=True, age=600.0),
+        report(1, "b", serving=True, behind=None, age=0.5),
+        report(1, "d", serving=False, behind=None, caught_up=False),
+    ])
+    print_shards(msgspec.to_builtins(rows), NOW)
+    lines = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert lines == [
+        ["LOG", "SHARD", "OWNER", "BEHIND", "READY", "REPORTED", "STANDBYS"],
+        [LOG, "0", "a", "3", "no", "2.0s", "ago", "b,", "c", "(catching", "up,", "40", "behind)"],
+        [LOG, "1", "b", "-", "yes", "0.5s", "ago", "d", "(catching", "up)"],
+        [LOG, "1", "dead", "0", "yes", "10.0m", "ago"],  # killed without a word: its report grows old
+        [LOG, "2", "no", "owner", "-", "no", "-", "-"],
+    ]
