@@ -113,7 +113,7 @@ class ShardsStatus(msgspec.Struct, kw_only=True):
 class ReplicaReport(msgspec.Struct, kw_only=True):
     """How far one replica has applied its log, as it said last (``REPLICAS_LOG``, ``ragbus status``)."""
 
-    replica: str  # <processor>@<host>:<data dir>
+    replica: str  # <processor>@<host>:<data dir> (a shard's replica: <host> is its shard host's host id)
     log_topic: str
     applied: int = 0  # records applied since it started (from its snapshot, then from the log)
     behind: int | None = None  # records of the log it had not applied yet; None: the backend cannot count
@@ -123,3 +123,4 @@ class ReplicaReport(msgspec.Struct, kw_only=True):
     shard: int | None = None  # a shard's replica: which shard (``[stores] shards``); None: the whole log
     serving: bool | None = None  # a shard's replica: whether its host serves the shard (owner) or keeps a standby
     host: str = ""  # a shard's replica: its host's id in the shard owners' group
+    shards: int | None = None  # a shard's replica: how many shards the log is split into; None: not sharded

@@ -89,6 +89,31 @@ class ProcessorStatus(msgspec.Struct, kw_only=True):
     dead_letters: int = 0
 
 
+class ShardHolder(msgspec.Struct, kw_only=True):
+    """One replica of a shard, as its latest report says (``ReplicaReport``)."""
+
+    host: str  # the host part of its replica id: its shard host's host id
+    replica: str  # <processor>.shard-<k>@<host>:<data dir>
+    behind: int | None = None  # records of the shard's partitions it had not applied; None: cannot count
+    caught_up: bool = False
+    reported_at: float = 0.0  # Unix time of the report
+
+
+class ShardRow(msgspec.Struct, kw_only=True):
+    """One shard of a sharded log, as its replicas last reported (``processors/runtime/shard_status.py``).
+
+    ``owners``: the replicas whose host said it serves the shard, by host; none: no owner.
+    More than one: a handover, or an owner that stopped without a word (its report grows old).
+    ``standbys``: the replicas whose host keeps the shard without serving it: standbys, and an owner
+    still catching up before it serves. ``ready``: an owner said it has caught up."""
+
+    log_topic: str
+    shard: int
+    owners: list[ShardHolder] = []
+    standbys: list[ShardHolder] = []
+    ready: bool = False
+
+
 class PipelineStatus(msgspec.Struct, kw_only=True):
     """``GET /v1/status`` (an admin key's) and ``ragbus status --json``: every processor topic of the wiring."""
 
@@ -96,6 +121,8 @@ class PipelineStatus(msgspec.Struct, kw_only=True):
     topics: list[ProcessorStatus] = []
     # With stores from the log: each running replica's latest report (how far it has applied its log).
     replicas: list[ReplicaReport] = []
+    # With sharded query hosts: each shard of each sharded log, from those reports.
+    shards: list[ShardRow] = []
 
 
 class DocumentStored(msgspec.Struct, kw_only=True, omit_defaults=True):

@@ -2,8 +2,9 @@
 
 What is shown is ``ragbus.runtime.pipeline_status`` (the gateway's ``GET /v1/status`` shows the same);
 this module prints it as a table or as JSON, then, with stores from the log, each replica's lag
-behind its log (records it has not applied, as it last said, and how old that report is). "-"
-is what the backend cannot tell.
+behind its log (records it has not applied, as it last said, and how old that report is), and with
+sharded query hosts each shard's owner, its lag, whether it has caught up, how old its report
+is, and the shard's standbys. "-" is what the backend cannot tell.
 """
 
 from __future__ import annotations
@@ -62,6 +63,30 @@ def print_replicas(replicas: list[dict], now: float) -> None:
     )
 
 
+def _standby(holder: dict) -> str:
+    if holder.get("caught_up"):
+        return holder["host"]
+    behind = holder.get("behind")
+    return f"{holder['host']} (catching up{'' if behind is None else f', {behind} behind'})"
+
+
+def print_shards(shards: list[dict], now: float) -> None:
+    """Each shard: a line per owner (its lag, whether caught up, its report's age), or "no owner"; its standbys.
+
+    Reports are not judged stale: an owner killed without a word stays, its report growing old."""
+    rows = []
+    for s in shards:
+        standbys = ", ".join(_standby(h) for h in s.get("standbys", [])) or "-"
+        owners = s.get("owners", [])
+        if not owners:
+            rows.append([s["log_topic"], str(s["shard"]), "no owner", "-", "no", "-", standbys])
+        for i, o in enumerate(owners):
+            rows.append([s["log_topic"], str(s["shard"]), o["host"], shown(o.get("behind")),
+                         "yes" if o.get("caught_up") else "no",
+                         age(max(0.0, now - o.get("reported_at", 0.0))) + " ago", standbys if i == 0 else ""])
+    table(rows, ["log", "shard", "owner", "behind", "ready", "reported", "standbys"])
+
+
 async def _status(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     async with await connect(args.bus, settings.bus) as bus:
@@ -74,6 +99,9 @@ async def _status(args: argparse.Namespace) -> int:
         if found["replicas"]:
             print()
             print_replicas(found["replicas"], time.time())
+        if found["shards"]:
+            print()
+            print_shards(found["shards"], time.time())
     warn_if_private("status", url)
     return 0
 
@@ -83,8 +111,10 @@ def add_parsers(sub) -> None:
                        description="Per processor topic: the consumer group's live members, messages waiting "
                                    "(Kafka lag per partition, Pulsar backlog), the oldest waiting message's age, "
                                    "and dead letters not yet redriven; with stores from the log, each replica's "
-                                   "records applied and behind its log, as it last reported. '-': the "
-                                   "backend cannot tell.")
+                                   "records applied and behind its log, as it last reported; with sharded "
+                                   "query hosts, each shard's owner (or 'no owner'), its lag, whether it has "
+                                   "caught up, its report's age, and its standbys. '-': the backend cannot "
+                                   "tell.")
     add_bus_options(p)
     p.add_argument("--processors", type=_processors, metavar="A,B",
                    help="only these processors (default: every processor in the wiring)")

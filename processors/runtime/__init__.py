@@ -11,6 +11,7 @@
 - ``tracing.py``: OpenTelemetry spans for every hop, a middleware installed when ``OTEL_*`` asks for them;
 - ``worker.py``: processors built from settings and run as workers of one process;
 - ``pipeline_status.py``: what each processor of the wiring has waiting and who serves it (``ragbus status``);
+- ``shard_status.py``: each shard's owners and standbys, from its replicas' reports (``ragbus status``);
 - ``metrics.py``: Prometheus counters and histograms;
 - ``recording.py``: topics recorded to JSON Lines and replayed;
 - ``threads.py``: ``OneThread``, the single thread a processor's stores or model run on;

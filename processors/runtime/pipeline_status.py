@@ -6,7 +6,8 @@ and the group's retry topic; Pulsar: the subscription's backlog, from the broker
 ``[bus.pulsar] metrics_url``; memory: exact, but only for the bus of this process), the age of
 the oldest waiting message where the backend tells it, and the dead letters not yet redriven.
 With stores from the log, also each running replica's latest report of how far it has applied
-its log (``processors/stores/reports.py``).
+its log (``processors/stores/reports.py``), and with sharded query hosts each shard's owners and
+standbys drawn from those reports (``shard_status.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ragbus.bus.dead_letters import pending
 from ragbus.schema import DecodeError, decode
 from ragbus.schema.changelog import ReplicaReport
 from ragbus.schema.http import PipelineStatus, ProcessorStatus
+from ragbus.runtime.shard_status import shard_rows
 from ragbus.schema.topics import REPLICAS_LOG
 
 log = logging.getLogger(__name__)
@@ -38,7 +40,7 @@ def wiring(settings: Settings, names: list[str] | None = None) -> list[tuple[str
 
 
 async def statuses(bus: Bus, rows: list[tuple[str, str, str]]) -> PipelineStatus:
-    """Each processor's group status and dead-letter count."""
+    """Each processor's group status and dead-letter count; each replica's report, and each shard's."""
     slots = asyncio.Semaphore(_AT_ONCE)
 
     async def one(name: str, topic: str, group: str) -> ProcessorStatus:
@@ -54,7 +56,7 @@ async def statuses(bus: Bus, rows: list[tuple[str, str, str]]) -> PipelineStatus
     topics = list(await asyncio.gather(*(one(*row) for row in rows)))
     known = await bus.list_topics()  # a broker without the replicas' log has no replica: it is not created
     replicas = await read_reports(bus) if known is None or REPLICAS_LOG in known else []
-    return PipelineStatus(bus=bus.url, topics=topics, replicas=replicas)
+    return PipelineStatus(bus=bus.url, topics=topics, replicas=replicas, shards=shard_rows(replicas))
 
 
 async def read_reports(bus: Bus, timeout_s: float = 10.0) -> list[ReplicaReport]:

@@ -84,11 +84,13 @@ class DocumentsReplica:
 
     def __init__(self, name: str, data_dir: Path, log_topic: str, settings: ReplicaSettings,
                  on_gone: Callable[[BaseException], Any], *, partitions: Collection[int] | None = None,
-                 shard: int | None = None, serving: Callable[[], bool] | None = None, host: str = "") -> None:
+                 shard: int | None = None, serving: Callable[[], bool] | None = None, shards: int | None = None,
+                 host: str = "") -> None:
         self._bus: LogTopics | None = None  # from start
-        # A shard's replica: only these partitions of the log; its reports say which shard, whether its host
-        # (``host``, its id among the shards' owners) serves it.
-        self.partitions, self.shard, self._serving, self._host = partitions, shard, serving, host
+        # A shard's replica: only these partitions of the log; its reports say which shard of how many, and
+        # whether served, under the shard host's host id (so status names hosts as the owners' group does).
+        self.partitions, self.shard, self._serving, self.shards = partitions, shard, serving, shards
+        self.host = host
         self.name, self.data_dir, self.log_topic = name, data_dir, log_topic
         self.settings = settings
         self._on_gone = on_gone
@@ -133,9 +135,9 @@ class DocumentsReplica:
                 batch=(self._begin_batch, self._end_batch) if self.settings.batch_s else None,
                 batch_s=self.settings.batch_s, partitions=self.partitions,
             )
-            self.reports = ReportLoop(bus, self.follower, replica_id(self.name, self.data_dir),
+            self.reports = ReportLoop(bus, self.follower, replica_id(self.name, self.data_dir, self.host),
                                       interval_s=self.settings.report_interval_s, shard=self.shard,
-                                      serving=self._serving, host=self._host)
+                                      serving=self._serving, shards=self.shards, host=self.host)
             self.reports.start()  # from the start: a catch-up shows its progress
             await self.follower.start()
             register_follower(self.follower, self.data_dir)  # for the host's reads that must see a write

@@ -3,7 +3,8 @@
 
 A replica (documents-replica, kg-query with its graphs from the log) appends a ``ReplicaReport``
 to ``REPLICAS_LOG`` every ``interval_s`` while it runs (from its start, so a catch-up shows its
-progress), keyed by ``<processor>@<host>:<data dir>``: compaction keeps each replica's latest
+progress), keyed by ``<processor>@<host>:<data dir>`` (``<host>``: the machine's host name, or a shard
+host's host id for its shards' replicas): compaction keeps each replica's latest
 report, and a replica that stops appends a tombstone. A report says the records applied, how
 many the log holds beyond them (where the backend can count: Kafka and memory; Pulsar says only
 whether it has caught up), and when it was made, so a replica killed without a word shows as a
@@ -31,18 +32,21 @@ from ragbus.schema.topics import REPLICAS_LOG
 log = logging.getLogger(__name__)
 
 
-def replica_id(processor: str, data_dir: Path) -> str:
-    return f"{processor}@{socket.gethostname()}:{data_dir}"
+def replica_id(processor: str, data_dir: Path, host: str = "") -> str:
+    """``<processor>@<host>:<data dir>``; ``host`` "" is the machine's host name."""
+    return f"{processor}@{host or socket.gethostname()}:{data_dir}"
 
 
 class ReportLoop:
     """Appends the follower's report every ``interval_s`` from ``start`` until ``close`` (then a tombstone)."""
 
     def __init__(self, bus: LogTopics, follower: LogFollower, replica: str, *, interval_s: float = 5.0,
-                 shard: int | None = None, serving: Callable[[], bool] | None = None, host: str = "") -> None:
+                 shard: int | None = None, serving: Callable[[], bool] | None = None,
+                 shards: int | None = None, host: str = "") -> None:
         self.bus, self.follower, self.replica, self.interval_s = bus, follower, replica, interval_s
-        # A shard's replica: which shard, whether its host serves it, and the host's id among the shards' owners.
-        self.shard, self._serving, self.host = shard, serving, host
+        # A shard's replica: which shard of how many, whether its host serves it, and the host's id among the
+        # shards' owners.
+        self.shard, self._serving, self.shards, self.host = shard, serving, shards, host
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -53,7 +57,8 @@ class ReportLoop:
         report = ReplicaReport(replica=self.replica, log_topic=f.topic, applied=f.applied, behind=await f.behind(),
                                caught_up=await f.caught_up(), checkpoint=f.checkpoint() or "",
                                reported_at=time.time(), shard=self.shard,
-                               serving=None if self._serving is None else self._serving(), host=self.host)
+                               serving=None if self._serving is None else self._serving(), shards=self.shards,
+                               host=self.host)
         await self.bus.append(REPLICAS_LOG, encode(report), key=self.replica)
         return report
 

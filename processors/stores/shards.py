@@ -239,7 +239,8 @@ class ShardedReplicas:
         replica = DocumentsReplica(
             f"{self.name}.shard-{k}", shard_dir(self.data_dir, k), self.log_topic, self.settings, self._on_gone,
             partitions=shard_partitions(k, self.shards, self._partitions), shard=k,
-            serving=lambda: self._running.get(k) is not None and self._running[k].serving, host=self.host_id,
+            serving=lambda: self._running.get(k) is not None and self._running[k].serving,
+            shards=self.shards, host=self.host_id,
         )
         assert self._bus is not None
         return _Shard(replica, asyncio.ensure_future(replica.start(self._bus)))

@@ -4,6 +4,7 @@ An ingestion host appends to the documents log; sharded query hosts (shard-host)
 group. One host alone owns every shard; a second takes half; when the first stops, the second
 serves them all. Each shard's processors hold the documents of that shard's partitions and no
 other, and a read that must see writes of other shards' partitions is answered at once.
+``ragbus status`` names each shard's owner and standbys, as the hosts' replicas report them.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import uuid
 import msgspec
 import pytest
 
+from ragbus.cli.main import build_parser
 from ragbus.ingestion import ingest
+from ragbus.runtime.pipeline_status import statuses
 from ragbus.runtime.typed_clients import DocumentRagClient
 from ragbus.runtime.worker import processors_running
 from ragbus.schema import Document, KeywordQueryRequest, KeywordQueryResponse
@@ -186,3 +189,50 @@ async def test_a_sharded_host_on_pulsar_is_refused_saying_why(bus_url, tmp_path)
     with pytest.raises(ShardingUnsupported, match="needs a bus whose log topics have partitions"):
         async with processors_running(settings, ["shard-host"], bus_url, ready_timeout=120):
             pass
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("backend", ["memory"])
+async def test_status_names_each_shards_owner_and_standbys_as_their_replicas_report(
+        bus_url, open_bus, tmp_path, capsys):  # noqa: F811
+    suffix = uuid.uuid4().hex[:8]
+    log = f"{CHANGELOG_PREFIX}documents-{suffix}"
+    bus = await open_bus()
+
+    def host(name: str):
+        settings = sharded_host(tmp_path, log, suffix, name)
+        settings.processors["shard-host"].update(standbys=1, report_interval_s=0.2)
+        return processors_running(settings, ["shard-host"], bus_url, ready_timeout=120)
+
+    async def until_shown(wanted: dict[int, tuple]) -> None:
+        """Wait until status shows each shard's (owners, standbys, ready) so: reports come every 0.2 s."""
+        shown: dict[int, tuple] = {}
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(120):
+                while shown != wanted:
+                    shown = {r.shard: ([o.host for o in r.owners], [(s.host, s.caught_up) for s in r.standbys],
+                                       r.ready) for r in (await statuses(bus, [])).shards if r.log_topic == log}
+                    if shown != wanted:
+                        await asyncio.sleep(0.1)
+        assert shown == wanted
+
+    async with contextlib.AsyncExitStack() as stack:
+        client = await stack.enter_async_context(client_on(bus))
+        await stack.enter_async_context(host("a"))
+        host_b = contextlib.AsyncExitStack()
+        stack.push_async_callback(host_b.aclose)
+        await host_b.enter_async_context(host("b"))
+        await until_serving(client, suffix, {"a": {0}, "b": {1}}, kept={"a": {1: "standby"}, "b": {0: "standby"}})
+        await until_shown({0: (["a"], [("b", True)], True), 1: (["b"], [("a", True)], True)})
+
+        # The command, run in this process (a memory bus is the process's own): a line per shard, its
+        # owner caught up with nothing behind, the other host its standby.
+        args = build_parser().parse_args(["status", "--bus", bus_url, "--processors", "shard-host"])
+        assert await args.run(args) == 0
+        lines = [line.split() for line in capsys.readouterr().out.splitlines()]
+        table = [line for line in lines if line and line[0] == log]
+        assert [line[1:5] + line[7:] for line in table] == [["0", "a", "0", "yes", "b"], ["1", "b", "0", "yes", "a"]]
+
+        # A host that stops removes its replicas' reports: the other owns both shards, with no standby.
+        await host_b.aclose()
+        await until_shown({0: (["a"], [], True), 1: (["a"], [], True)})
