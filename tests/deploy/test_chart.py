@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from ragbus.config.settings import processor_settings
+from ragbus.config.bus import KafkaOptions
+from ragbus.config.settings import load_settings, processor_settings
+from ragbus.replica import ShardHostSettings
 from ragbus.runtime.worker import processor_class
 
 from ..helpers import chart
@@ -17,7 +19,7 @@ from ..helpers import chart
 PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
 # The values variants every check runs on: the buses, KEDA on and off, a query host's data dir in an
-# emptyDir, a small site, credentials from Secrets made outside the chart.
+# emptyDir, a small site, credentials from Secrets made outside the chart, sharded query hosts.
 VARIANTS = {
     "kafka": chart.with_keys(),
     "pulsar": chart.with_keys({"bus": {"kind": "pulsar", "pulsar": {"tokenAuth": True}},
@@ -32,6 +34,7 @@ VARIANTS = {
                                                        "whenScaled": "Retain", "whenDeleted": "Retain"}}}),
     "small-site": chart.with_keys({"ingest": {"enabled": False}, "query": {"enabled": False},
                                    "all": {"enabled": True}, "gateway": {"replicas": 1}}),
+    "sharded": chart.with_keys({"query": {"shards": 2, "standbys": 1}}),
 }
 
 
@@ -106,6 +109,23 @@ def test_a_misspelled_value_is_refused_by_the_values_schema(tools):
                                                 "cpuUtilization": 70}}}), "minReplicas"),
     (chart.with_keys({"autoscaling": {"query": {"minReplicas": 0, "maxReplicas": 2, "threshold": 10,
                                                 "cpuUtilization": 70}}}), "minimum"),
+    # Sharding: Kafka only; each standby on a host other than its shard's owner; a host at all; a log that
+    # splits evenly; the shards' settings are the chart's; no unsharded all-in-one host beside the shards.
+    (chart.with_keys({"bus": {"kind": "pulsar"}, "query": {"shards": 2}}), "query.shards 2 needs bus.kind kafka"),
+    (chart.with_keys({"query": {"shards": 2, "standbys": 2}}),
+     "query.standbys 2 needs more query hosts than that (autoscaling.query.minReplicas is 2)"),
+    (chart.with_keys({"autoscaling": {"mode": "none"}, "query": {"shards": 2, "standbys": 1, "replicas": 1}}),
+     "query.standbys 1 needs more query hosts than that (query.replicas is 1)"),
+    (chart.with_keys({"autoscaling": {"mode": "none"}, "query": {"shards": 2, "replicas": 0}}),
+     "query.shards 2 needs at least one query host (query.replicas is 0)"),
+    (chart.with_keys({"query": {"shards": 3}, "settings": {"bus": {"kafka": {"changelog_topics": {"partitions": 4}}}}}),
+     "changelog_topics.partitions 4 is not a multiple of query.shards 3"),
+    (chart.with_keys({"query": {"shards": 2}, "ingest": {"settings": {"bus": {"kafka": {"changelog_topics": {
+        "partitions": 3}}}}}}), "settings (ingest): [bus.kafka] changelog_topics.partitions 3 is not a multiple"),
+    (chart.with_keys({"query": {"standbys": 1}}), "query.standbys 1 needs query.shards"),
+    (chart.with_keys({"settings": {"stores": {"shards": 2}}}), "set query.shards and query.standbys"),
+    (chart.with_keys({"query": {"shards": 2, "enabled": False}}), "query.shards needs query.enabled"),
+    (chart.with_keys({"query": {"shards": 2}, "all": {"enabled": True}}), "turn all.enabled off"),
 ])
 def test_values_that_cannot_work_are_refused(tools, values, says):
     done = chart.helm(tools, "template", chart.RELEASE, chart.CHART, values=values)
@@ -170,9 +190,55 @@ def test_every_setting_in_the_configmap_is_one_ragbus_takes(rendered, variant, t
     objects = rendered[variant]
     for role in {role_of(w) for w in workloads(objects).values()} - {"gateway"}:
         settings = chart.role_settings(objects, role, tmp_path)
-        for name in chart.pipelines.role(role, log=True):
+        for name in chart.pipelines.role(role, log=True, shards=settings.stores.shards):
             section = settings.processors[name]
             processor_settings(settings, name, processor_class(section["class"]).Settings)
+
+
+def test_sharded_query_hosts_get_their_shards_standbys_and_pod_names_as_host_ids(rendered, tmp_path):
+    objects = rendered["sharded"]
+    query = chart.role_settings(objects, "query", tmp_path)
+    assert (query.stores.log, query.stores.shards) == (True, 2)
+    assert chart.pipelines.role("query", log=True, shards=query.stores.shards) == chart.pipelines.SHARDED_QUERY
+    host = processor_settings(query, "shard-host", ShardHostSettings)
+    assert (host.shards, host.standbys, host.host_id) == (2, 1, "")  # the id comes from the environment
+    rag = processor_settings(query, "document-rag", processor_class(query.processors["document-rag"]["class"]).Settings)
+    assert rag.shards == 2  # it scatters to the shards the hosts serve
+    # Whoever appends first makes the documents log: every role's file makes it of a multiple of the shards.
+    for role in ("gateway", "ingest", "query"):
+        settings = chart.role_settings(objects, role, tmp_path)
+        assert settings.bus.kafka.changelog_topics.partitions == 4, role
+        assert settings.stores.shards == (2 if role == "query" else 0), role
+    pod = chart.objects_of(objects, "StatefulSet")[f"{chart.FULLNAME}-query"]["spec"]["template"]["spec"]
+    env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    assert env["RAGBUS_PROCESSORS__SHARD_HOST__HOST_ID"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    # ragbus reads it as the host's id among the owners (what a pod named t-ragbus-query-1 would get).
+    path = tmp_path / "query.toml"
+    named = load_settings(path, environ={"RAGBUS_PROCESSORS__SHARD_HOST__HOST_ID": f"{chart.FULLNAME}-query-1"})
+    assert processor_settings(named, "shard-host", ShardHostSettings).host_id == f"{chart.FULLNAME}-query-1"
+
+
+def test_an_unsharded_chart_says_nothing_of_shards(rendered, tmp_path):
+    objects = rendered["kafka"]
+    for role in ("gateway", "ingest", "query"):
+        text = chart.role_settings_text(objects, role)
+        assert "shard" not in text and "changelog_topics" not in text, role
+    pod = chart.objects_of(objects, "StatefulSet")[f"{chart.FULLNAME}-query"]["spec"]["template"]["spec"]
+    assert "RAGBUS_PROCESSORS__SHARD_HOST__HOST_ID" not in {e["name"] for e in pod["containers"][0]["env"]}
+
+
+@pytest.mark.parametrize(("shards", "given", "made"), [
+    (1, None, 4), (2, None, 4), (3, None, 6), (5, None, 5), (2, 8, 8), (3, 3, 3)])
+def test_the_documents_log_splits_evenly_into_the_shards(tools, tmp_path, shards, given, made):
+    """Unless the settings say a multiple of the shards, every role's log partitions are the least multiple
+    of them that is at least ragbus's own (4), so that sharding takes none of the writers' partitions away."""
+    values = chart.with_keys({"query": {"shards": shards}})
+    if given is not None:
+        values["settings"] = {"bus": {"kafka": {"changelog_topics": {"partitions": given}}}}
+    objects = chart.render(tools, values)
+    for role in ("gateway", "ingest", "query"):
+        assert chart.role_settings(objects, role, tmp_path).bus.kafka.changelog_topics.partitions == made, role
+    assert KafkaOptions().changelog_topics.partitions == 4  # ragbus's own, as files/wiring.json says
 
 
 def test_a_misspelled_setting_is_caught_when_its_file_is_loaded(tools, tmp_path):

@@ -60,6 +60,30 @@ def test_each_role_scales_on_the_lanes_its_settings_give_its_workers(tools, vari
             assert trigger["metadata"]["topic"].startswith("persistent://public/default/")
 
 
+@pytest.mark.parametrize("moved", [False, True], ids=["default", "moved"])
+def test_sharded_query_hosts_scale_on_the_groups_every_host_joins(tools, moved, tmp_path):
+    """A shard's group (<group>.shard-<k>) has one member, its owner, however many query hosts there are: no
+    trigger on it. The query role scales on the rest of its lanes; ingestion now alone serves the library."""
+    values = chart.with_keys({**(MOVED if moved else {}), "query": {
+        **(MOVED["query"] if moved else {}), "shards": 3, "standbys": 1}})
+    objects = chart.render(tools, values)
+    query_settings = chart.role_settings(objects, "query", tmp_path)
+    served = {role: chart.served_lanes(chart.role_settings(objects, role, tmp_path), role)
+              for role in chart.WORKER_ROLES}
+    shards = chart.shard_lanes(query_settings)
+    assert {(f"{name}.shard-{k}", f"{name}.shard-{k}") for name in ("doc-embeddings-query", "fetch-chunk",
+                                                                  "keyword-query") for k in range(3)} <= shards
+    assert shards <= served["query"]
+    query = chart.trigger_lanes(objects, "query")
+    assert set(query) == served["query"] - shards
+    assert {"shard-host", "embed", "kg-query", "prompt"} <= {group for _, group in query}
+    assert ("document-rag", "answers" if moved else "document-rag") in query
+    assert not {"doc-embeddings-query", "fetch-chunk", "keyword-query", "documents-replica"} & {g for _, g in query}
+    ingest = chart.trigger_lanes(objects, "ingest")
+    assert set(ingest) == served["ingest"] - served["query"]
+    assert ("documents-query", "documents-query") in ingest and ("documents-replica", "documents-replica") in ingest
+
+
 def test_thresholds_and_bounds_come_from_the_values(tools):
     objects = chart.render(tools, chart.with_keys({"autoscaling": {
         "query": {"minReplicas": 2, "maxReplicas": 6, "threshold": 40, "thresholds": {"document-rag": 25},

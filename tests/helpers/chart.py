@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from ragbus.config import pipelines
-from ragbus.config.settings import Settings, lanes, load_settings
+from ragbus.config.settings import Settings, lanes, load_settings, processor_settings
+from ragbus.replica import ShardHostSettings
+from ragbus.schema.shards import shard_topic
 from ragbus.testing import brokers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,9 +128,26 @@ def role_settings(objects: list[dict], role: str, directory: Path) -> Settings:
 
 def served_lanes(settings: Settings, role: str) -> set[tuple[str, str]]:
     """(topic, group) of each lane the role's workers serve with these settings: what ``ragbus worker --role``
-    runs (config/pipelines.py) and what each processor subscribes to (config/settings.py lanes)."""
-    return {lane for name in pipelines.role(role, log=settings.stores.log)
-            for lane in lanes(name, settings.processors[name])}
+    runs (config/pipelines.py) and what each processor subscribes to (config/settings.py lanes), with a
+    sharded query host's shard lanes (``shard_lanes``)."""
+    names = pipelines.role(role, log=settings.stores.log, shards=settings.stores.shards)
+    served = {lane for name in names for lane in lanes(name, settings.processors[name])}
+    return (served | shard_lanes(settings)) if "shard-host" in names else served
+
+
+def shard_lanes(settings: Settings) -> set[tuple[str, str]]:
+    """(topic, group) of each lane a sharded query host serves for the shards it owns: each processor
+    shard-host's ``serve`` names, on ``<topic>.shard-<k>`` as ``<group>.shard-<k>`` (ShardHostProcessor
+    .shard_processors), for every shard k."""
+    host = processor_settings(settings, "shard-host", ShardHostSettings)
+    found = set()
+    for name in host.serve:
+        section = dict(settings.processors[name])
+        for shard in range(host.shards):
+            moved = {**section, "topic": shard_topic(section.get("topic") or name, shard),
+                     "group": shard_topic(section.get("group") or name, shard)}
+            found |= set(lanes(shard_topic(name, shard), moved))
+    return found
 
 
 def trigger_lanes(objects: list[dict], role: str) -> dict[tuple[str, str], dict]:

@@ -50,8 +50,40 @@ kafka://{{ .Values.bus.kafka.bootstrapServers }}
 {{- end -}}
 
 {{/*
+The query hosts' shards (query.shards), refused where they cannot work: docs/deploy.md, "Sharded query
+hosts". The number, 0 when unsharded.
+*/}}
+{{- define "ragbus.shards" -}}
+{{- $v := .Values -}}
+{{- $shards := int ($v.query.shards | default 0) -}}
+{{- $standbys := int ($v.query.standbys | default 0) -}}
+{{- if $shards -}}
+{{- if ne $v.bus.kind "kafka" -}}
+{{- fail (printf "query.shards %d needs bus.kind kafka: query hosts own shards through a Kafka consumer group dealt by ragbus's own policy, which Pulsar's Python client cannot do" $shards) -}}
+{{- end -}}
+{{- if not $v.query.enabled -}}
+{{- fail "query.shards needs query.enabled: the query hosts are what holds the shards" -}}
+{{- end -}}
+{{- if $v.all.enabled -}}
+{{- fail "query.shards: turn all.enabled off: the all-in-one host runs unsharded (ragbus shards only the query role) and would hold every document beside the shards" -}}
+{{- end -}}
+{{- $hosts := ternary (int $v.query.replicas) (int $v.autoscaling.query.minReplicas) (eq $v.autoscaling.mode "none") -}}
+{{- $from := ternary "query.replicas" "autoscaling.query.minReplicas" (eq $v.autoscaling.mode "none") -}}
+{{- if lt $hosts 1 -}}
+{{- fail (printf "query.shards %d needs at least one query host (%s is %d)" $shards $from $hosts) -}}
+{{- end -}}
+{{- if ge $standbys $hosts -}}
+{{- fail (printf "query.standbys %d needs more query hosts than that (%s is %d): a shard's standbys are hosts other than its owner" $standbys $from $hosts) -}}
+{{- end -}}
+{{- else if $standbys -}}
+{{- fail (printf "query.standbys %d needs query.shards: a standby keeps a copy of another host's shard" $standbys) -}}
+{{- end -}}
+{{- $shards -}}
+{{- end -}}
+
+{{/*
 The settings of a role (dict "root" $ "role" ROLE), as a YAML map: the chart's wiring of the bus and the
-probes, over the role's own settings, over `settings`.
+probes, and the query hosts' shards, over the role's own settings, over `settings`.
 */}}
 {{- define "ragbus.settings" -}}
 {{- $v := .root.Values -}}
@@ -60,6 +92,10 @@ probes, over the role's own settings, over `settings`.
 {{- $log := dig "stores" "log" true $merged -}}
 {{- if not $log -}}
 {{- fail "settings: [stores] log must stay true: every role of the chart makes its stores from the log" -}}
+{{- end -}}
+{{- $shards := include "ragbus.shards" .root | int -}}
+{{- if or (hasKey ($merged.stores | default dict) "shards") (dig "processors" "shard-host" "standbys" "" $merged | toString) -}}
+{{- fail (printf "settings (%s): [stores] shards and [processors.shard-host] standbys are the chart's: set query.shards and query.standbys" .role) -}}
 {{- end -}}
 {{- $bus := dict "url" (include "ragbus.busUrl" .root) -}}
 {{- $tls := include "ragbus.tls" .root -}}
@@ -78,6 +114,18 @@ probes, over the role's own settings, over `settings`.
 {{- $_ := set $kafka "ssl_keyfile" "/etc/ragbus/tls/tls.key" -}}
 {{- end -}}
 {{- end -}}
+{{- if $shards -}}
+{{- /* Every role's (whoever appends first makes the log): a multiple of the shards, at least ragbus's own. */ -}}
+{{- $given := dig "bus" "kafka" "changelog_topics" "partitions" 0 $merged | int -}}
+{{- if and $given (mod $given $shards) -}}
+{{- fail (printf "settings (%s): [bus.kafka] changelog_topics.partitions %d is not a multiple of query.shards %d: shard k holds the documents log's partitions p with p %% shards == k, so the log must split evenly" .role $given $shards) -}}
+{{- end -}}
+{{- if not $given -}}
+{{- $default := int (.root.Files.Get "files/wiring.json" | fromJson).kafka.changelog_partitions -}}
+{{- $given = mul (div (add $default (sub $shards 1)) $shards) $shards -}}
+{{- end -}}
+{{- $_ := set $kafka "changelog_topics" (dict "partitions" $given) -}}
+{{- end -}}
 {{- $_ := set $bus "kafka" $kafka -}}
 {{- else -}}
 {{- $pulsar := dict "admin_url" $v.bus.pulsar.adminUrl -}}
@@ -94,6 +142,10 @@ probes, over the role's own settings, over `settings`.
 {{- $_ := set $chart "gateway" (dict "host" "0.0.0.0" "port" $v.gateway.port) -}}
 {{- else -}}
 {{- $_ := set $chart "stores" (dict "log" true) -}}
+{{- if and $shards (eq .role "query") -}}
+{{- $_ := set $chart "stores" (dict "log" true "shards" $shards) -}}
+{{- $_ := set $chart "processors" (dict "shard-host" (dict "standbys" (int .root.Values.query.standbys))) -}}
+{{- end -}}
 {{- $_ := set $chart "metrics" (dict "host" "0.0.0.0" "port" $v.metrics.port) -}}
 {{- end -}}
 {{- toYaml (mergeOverwrite $merged $chart) -}}
@@ -156,14 +208,20 @@ in it. Whole numbers are written as integers (Helm reads every number of the val
 {{/*
 The lanes a role's workers serve (dict "root" $ "role" ROLE), as JSON {"lanes": [{topic, group,
 processor}]}: config/settings.py lanes() (the topic unless interactive is false, and the bulk topic) over the role's processors (files/wiring.json, from
-config/pipelines.py ROLES), each section the wiring of config/defaults.toml with the role's settings over it.
+config/pipelines.py ROLES, or the sharded query role's), each section the wiring of config/defaults.toml with the role's settings over it.
 */}}
 {{- define "ragbus.lanes" -}}
 {{- $wiring := .root.Files.Get "files/wiring.json" | fromJson -}}
 {{- $settings := include "ragbus.settings" . | fromYaml -}}
 {{- $sections := $settings.processors | default dict -}}
 {{- $lanes := list -}}
-{{- range $name := index $wiring.roles $.role -}}
+{{- $names := index $wiring.roles $.role -}}
+{{- if dig "stores" "shards" 0 $settings -}}
+{{- /* The shard-served processors' groups (<group>.shard-<k>) are left out: each has one member, the shard's
+owner, whatever the number of hosts (docs/deploy.md, "Sharded query hosts"). */ -}}
+{{- $names = index $wiring.sharded_roles $.role -}}
+{{- end -}}
+{{- range $name := $names -}}
 {{- $section := mergeOverwrite (deepCopy (index $wiring.processors $name)) (deepCopy (index $sections $name | default dict)) -}}
 {{- $group := get $section "group" | default $name -}}
 {{- if ne (toString (get $section "interactive")) "false" -}}

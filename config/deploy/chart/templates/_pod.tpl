@@ -45,6 +45,12 @@ spec:
         - name: RAGBUS_DATA_DIR
           value: /var/lib/ragbus
         {{- end }}
+        {{- if and (eq .role "query") (include "ragbus.shards" .root | int) }}
+        # This host's id among the shards' owners: the pod's name, which a StatefulSet keeps for it.
+        - name: RAGBUS_PROCESSORS__SHARD_HOST__HOST_ID
+          valueFrom:
+            fieldRef: {fieldPath: metadata.name}
+        {{- end }}
         {{- if and (eq .role "gateway") (or $v.secrets.apiKeys (and $v.secrets.existingSecret (not $v.gateway.insecure))) }}
         - name: RAGBUS_API_KEYS
           valueFrom:
