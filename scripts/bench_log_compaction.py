@@ -42,7 +42,8 @@ from ragbus.stores.vectors.store import VectorStore
 from ragbus.stores.layout import vectors_dir
 from ragbus.schema.topics import CHANGELOG_PREFIX
 from scripts.bench.brokers import broker_env, broker_for
-from scripts.bench_log_replica import Writers, replica_ready
+from scripts.bench.documents_log import Writers
+from scripts.bench_log_replica import replica_ready
 
 # Test-only topic settings, so a short run sees compaction: closed segments of 1 MiB, cleaned as
 # soon as any of it is dirty, tombstones dropped at once.

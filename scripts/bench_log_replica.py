@@ -47,84 +47,18 @@ import time
 import uuid
 from pathlib import Path
 
-import numpy as np
-
 from ragbus.config.settings import bus_settings
 from ragbus.bus import connect
-from ragbus.doc_embeddings import (
-    DocEmbeddingsDeleteProcessor,
-    DocEmbeddingsQueryProcessor,
-    DocEmbeddingsSettings,
-    DocEmbeddingsStoreProcessor,
-)
-from ragbus.library import DocumentRecordProcessor, LibrarySettings
+from ragbus.doc_embeddings import DocEmbeddingsQueryProcessor, DocEmbeddingsSettings
 from ragbus.replica import DocumentsReplicaProcessor, ReplicaSettings
-from ragbus.runtime.envelope import Envelope, new_traceparent
-from ragbus.runtime.processor import RequestContext
-from ragbus.schema import (
-    Chunk,
-    DeleteDocument,
-    DocEmbeddingsRequest,
-    DocumentInfo,
-    EmbeddedChunks,
-    RecordDocument,
-    generation_of,
-)
+from ragbus.schema import DocEmbeddingsRequest
 from ragbus.schema.changelog import parse_token
 from ragbus.schema.topics import CHANGELOG_PREFIX
 from scripts.bench.brokers import broker_env, broker_for
 from scripts.bench.cpu import cpu_of
+from scripts.bench.documents_log import Writers, request_context, rng_vectors
+from scripts.bench.memory import status_mb
 from scripts.bench.stats import percentile
-
-WORDS = ["the", "statement", "block", "loop", "value", "name", "class", "method", "module", "scope", "function",
-         "object", "list", "tuple", "string", "number", "index", "key", "set", "dict", "frame", "call", "return"]
-
-
-def _context() -> RequestContext:
-    envelope = Envelope(request_id=uuid.uuid4().hex, reply_to=None, attempt=1, deadline_ms=None,
-                        traceparent=new_traceparent())
-    return RequestContext(envelope=envelope, topic="bench", delivery_attempt=1)
-
-
-class Writers:
-    """The log's writers, as an ingestion host runs them (log mode), called directly."""
-
-    def __init__(self, bus, log: str) -> None:
-        self.store = DocEmbeddingsStoreProcessor("bench-store", DocEmbeddingsSettings(changelog=True, log_topic=log))
-        self.switch = DocEmbeddingsDeleteProcessor("bench-switch", DocEmbeddingsSettings(changelog=True,
-                                                                                       log_topic=log))
-        self.record = DocumentRecordProcessor("bench-record", LibrarySettings(changelog=True, log_topic=log))
-        for p in (self.store, self.switch, self.record):
-            p.bus = bus
-
-    async def start(self) -> None:
-        for p in (self.store, self.switch, self.record):
-            await p.start()
-
-    async def close(self) -> None:
-        for p in (self.store, self.switch, self.record):
-            await p.close()
-
-    async def document(self, collection: str, i: int, per_doc: int, rng: random.Random, edition: int = 0,
-                       written: list | None = None) -> list[str]:
-        """One document written as document-load writes it (staged run, switch, record); its last token.
-        ``written`` gets its first chunk's vector.
-        Each ``edition`` is a version of its own (a version is the content hash's first 16 digits)."""
-        document_id = f"doc-{i:06d}"
-        version = generation_of(f"sha256:{i:08x}{edition:08x}{0:048x}")
-        chunks = [Chunk(chunk_id=f"{document_id}#{p}", document_id=document_id, collection=collection,
-                        text=" ".join(rng.choice(WORDS) for _ in range(60)), title=f"document {i}", position=p,
-                        generation=version) for p in range(per_doc)]
-        vectors = rng_vectors(rng, per_doc)
-        if written is not None:
-            written.append(vectors[0])
-        await self.store.handle(EmbeddedChunks(chunks=chunks, vectors=vectors, staged=True), _context())
-        await self.switch.handle(DeleteDocument(document_id=document_id, collection=collection, activate=version,
-                                                chunks=per_doc), _context())
-        recorded = await self.record.handle(RecordDocument(document=DocumentInfo(
-            document_id=document_id, collection=collection, title=f"document {i}", chunks=per_doc,
-            generation=version)), _context())
-        return recorded.seen
 
 
 def _pid(broker) -> int | None:
@@ -137,27 +71,20 @@ def _rss_mb() -> float:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def _status_mb(field: str) -> float:
-    """A field of this process's /proc status in MB (VmRSS: resident now; VmHWM: its peak)."""
-    with open("/proc/self/status") as fh:
-        line = next(line for line in fh if line.startswith(field + ":"))
-    return int(line.split()[1]) / 1024
-
-
 async def _host_alone(url: str, env: dict[str, str], log: str, collection: str, data_dir: str) -> dict[str, float]:
-    figures = {"host process: RSS MB imported": _status_mb("VmRSS")}
+    figures = {"host process: RSS MB imported": status_mb("VmRSS")}
     async with await connect(url, bus_settings(environ=env)) as bus:
         replica, ready_s = await replica_ready(bus, log, Path(data_dir))
         figures |= {"host process: ready from empty s": ready_s,
-                    "host process: RSS MB caught up": _status_mb("VmRSS")}
+                    "host process: RSS MB caught up": status_mb("VmRSS")}
         query = DocEmbeddingsQueryProcessor("bench-query", DocEmbeddingsSettings(
             data_dir=data_dir, changelog=True, log_topic=log, fresh_wait_s=60))
         query.bus = bus
         await query.start()
         await query.handle(DocEmbeddingsRequest(vectors=rng_vectors(random.Random(1), 1), collection=collection),
-                           _context())
-        figures |= {"host process: RSS MB after first search": _status_mb("VmRSS"),
-                    "host process: peak RSS MB": _status_mb("VmHWM")}
+                           request_context())
+        figures |= {"host process: RSS MB after first search": status_mb("VmRSS"),
+                    "host process: peak RSS MB": status_mb("VmHWM")}
         await query.close()
         await replica.close()
     return figures
@@ -181,12 +108,6 @@ async def host_in_a_process(url: str, env: dict[str, str], log: str, collection:
         if child.is_alive():
             child.kill()
     return figures
-
-
-def rng_vectors(rng: random.Random, n: int) -> list[list[float]]:
-    m = np.random.default_rng(rng.randrange(2**32)).standard_normal((n, 384)).astype(np.float32)
-    m /= np.linalg.norm(m, axis=1, keepdims=True)
-    return m.tolist()
 
 
 async def replica_ready(bus, log: str, data_dir: Path, **settings) -> tuple[DocumentsReplicaProcessor, float]:
@@ -244,7 +165,7 @@ async def run(backend: str, chunks: int, per_doc: int, fresh: int, workdir: Path
                 await query.start()
                 searched = time.perf_counter()  # the first search loads the collection and makes its index
                 await query.handle(DocEmbeddingsRequest(vectors=rng_vectors(rng, 1), collection=collection),
-                                   _context())
+                                   request_context())
                 return query, time.perf_counter() - searched
 
             query, first_search_s = await first_search(index_cache=True)  # nothing saved yet: built (and saved)
@@ -262,7 +183,7 @@ async def run(backend: str, chunks: int, per_doc: int, fresh: int, workdir: Path
                 if n < fresh:
                     waits.append(time.perf_counter() - written)
                 found = await query.handle(DocEmbeddingsRequest(vectors=first, collection=collection, limit=1,
-                                                                must_see=[last]), _context())
+                                                                must_see=[last]), request_context())
                 (answerable if n < fresh else reingested).append(time.perf_counter() - written)
                 assert [m.chunk_id for m in found.matches] == [f"doc-{document:06d}#0"], found
             closing = time.perf_counter()
