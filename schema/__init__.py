@@ -28,7 +28,9 @@ from .retrieval import (
     FetchChunkRequest,
     FetchChunkResponse,
     KeywordQueryRequest,
+    KeywordStatistics,
     KeywordQueryResponse,
+    TermCount,
     check_collection,
 )
 from .topics import REPLY_PREFIX, SCHEMAS, TopicSchema
@@ -64,6 +66,7 @@ __all__ = [
     "IngestResult",
     "KeywordQueryRequest",
     "KeywordQueryResponse",
+    "KeywordStatistics",
     "KgQueryRequest",
     "KgQueryResponse",
     "ListDocuments",
@@ -75,6 +78,7 @@ __all__ = [
     "RejectedFact",
     "Section",
     "Superseded",
+    "TermCount",
     "TopicSchema",
     "Turn",
     "check_collection",

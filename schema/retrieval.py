@@ -62,15 +62,37 @@ class FetchChunkResponse(msgspec.Struct, kw_only=True):
     error: Error | None = None
 
 
+class TermCount(msgspec.Struct, array_like=True):
+    """How many chunks hold ``term`` in ``field`` of a keyword index."""
+
+    field: str
+    term: str
+    chunks: int
+
+
+class KeywordStatistics(msgspec.Struct, kw_only=True):
+    """The BM25 statistics of a query's terms: the chunks of an index (or of every shard's, summed) and how
+    many hold each term. A sharded collection's shards score with the sums, so their scores compare."""
+
+    chunks: int = 0
+    terms: list[TermCount] = []
+
+
 class KeywordQueryRequest(msgspec.Struct, kw_only=True):
-    """``query`` is the user's raw text; the store escapes it, never the caller."""
+    """``query`` is the user's raw text; the store escapes it, never the caller.
+
+    ``statistics_only``: no search, the index's own ``statistics`` of the query's terms. ``statistics``:
+    score with these (a sharded collection's, summed over its shards) instead of the index's own."""
 
     query: str
     limit: Limit = 10
     collection: str = DEFAULT_COLLECTION
     must_see: MustSee = []
+    statistics_only: bool = False
+    statistics: KeywordStatistics | None = None
 
 
 class KeywordQueryResponse(msgspec.Struct, kw_only=True):
     matches: list[ChunkMatch] = []
+    statistics: KeywordStatistics | None = None  # asked with ``statistics_only``
     error: Error | None = None

@@ -8,21 +8,24 @@ the best ``limit``. A shard that fails or misses its bound is left out and named
 the one shard that holds a chunk's document (schema/shards.py: by its partition of the documents log).
 
 Scores: doc-embeddings-query's are inner products of normalised vectors (cosine similarity), the same
-on every shard. keyword-query's are BM25, computed by each shard with its own statistics (how many
-chunks, how many hold each term), not the whole collection's: merging them raw is an approximation.
-Documents are spread over shards by a hash of their id, so the statistics are close; what the
-approximation costs recall is to be measured. No statistics across shards are kept.
+on every shard. keyword-query's are BM25, whose idf depends on the index's statistics (how many chunks,
+how many hold each term): ``ShardedKeywords`` asks every shard for its statistics of the query's terms
+first, then every shard to score with their sums, the whole collection's, so the scores compare (as
+Elasticsearch's dfs_query_then_fetch does). What stays each shard's own is BM25's length
+normalisation (its average chunk length), which tantivy takes from the index alone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Protocol, TypeVar
 
 from ragbus.runtime.typed_clients import DocEmbeddingsClient, FetchChunkClient, KeywordClient
-from ragbus.schema import DEFAULT_COLLECTION, ChunkMatch
+from ragbus.schema import DEFAULT_COLLECTION, ChunkMatch, KeywordStatistics, TermCount
 from ragbus.schema.changelog import document_order
 from ragbus.schema.shards import shard_of
 
@@ -32,6 +35,8 @@ _T = TypeVar("_T")
 # it is given: the shards that answered are merged and returned before the path's own bound would cut
 # the whole side, with the answers of every shard, for one shard's lateness.
 PATH_SHARE = 0.9
+# The share of a keyword shard's bound its first round (its statistics of the query's terms) may take.
+STATISTICS_SHARE = 0.5
 
 
 def shard_name(shard: int) -> str:
@@ -64,11 +69,12 @@ def merge_by_score(answers: Iterable[Sequence[ChunkMatch]], limit: int) -> list[
     return sorted(best.values(), key=lambda m: (-m.score, m.chunk_id))[:limit]
 
 
-async def scatter(what: str, calls: Sequence[Callable[[], Awaitable[_T]]],
-                  timeout_s: float | None) -> tuple[list[_T], list[tuple[str, str]]]:
-    """Each of ``calls`` (one a shard) at once, each bounded by ``timeout_s``: the answers of those that
-    answered, and ``(shard, why)`` of those that did not. ``ShardsFailed`` (``TimeoutError`` when all
-    timed out) when none answered."""
+async def scatter(what: str, calls: Sequence[Callable[[], Awaitable[_T]]], timeout_s: float | None,
+                  shards: Sequence[int] | None = None) -> tuple[list[_T], list[tuple[str, str]]]:
+    """Each of ``calls`` (one a shard: ``shards``, by default 0, 1, ...) at once, each bounded by
+    ``timeout_s``: the answers of those that answered, and ``(shard, why)`` of those that did not.
+    ``ShardsFailed`` (``TimeoutError`` when all timed out) when none answered."""
+    numbers = list(range(len(calls)) if shards is None else shards)
 
     async def bounded(call: Callable[[], Awaitable[_T]]) -> _T:
         if timeout_s is None:
@@ -80,7 +86,7 @@ async def scatter(what: str, calls: Sequence[Callable[[], Awaitable[_T]]],
     answers: list[_T] = []
     missing: list[tuple[str, str]] = []
     failures: list[BaseException] = []
-    for shard, outcome in enumerate(outcomes):
+    for shard, outcome in zip(numbers, outcomes, strict=True):
         if isinstance(outcome, BaseException):
             if not isinstance(outcome, Exception):
                 raise outcome  # a cancellation is not a shard left out
@@ -124,10 +130,31 @@ class ShardedKeywords:
 
     async def query(self, *, query: str, limit: int = 10, collection: str = DEFAULT_COLLECTION,
                     must_see: Sequence[str] = ()) -> ShardedMatches:
-        calls = [_bind(c.query, query=query, limit=limit, collection=collection, must_see=must_see)
-                 for c in self.clients]
-        answers, missing = await scatter("keyword-query", calls, self.timeout_s)
-        return ShardedMatches(merge_by_score(answers, limit), missing)
+        """Two rounds within ``timeout_s``: every shard's statistics of the query's terms (within half of it: a
+        shard that does not answer leaves the other half to the search), then every shard that gave them
+        searched with their sums."""
+        started = time.monotonic()
+        calls = [_bind(c.statistics, query=query, collection=collection, must_see=must_see) for c in self.clients]
+        first = None if self.timeout_s is None else self.timeout_s * STATISTICS_SHARE
+        counted, missing = await scatter("keyword-query", calls, first)
+        left_out = dict(missing)
+        answering = [i for i in range(len(self.clients)) if shard_name(i) not in left_out]
+        total = summed(counted)
+        left = None if self.timeout_s is None else max(0.0, self.timeout_s - (time.monotonic() - started))
+        searches = [_bind(self.clients[i].query, query=query, limit=limit, collection=collection,
+                          must_see=must_see, statistics=total) for i in answering]
+        answers, late = await scatter("keyword-query", searches, left, answering)
+        return ShardedMatches(merge_by_score(answers, limit), missing + late)
+
+
+def summed(statistics: Iterable[KeywordStatistics]) -> KeywordStatistics:
+    """The statistics of the shards together: their chunks, and how many of them hold each term."""
+    chunks, holding = 0, defaultdict[tuple[str, str], int](int)
+    for part in statistics:
+        chunks += part.chunks
+        for t in part.terms:
+            holding[(t.field, t.term)] += t.chunks
+    return KeywordStatistics(chunks=chunks, terms=[TermCount(f, t, n) for (f, t), n in holding.items()])
 
 
 class PartitionOf(Protocol):

@@ -147,8 +147,12 @@ class KeywordQueryProcessor(Processor[KeywordQueryRequest, KeywordQueryResponse]
         fresh = await wait_seen(request.must_see, indexes.data_dir, s.log_topic or DOCUMENTS_LOG, s.fresh_wait_s,
                                 from_log=s.changelog)
         fresh = self._fresh.stale(indexes.data_dir, request.collection) or fresh
+        if request.statistics_only:
+            statistics = await indexes.run(indexes.statistics, request.collection, request.query, fresh)
+            return KeywordQueryResponse(statistics=statistics)
         if not request.query.strip():
             return KeywordQueryResponse(matches=[])
-        matches = await indexes.run(indexes.search, request.collection, request.query, limit, fresh)
+        matches = await indexes.run(indexes.search, request.collection, request.query, limit, fresh,
+                                    request.statistics)
         return KeywordQueryResponse(matches=matches)
 

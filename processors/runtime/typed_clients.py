@@ -27,6 +27,7 @@ from ragbus.schema import (
     FetchChunkResponse,
     KeywordQueryRequest,
     KeywordQueryResponse,
+    KeywordStatistics,
     KgQueryRequest,
     KgQueryResponse,
     PromptPiece,
@@ -115,11 +116,20 @@ class KeywordClient(_Typed):
     topic = t.KEYWORD_QUERY
 
     async def query(self, *, query: str, limit: int = 10, collection: str = DEFAULT_COLLECTION,
-                    must_see: Sequence[str] = ()) -> list[ChunkMatch]:
-        request = KeywordQueryRequest(query=query, limit=limit, collection=collection,
+                    must_see: Sequence[str] = (), statistics: KeywordStatistics | None = None) -> list[ChunkMatch]:
+        """The best ``limit`` chunks by BM25; ``statistics``: scored with these (a sharded collection's)."""
+        request = KeywordQueryRequest(query=query, limit=limit, collection=collection, statistics=statistics,
                                       must_see=list(must_see or handling_must_see.get()))
         r = await self.client.request(self.topic, request, KeywordQueryResponse, timeout=self.timeout)
         return _check(self.topic, r).matches
+
+    async def statistics(self, *, query: str, collection: str = DEFAULT_COLLECTION,
+                         must_see: Sequence[str] = ()) -> KeywordStatistics:
+        """The index's BM25 statistics of the terms of ``query``, no search."""
+        request = KeywordQueryRequest(query=query, collection=collection, statistics_only=True,
+                                      must_see=list(must_see or handling_must_see.get()))
+        r = await self.client.request(self.topic, request, KeywordQueryResponse, timeout=self.timeout)
+        return _check(self.topic, r).statistics or KeywordStatistics()
 
 
 class KgClient(_Typed):

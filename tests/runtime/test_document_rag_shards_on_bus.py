@@ -128,7 +128,11 @@ async def test_document_rag_asks_both_shards_merges_them_and_fetches_each_chunk_
         shard = next(k for k in range(SHARDS) if chunk.chunk_id.split("#")[0] in held[k])
         assert chunk.text == f"shard-{shard} text of {chunk.chunk_id}"
     queries = [p for p in stand_ins if not p.settings.topic.startswith(t.FETCH_CHUNK)]
-    assert all(len(p.requests) == 1 and p.requests[0].must_see == [SEEN] for p in queries)
+    # Every request carries the must_see: one to each doc-embeddings-query; to each keyword-query two, its
+    # statistics of the question's terms, then the search with the statistics of both shards.
+    assert all(p.requests and all(r.must_see == [SEEN] for r in p.requests) for p in queries)
+    keywords = [p for p in queries if p.settings.topic.startswith(t.KEYWORD_QUERY)]
+    assert [[r.statistics_only for r in p.requests] for p in keywords] == [[True, False]] * SHARDS
     # Each fetch went to one shard, for a chunk of that shard's own documents.
     fetches = [p for p in stand_ins if p.settings.topic.startswith(t.FETCH_CHUNK)]
     assert sum(len(p.requests) for p in fetches) == len(every_chunk)

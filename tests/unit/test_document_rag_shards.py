@@ -22,6 +22,7 @@ from ragbus.document_rag.shards import (
 )
 from ragbus.runtime.typed_clients import DocEmbeddingsClient, KeywordClient, handling_must_see
 from ragbus.schema import DEFAULT_COLLECTION, ChunkMatch, DocEmbeddingsResponse, KeywordQueryResponse, PromptResult
+from ragbus.schema import KeywordStatistics, TermCount
 from ragbus.schema.changelog import document_order
 
 LOG = "ragbus.changelog.documents"
@@ -44,12 +45,24 @@ class Shard:
         self.matches = list(matches)
         self.error, self.hang = error, hang
         self.calls: list[dict[str, Any]] = []
+        self.asked_statistics: list[str] = []
         self.cancelled = 0
 
+    async def statistics(self, *, query: str, collection: str = DEFAULT_COLLECTION,
+                         must_see=()) -> KeywordStatistics:
+        """keyword-query's first round: this shard's chunks, and one term held by every one of them."""
+        self.asked_statistics.append(query)
+        await self._fail_or_hang()
+        return KeywordStatistics(chunks=len(self.matches), terms=[TermCount("text", "t", len(self.matches))])
+
     async def query(self, vectors=None, limit: int = 10, collection: str = DEFAULT_COLLECTION,
-                    must_see=(), *, query: str | None = None) -> list[ChunkMatch]:
+                    must_see=(), *, query: str | None = None, statistics=None) -> list[ChunkMatch]:
         self.calls.append({"vectors": vectors, "query": query, "limit": limit, "collection": collection,
-                           "must_see": must_see})
+                           "must_see": must_see, "statistics": statistics})
+        await self._fail_or_hang()
+        return ranked(self.matches, limit)
+
+    async def _fail_or_hang(self) -> None:
         if self.hang:
             try:
                 await asyncio.Event().wait()
@@ -58,7 +71,6 @@ class Shard:
                 raise
         if self.error is not None:
             raise self.error
-        return ranked(self.matches, limit)
 
 
 def ids(matches) -> list[str]:
@@ -89,13 +101,27 @@ def test_equal_scores_merge_in_chunk_id_order_as_one_store_ranks_them():
     assert ids(merged) == ["y#0", "a#0", "b#0"]
 
 
-async def test_keyword_hits_merge_by_raw_bm25_score():
-    shards = [Shard([m("a#0", 7.5), m("a#1", 2.0)]), Shard([m("b#0", 11.0), m("b#1", 3.0)])]
+async def test_keyword_shards_give_their_statistics_then_search_with_their_sums_and_merge_by_score():
+    shards = [Shard([m("a#0", 7.5), m("a#1", 2.0)]), Shard([m("b#0", 11.0), m("b#1", 3.0), m("b#2", 1.0)])]
 
     found = await ShardedKeywords(shards, timeout_s=None).query(query="frozen set", limit=3)
 
     assert ids(found) == ["b#0", "a#0", "b#1"]
+    assert [s.asked_statistics for s in shards] == [["frozen set"], ["frozen set"]]
     assert [c["query"] for s in shards for c in s.calls] == ["frozen set", "frozen set"]
+    # Both searched with the statistics of both: 5 chunks, 5 holding the term.
+    assert [c["statistics"] for s in shards for c in s.calls] == [
+        KeywordStatistics(chunks=5, terms=[TermCount("text", "t", 5)])] * 2
+
+
+async def test_a_keyword_shard_that_fails_to_give_its_statistics_is_left_out_of_the_search():
+    shards = [Shard([m("a#0", 7.5)]), Shard([m("b#0", 11.0)], error=RuntimeError("index gone"))]
+
+    found = await ShardedKeywords(shards, timeout_s=None).query(query="frozen", limit=3)
+
+    assert ids(found) == ["a#0"] and found.missing == [("shard-1", "keyword-query: RuntimeError: index gone")]
+    assert shards[1].calls == []  # not searched: its statistics are not in the sums either
+    assert shards[0].calls[0]["statistics"] == KeywordStatistics(chunks=1, terms=[TermCount("text", "t", 1)])
 
 
 async def test_every_shard_is_asked_at_once():
@@ -142,10 +168,10 @@ async def test_each_shard_request_carries_the_must_see_of_the_request_being_hand
     finally:
         handling_must_see.reset(seeing)
 
-    sent = vectors.requests + keywords.requests
+    sent = vectors.requests + keywords.requests  # keyword-query twice a shard: its statistics, then the search
     assert sorted(topic for topic, _ in sent) == ["doc-embeddings-query.shard-0", "doc-embeddings-query.shard-1",
-                                                  "keyword-query.shard-0", "keyword-query.shard-1"]
-    assert [request.must_see for _, request in sent] == [[token]] * 4
+                                                  *["keyword-query.shard-0"] * 2, *["keyword-query.shard-1"] * 2]
+    assert [request.must_see for _, request in sent] == [[token]] * 6
 
 
 # -- shards left out ----------------------------------------------------------------------------

@@ -56,6 +56,7 @@ process; readers take no lock.
 from __future__ import annotations
 
 import logging
+import math
 import re
 import time
 from collections.abc import Iterable
@@ -66,6 +67,7 @@ from tantivy import Occur, Query
 
 from ragbus.stores.layout import keywords_dir
 from ragbus.schema import Chunk, ChunkMatch
+from ragbus.schema.retrieval import KeywordStatistics, TermCount
 
 from .settings import KeywordSettings
 
@@ -312,16 +314,20 @@ class KeywordIndex:
         self.maybe_reload()
         return self._index.searcher().num_docs
 
-    def search(self, query: str, limit: int) -> list[ChunkMatch]:
-        """The best ``limit`` chunks for the raw text ``query``, by BM25; [] if it has no searchable token."""
+    def search(self, query: str, limit: int, statistics: KeywordStatistics | None = None) -> list[ChunkMatch]:
+        """The best ``limit`` chunks for the raw text ``query``, by BM25; [] if it has no searchable token.
+
+        ``statistics``: score as an index with these would (a sharded collection's, summed over its shards),
+        so every shard's scores compare: each clause's boost is scaled by the ratio of its terms' idf under
+        them to its idf here. The length normalisation stays this index's own (tantivy takes no other)."""
         if limit <= 0:
             raise ValueError(f"limit must be at least 1, got {limit}")
-        built = self.build_query(query)
-        if built is None:
-            return []
         self.maybe_reload()
         searcher = self._index.searcher()
         if searcher.num_docs == 0:
+            return []
+        built = self.build_query(query, None if statistics is None else _IdfScale(searcher, statistics))
+        if built is None:
             return []
         matches = []
         # tantivy sizes its top-k heap by the limit: never more than the index holds.
@@ -341,44 +347,83 @@ class KeywordIndex:
             )
         return matches
 
-    def build_query(self, query: str) -> Query | None:
-        """A should-match-any query of the words and identifiers of ``query``; None if it has neither."""
+    def query_terms(self, query: str) -> list[tuple[str, str]]:
+        """Every (field, term) the query of ``query`` scores by: what its BM25 statistics are of."""
+        return [(field, term) for field, terms, _ in self._clauses(query) for term in terms]
+
+    def statistics(self, query: str) -> KeywordStatistics:
+        """This index's BM25 statistics of the terms of ``query``: its chunks, and how many hold each term."""
+        self.maybe_reload()
+        searcher = self._index.searcher()
+        pairs = dict.fromkeys(self.query_terms(query))
+        return KeywordStatistics(chunks=searcher.num_docs, terms=[
+            TermCount(field, term, searcher.doc_freq(field, term)) for field, term in pairs])
+
+    def build_query(self, query: str, scale: _IdfScale | None = None) -> Query | None:
+        """A should-match-any query of the words and identifiers of ``query``; None if it has neither.
+        ``scale``: each clause's boost times its terms' idf under other statistics over their idf here."""
+        schema = self.schema
+        clauses: list[tuple[Occur, Query]] = []
+        for field, terms, boost in self._clauses(query):
+            if len(terms) == 1:
+                q = Query.term_query(schema, field, terms[0], index_option="freq")
+            else:
+                phrase_words: list[str | tuple[int, str]] = [*terms]  # the stub's type: words or (offset, word)
+                q = Query.phrase_query(schema, field, phrase_words)
+            if scale is not None:
+                boost *= scale(field, terms)
+            clauses.append((Occur.Should, q if boost == 1 else Query.boost_query(q, boost)))
+        if not clauses:
+            return None
+        return Query.boolean_query(clauses)
+
+    def _clauses(self, query: str) -> list[tuple[str, list[str], float]]:
+        """(field, its terms: one, or a phrase's words, boost) of each clause of the query of ``query``."""
         s = self.settings
         text = _clean(query)
         all_words = words(text)
         terms = _unique(all_words, s.max_query_terms)
         idents = _unique(identifier_tokens(text), s.max_query_terms)
         if not terms and not idents:
-            return None
-        schema = self.schema
-        clauses: list[tuple[Occur, Query]] = []
+            return []
+        clauses: list[tuple[str, list[str], float]] = []
         for term in terms:
             if s.word_boost > 0:
-                q = Query.term_query(schema, "text", term, index_option="freq")
-                clauses.append((Occur.Should, q if s.word_boost == 1 else Query.boost_query(q, s.word_boost)))
+                clauses.append(("text", [term], s.word_boost))
             if s.title_boost > 0:
-                title = Query.term_query(schema, "title", term, index_option="freq")
-                clauses.append((Occur.Should, Query.boost_query(title, s.title_boost)))
+                clauses.append(("title", [term], s.title_boost))
         if s.stem_boost > 0 and self.stemmed:
-            for term in _unique(stems(text), s.max_query_terms):
-                q = Query.term_query(schema, "stem", term, index_option="freq")
-                clauses.append((Occur.Should, Query.boost_query(q, s.stem_boost)))
+            clauses += [("stem", [term], s.stem_boost) for term in _unique(stems(text), s.max_query_terms)]
         if s.identifier_boost > 0:
-            for ident in idents:
-                q = Query.term_query(schema, "ident", ident, index_option="freq")
-                clauses.append((Occur.Should, Query.boost_query(q, s.identifier_boost)))
+            clauses += [("ident", [ident], s.identifier_boost) for ident in idents]
         if s.phrase_boost > 0 and 2 <= len(all_words) <= s.max_query_terms and len(set(all_words)) > 1:
-            phrase_words: list[str | tuple[int, str]] = [*all_words]  # the stub's type: words or (offset, word)
-            phrase = Query.phrase_query(schema, "text", phrase_words)
-            clauses.append((Occur.Should, Query.boost_query(phrase, s.phrase_boost)))
-        if not clauses:
-            return None
-        return Query.boolean_query(clauses)
+            clauses.append(("text", all_words, s.phrase_boost))
+        return clauses
 
     def _require_writer(self):
         if self._writer is None:
             raise RuntimeError(f"{self.path} is open for reading only")
         return self._writer
+
+
+def idf(chunks: int, holding: int) -> float:
+    """tantivy's BM25 idf of a term ``holding`` of ``chunks`` chunks hold (tantivy's query/bm25.rs): written out
+    because tantivy-py takes no statistics but the index's own, so a shard rescales its clauses by it."""
+    return math.log(1.0 + (max(chunks - holding, 0) + 0.5) / (holding + 0.5))
+
+
+class _IdfScale:
+    """Per clause: its terms' idf (summed, as tantivy scores a phrase) under ``statistics`` over that here."""
+
+    def __init__(self, searcher, statistics: KeywordStatistics) -> None:
+        self._searcher = searcher
+        self._chunks = statistics.chunks
+        self._holding = {(t.field, t.term): t.chunks for t in statistics.terms}
+
+    def __call__(self, field: str, terms: list[str]) -> float:
+        here = sum(idf(self._searcher.num_docs, self._searcher.doc_freq(field, term)) for term in terms)
+        there = sum(idf(self._chunks, self._holding.get((field, term), 0)) for term in terms)
+        return there / here if here > 0 else 1.0
 
 
 def exists(path: Path) -> bool:

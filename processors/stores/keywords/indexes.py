@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from ragbus.runtime.threads import OneThread
 from ragbus.schema import Chunk, ChunkMatch, DeleteDocument, check_collection, check_generation
+from ragbus.schema.retrieval import KeywordStatistics
 
 from ..layout import keywords_dir, staging_dir
 from ..staging import KEYWORD_STAGING, HeldDrops, Staging
@@ -60,8 +61,19 @@ class Indexes:
         for index in indexes.values():
             index.close()
 
-    def search(self, collection: str, query: str, limit: int, fresh: bool = False) -> list[ChunkMatch]:
-        """A reader's search (on the thread): ``fresh`` reloads first, to see writes it must see now."""
+    def search(self, collection: str, query: str, limit: int, fresh: bool = False,
+               statistics: KeywordStatistics | None = None) -> list[ChunkMatch]:
+        """A reader's search (on the thread): ``fresh`` reloads first, to see writes it must see now;
+        ``statistics``: scored as an index with these (``KeywordIndex.search``)."""
+        index = self._reader(collection, fresh)
+        return [] if index is None else index.search(query, limit, statistics)
+
+    def statistics(self, collection: str, query: str, fresh: bool = False) -> KeywordStatistics:
+        """A reader's BM25 statistics of the terms of ``query`` (on the thread); none for a collection it lacks."""
+        index = self._reader(collection, fresh)
+        return KeywordStatistics() if index is None else index.statistics(query)
+
+    def _reader(self, collection: str, fresh: bool) -> KeywordIndex | None:
         index = self.indexes.get(collection)
         if index is not None and fresh:
             index.reload()
@@ -70,9 +82,9 @@ class Indexes:
             # as soon as a writer creates it.
             index = KeywordIndex.open_reader(self.data_dir, collection, self.settings)
             if index is None:
-                return []
+                return None
             self.indexes[collection] = index
-        return index.search(query, limit)
+        return index
 
 
 class KeywordWriter(Indexes):
