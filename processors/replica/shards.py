@@ -90,7 +90,9 @@ class ShardHostProcessor(Processor[ReplicaStatusRequest, ShardsStatus]):
             cls = processor_class(self.pipeline.processors[served]["class"])
             typed = processor_settings(self.pipeline, served, cls.Settings)
             changes: dict[str, Any] = {"topic": shard_topic(typed.topic, shard),
-                                       "group": shard_topic(typed.group, shard)}
+                                       "group": shard_topic(typed.group, shard),
+                                       # a bulk lane, if one is set, is the shard's own too
+                                       "bulk_topic": typed.bulk_topic and shard_topic(typed.bulk_topic, shard)}
             if "data_dir" in typed.__struct_fields__:
                 changes.update(data_dir=str(where), changelog=True, log_topic=self.log_topic)
             built.append(cls(shard_topic(served, shard), msgspec.structs.replace(typed, **changes)))
