@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
 import msgspec
 
-from .common import BadRequest, ChunkMatch, Error, Limit, MustSee
+from .common import BadRequest, ChunkMatch, Count, Error, Limit, MustSee
 
 DEFAULT_COLLECTION = "default"
 
@@ -62,20 +63,27 @@ class FetchChunkResponse(msgspec.Struct, kw_only=True):
     error: Error | None = None
 
 
+# A query's terms are its words, stems and identifiers in a few fields, each field's capped by keyword-query's
+# max_query_terms; statistics of more are refused. A token is at most 40 characters (the analysers' own cap),
+# an identifier a few hundred.
+TERMS_MAX = 4096
+TERM_MAX = 1024
+
+
 class TermCount(msgspec.Struct, array_like=True):
     """How many chunks hold ``term`` in ``field`` of a keyword index."""
 
-    field: str
-    term: str
-    chunks: int
+    field: Annotated[str, msgspec.Meta(max_length=64)]
+    term: Annotated[str, msgspec.Meta(max_length=TERM_MAX)]
+    chunks: Count
 
 
 class KeywordStatistics(msgspec.Struct, kw_only=True):
     """The BM25 statistics of a query's terms: the chunks of an index (or of every shard's, summed) and how
     many hold each term. A sharded collection's shards score with the sums, so their scores compare."""
 
-    chunks: int = 0
-    terms: list[TermCount] = []
+    chunks: Count = 0
+    terms: Annotated[list[TermCount], msgspec.Meta(max_length=TERMS_MAX)] = []
 
 
 class KeywordQueryRequest(msgspec.Struct, kw_only=True):

@@ -75,7 +75,8 @@ async def test_query_clients_send_their_arguments(client):
     token = "ragbus.changelog.documents.default@0:7"
     (m,) = await KeywordClient(client).query(query="C++ 7.3.2 (", limit=4, must_see=[token])
     assert msgspec.json.decode(m.chunk_id) == {
-        "query": "C++ 7.3.2 (", "limit": 4, "collection": "default", "must_see": [token]
+        "query": "C++ 7.3.2 (", "limit": 4, "collection": "default", "must_see": [token], "statistics_only": False,
+        "statistics": None,
     }
 
 
