@@ -22,7 +22,7 @@ def shard_of(partition: int, shards: int) -> int:
     """The shard that holds ``partition`` of the documents log."""
     if shards < 1:
         raise ValueError(f"shards must be at least 1 to ask for a shard, got {shards}")
-    return partition % shards
+    return divmod(partition, shards)[1]
 
 
 def shard_partitions(shard: int, shards: int, partitions: int) -> list[int]:
@@ -32,8 +32,8 @@ def shard_partitions(shard: int, shards: int, partitions: int) -> list[int]:
     not a multiple of them (shards would hold unequal parts of the collection)."""
     if shards < 1 or not 0 <= shard < shards:
         raise ValueError(f"shard {shard} of {shards} does not exist")
-    if partitions < shards or partitions % shards:
+    if partitions < shards or divmod(partitions, shards)[1]:
         raise ValueError(f"a log of {partitions} partitions cannot be split into {shards} equal shards: "
                          f"make it with a multiple of {shards} partitions (the number of shards is fixed "
                          "when the log is made; docs/stores-from-the-log.md, Sharding)")
-    return [p for p in range(partitions) if p % shards == shard]
+    return [p for p in range(partitions) if divmod(p, shards)[1] == shard]

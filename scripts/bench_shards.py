@@ -114,6 +114,8 @@ class Deployment:
     ranked: dict[str, dict[str, list[str]]] = field(default_factory=lambda: defaultdict(dict))  # mode: question: ids
     subrequests: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # label: calls/q, rtt, handler
     problems: list[str] = field(default_factory=list)
+    idle: dict[str, float] = field(default_factory=dict)  # each process's CPU asked nothing, % of a core
+    cpu_split: dict[str, float] = field(default_factory=dict)  # each process's CPU ms a question, concurrency 1
 
 
 def common_env(args) -> dict[str, str]:
@@ -349,16 +351,28 @@ async def measure(deployment: Deployment, bus, client: RequestClient, log: str, 
     await recall(deployment, rag, questions, relevant)
 
     pids = [h.pid for h in deployment.hosts]
+    processes = {**{h.name: h.pid for h in deployment.hosts}, "broker": broker_pid}
 
     def cpu() -> float:
         return sum(map(cpu_of, pids)) + cpu_of(broker_pid) + time.process_time()
 
+    def cpu_each() -> dict[str, float]:
+        return {**{name: cpu_of(pid) for name, pid in processes.items()}, "this bench": time.process_time()}
+
+    # Idle: what each process burns asked nothing (a fixed window: a rate measured, not a condition waited for).
+    idle0, idle_at = cpu_each(), time.perf_counter()
+    await asyncio.sleep(args.idle_s)
+    idle_s = time.perf_counter() - idle_at
+    deployment.idle = {name: 100 * (used - idle0[name]) / idle_s for name, used in cpu_each().items()}
+
     say(f"{deployment.name}: latency: {args.queries} hybrid questions at concurrency 1 on {SYNTHETIC}")
     before = [await asyncio.to_thread(scrape, h.metrics_port) for h in deployment.hosts]
     f["load average (1 min): concurrency 1"] = os.getloadavg()[0]
-    cpu0 = cpu()
+    cpu0, each0 = cpu(), cpu_each()
     one = await ask_many(rag, texts, args.queries, 1, SYNTHETIC, deployment)
     f["CPU ms per question, concurrency 1 (every process)"] = 1000 * (cpu() - cpu0) / max(1, len(one.latencies))
+    deployment.cpu_split = {name: 1000 * (used - each0[name]) / max(1, len(one.latencies))
+                            for name, used in cpu_each().items()}
     after = [await asyncio.to_thread(scrape, h.metrics_port) for h in deployment.hosts]
     deployment.subrequests = subrequests(before, after, max(1, len(one.latencies) + one.errors))
     f["hybrid p50 ms, concurrency 1"] = percentile(one.latencies, 50) * 1000
@@ -462,6 +476,10 @@ def table(deployments: list[Deployment]) -> None:
         for name, (calls, rtt, handler) in d.subrequests.items():
             if calls:
                 print(f"  {d.name:14}{name:34}{calls:>9.2f}{rtt:>12.1f}{handler:>10.1f}")
+    print("\nCPU by process: idle (% of a core, asked nothing) and ms per question at concurrency 1:")
+    for d in deployments:
+        print(f"  {d.name}: " + ", ".join(f"{name} {d.idle.get(name, 0):.1f}% / {ms:.1f} ms"
+                                         for name, ms in d.cpu_split.items()))
     for d in deployments:
         for problem in d.problems[:5]:
             print(f"{d.name}: {problem}")
@@ -522,6 +540,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300, help="questions at concurrency 1")
     parser.add_argument("--load", type=int, default=1000, help="questions at the throughput concurrency")
     parser.add_argument("--concurrency", type=int, default=32, help="the throughput load's questions in flight")
+    parser.add_argument("--idle-s", type=float, default=10.0, help="seconds each process's idle CPU is read over")
     parser.add_argument("--progress-s", type=float, default=15.0, help="seconds between progress lines")
     args = parser.parse_args()
     if args.shards < 1:
