@@ -95,7 +95,7 @@ class ShardedReplicas:
         self._partitions = 0
         self.handover_s = handover_s
         self._served_by: dict[int, set[str]] = {}  # hosts whose latest report says they serve a shard
-        self._reports_changed = asyncio.Event()
+        self._reports_changed = asyncio.Condition()  # notified at each report read: hand-overs wait on it
         self._watch: asyncio.Task | None = None
 
     async def start(self, bus: Bus, timeout: float = 600.0) -> None:
@@ -197,10 +197,8 @@ class ShardedReplicas:
     async def _hand_over(self, k: int, to: str) -> None:
         """Wait until host ``to`` reports serving shard ``k`` (at most ``handover_s``), then let it go."""
         try:
-            async with asyncio.timeout(self.handover_s):
-                while to not in self._served_by.get(k, set()):
-                    self._reports_changed.clear()
-                    await self._reports_changed.wait()
+            async with asyncio.timeout(self.handover_s), self._reports_changed:
+                await self._reports_changed.wait_for(lambda: to in self._served_by.get(k, set()))
             log.info("%s: shard %d is served by %s: no longer served here", self.name, k, to)
         except TimeoutError:
             log.warning("%s: shard %d's new owner %s does not serve it after %.0f s: it stops being served here",
@@ -223,11 +221,13 @@ class ShardedReplicas:
                             latest.pop(record.key, None)
                         else:
                             latest[record.key] = report
-                        self._served_by = {}
+                        served: dict[int, set[str]] = {}
                         for r in latest.values():
                             if r.serving and r.shard is not None:
-                                self._served_by.setdefault(r.shard, set()).add(r.host)
-                        self._reports_changed.set()
+                                served.setdefault(r.shard, set()).add(r.host)
+                        async with self._reports_changed:
+                            self._served_by = served
+                            self._reports_changed.notify_all()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the broker away a while: read the reports again from the start
