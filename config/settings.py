@@ -217,6 +217,26 @@ class StoresSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     shards: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
+class ConvertSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``[convert]``: how files become text (docs/ingestion.md, "Scans and images")."""
+
+    # Read pages that have no text layer (or too little for their area), and images, with Tesseract
+    # (Debian's tesseract-ocr). false: such a page gives no text, an image file is refused.
+    ocr: bool = True
+    # Tesseract's language codes, several joined by "+" ("eng+deu"); each is a Debian package of its own
+    # (tesseract-ocr-deu). RAGBUS_CONVERT__LANGUAGE=deu; ``ragbus ingest --language`` says it too.
+    language: Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z_]{1,15}(\+[a-z][a-z_]{1,15}){0,7}$")] = "eng"
+    # A PDF page without text is rendered at this resolution to be read (less if its pixels would pass
+    # ``max_page_pixels``).
+    dpi: Annotated[int, msgspec.Meta(ge=72, le=1200)] = 300
+    # A document of more pages (or an image of more frames) is refused before any is read.
+    max_pages: PositiveInt = 2000
+    # An image page of more pixels is refused before it is decoded (a decompression bomb is small on disk).
+    max_page_pixels: PositiveInt = 100_000_000
+    # Tesseract is stopped after this long on one page, which then fails the document, saying which page.
+    page_timeout_s: PositiveSeconds = 120.0
+
+
 class WorkerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """``[worker]``: what ``ragbus worker`` runs when it is named no processor."""
 
@@ -234,6 +254,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     gateway: GatewaySettings = msgspec.field(default_factory=GatewaySettings)
     stores: StoresSettings = msgspec.field(default_factory=StoresSettings)
     worker: WorkerSettings = msgspec.field(default_factory=WorkerSettings)
+    convert: ConvertSettings = msgspec.field(default_factory=ConvertSettings)
     # Raw sections (config/defaults.toml wires them); ``processor_settings`` types them with
     # the processor's own class.
     processors: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)

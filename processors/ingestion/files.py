@@ -16,6 +16,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from ragbus.config.settings import ConvertSettings
 from ragbus.schema import DEFAULT_COLLECTION, Document
 
 from .convert import SUFFIXES
@@ -120,9 +121,10 @@ def _is_text(name: str) -> bool:
 
 
 def load_documents(
-    paths: list[str], collection: str = DEFAULT_COLLECTION
+    paths: list[str], collection: str = DEFAULT_COLLECTION, settings: ConvertSettings | None = None
 ) -> tuple[list[DocumentSource], list[str]]:
-    """The documents to ingest (not yet read) and the files skipped, each with its path and why."""
+    """The documents to ingest (not yet read) and the files skipped, each with its path and why.
+    ``settings``: how pages without text and images are read (``[convert]``)."""
     if not paths:
         return [DocumentSource.of(d) for d in builtin_corpus(collection)], []
     documents: list[DocumentSource] = []
@@ -133,7 +135,7 @@ def load_documents(
                            "rename it")
             continue
         try:
-            documents.append(open_document(path, collection))
+            documents.append(open_document(path, collection, settings))
         except (OSError, ValueError) as exc:
             skipped.append(str(exc) if isinstance(exc, ValueError) else f"{path}: {exc.strerror or exc}")
     return documents, skipped

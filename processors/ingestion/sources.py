@@ -21,9 +21,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ragbus.config.settings import ConvertSettings
 from ragbus.schema import Document
 
-from .convert import Heading, Piece, convert
+from .convert import Heading, Page, Piece, convert
 from .errors import UnreadableDocument, UnsupportedFormat
 
 BUILTIN_PREFIX = "pydoc:"
@@ -63,6 +64,8 @@ class DocumentSource:
     read: Callable[[], Iterator[str]]
     # The sections met by the last ``read``, filled as it goes.
     sections: list[Section] = field(default_factory=list, compare=False)
+    # Told of each page as ``read`` starts it (PDFs and images: a page read by OCR takes seconds).
+    on_page: list[Callable[[Page], None]] = field(default_factory=list, compare=False)
     # "sha256:<hex>" of the file's bytes (of title and text for a document from memory): the same
     # hash as the library holds means the stores hold this content already.
     content_hash: str = ""
@@ -84,25 +87,31 @@ def file_hash(path: Path) -> str:
     return f"sha256:{digest.hexdigest()}"
 
 
-def _texts(pieces: Iterator[Piece], sections: list[Section]) -> Iterator[str]:
-    """The text of a converter's pieces; each heading goes to ``sections`` at the offset it is met."""
+def _texts(pieces: Iterator[Piece], sections: list[Section],
+           on_page: list[Callable[[Page], None]] | None = None) -> Iterator[str]:
+    """The text of a converter's pieces; each heading goes to ``sections`` at the offset it is met, each
+    page start to ``on_page``'s listeners."""
     sections.clear()
     offset = 0
     for piece in pieces:
         if isinstance(piece, Heading):
             sections.append(Section(offset, piece.path))
+        elif isinstance(piece, Page):
+            for listener in on_page or ():
+                listener(piece)
         elif piece:
             offset += len(piece)
             yield piece
 
 
-def open_document(path: Path, collection: str) -> DocumentSource:
+def open_document(path: Path, collection: str, settings: ConvertSettings | None = None) -> DocumentSource:
     """One file as a ``DocumentSource``; raises ``UnreadableDocument`` (or ``OSError``) saying what is wrong."""
-    opened = convert(path)
+    opened = convert(path, settings)
     sections: list[Section] = []
+    on_page: list[Callable[[Page], None]] = []
     return DocumentSource(
         document_id(path), opened.title or path.stem, collection, str(path), path.stat().st_size,
-        lambda: _texts(opened.read(), sections), sections, file_hash(path),
+        lambda: _texts(opened.read(), sections, on_page), sections, on_page, file_hash(path),
     )
 
 
@@ -121,7 +130,7 @@ def upload_name(filename: str, media_type: str = "") -> str:
 
 
 def open_bytes(data: bytes, *, filename: str = "", media_type: str = "", collection: str, document_id: str,
-               title: str = "", source: str = "") -> DocumentSource:
+               title: str = "", source: str = "", settings: ConvertSettings | None = None) -> DocumentSource:
     """An upload as a ``DocumentSource``, its format found from ``filename``'s suffix, else ``media_type``.
 
     ``title`` "" takes the document's own (a PDF's or Word file's title), else the file's name.
@@ -132,7 +141,7 @@ def open_bytes(data: bytes, *, filename: str = "", media_type: str = "", collect
         path = Path(folder) / name
         path.write_bytes(data)
         try:
-            opened = convert(path)
+            opened = convert(path, settings)
             sections: list[Section] = []
             text = "".join(_texts(opened.read(), sections))
         except UnsupportedFormat as exc:
@@ -144,4 +153,5 @@ def open_bytes(data: bytes, *, filename: str = "", media_type: str = "", collect
     if not text.strip():
         raise UnreadableDocument(f"{name}: no text")
     return DocumentSource(document_id, title or opened.title or filename or name, collection, source or name,
-                          len(text), lambda: iter((text,)), sections, f"sha256:{hashlib.sha256(data).hexdigest()}")
+                          len(text), lambda: iter((text,)), sections,
+                          content_hash=f"sha256:{hashlib.sha256(data).hexdigest()}")

@@ -25,6 +25,7 @@ from ragbus.config.settings import (
     DEFAULTS,
     WIRING,
     ClientSettings,
+    ConvertSettings,
     GatewaySettings,
     MetricsSettings,
     ProcessorSettings,
@@ -45,7 +46,7 @@ from ragbus.runtime.worker import processor_class
 TOML = tomllib.loads(DEFAULTS.read_text())
 SHIPPED = load_settings(environ={})  # what a user gets: no file of their own, no RAGBUS_ variables
 TOP = {"bus": BusSettings, "client": ClientSettings, "metrics": MetricsSettings, "gateway": GatewaySettings,
-       "stores": StoresSettings, "worker": WorkerSettings}
+       "stores": StoresSettings, "worker": WorkerSettings, "convert": ConvertSettings}
 
 
 def settings_type(section: str) -> type[msgspec.Struct]:

@@ -17,38 +17,48 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from ragbus.config.settings import ConvertSettings
+
 from ..errors import UnreadableDocument, UnsupportedFormat
 from .html import open_html
 from .markdown import open_markdown
 from .office import open_docx, open_pptx
 from .pdf import open_pdf
-from .pieces import EXTRA_HINT, Heading, Opened, Piece
+from .pieces import EXTRA_HINT, Heading, Opened, Page, Piece
 from .text import open_text
 
-__all__ = ["EXTRA_HINT", "SUFFIXES", "Heading", "Opened", "Piece", "convert"]
+__all__ = ["EXTRA_HINT", "PAGED_SUFFIXES", "SUFFIXES", "Heading", "Opened", "Page", "Piece", "convert"]
 
 CONVERTERS: dict[str, Callable[[Path], Opened]] = {
     ".txt": open_text, ".text": open_text, ".rst": open_text,
     ".md": open_markdown, ".markdown": open_markdown,
     ".html": open_html, ".htm": open_html,
-    ".pdf": open_pdf,
     ".docx": open_docx,
     ".pptx": open_pptx,
 }
-SUFFIXES = tuple(CONVERTERS)
+# The kinds read a page at a time, some pages by OCR: they take the conversion settings.
+PAGED: dict[str, Callable[[Path, ConvertSettings], Opened]] = {
+    ".pdf": open_pdf,
+}
+PAGED_SUFFIXES = tuple(PAGED)
+SUFFIXES = tuple(CONVERTERS) + PAGED_SUFFIXES
 
 
-def convert(path: Path) -> Opened:
+def convert(path: Path, settings: ConvertSettings | None = None) -> Opened:
     """The converter for ``path``'s suffix, opened; ``UnsupportedFormat``, ``UnreadableDocument`` (or
-    ``OSError``) says why not."""
+    ``OSError``) says why not. ``settings``: how pages without text and images are read (``[convert]``)."""
     suffix = path.suffix.lower()
+    paged = PAGED.get(suffix)
     opener = CONVERTERS.get(suffix)
-    if opener is None:
+    if opener is None and paged is None:
         raise UnsupportedFormat(f"{path}: unsupported file type {suffix or '(no suffix)'!r}; "
                                 f"ragbus reads {' '.join(SUFFIXES)}")
     if path.stat().st_size == 0:
         raise UnreadableDocument(f"{path}: empty file")
     try:
+        if paged is not None:
+            return paged(path, settings or ConvertSettings())
+        assert opener is not None
         return opener(path)
     except UnreadableDocument:
         raise

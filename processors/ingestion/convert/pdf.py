@@ -13,6 +13,8 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 
+from ragbus.config.settings import ConvertSettings
+
 from .pieces import Heading, Opened, Piece, refused
 
 # pypdf logs what it repairs ("EOF marker not found") as warnings; a file it cannot read is reported
@@ -69,7 +71,7 @@ def _pages(path: Path) -> Iterator[Piece]:
         yield text[at:]
 
 
-def open_pdf(path: Path) -> Opened:
+def open_pdf(path: Path, settings: ConvertSettings) -> Opened:
     from pypdf import PdfReader
 
     try:

@@ -17,7 +17,20 @@ class Heading:
     path: tuple[str, ...]
 
 
-Piece = str | Heading
+@dataclass(frozen=True, slots=True)
+class Page:
+    """Page ``number`` (from 1) of ``pages`` starts here; ``ocr``: its text is read from its image.
+
+    Met before each page's text by the converters that read pages (PDF, images), so a caller shows
+    progress a page at a time: a page read by OCR takes seconds.
+    """
+
+    number: int
+    pages: int
+    ocr: bool = False
+
+
+Piece = str | Heading | Page
 
 
 @dataclass(frozen=True, slots=True)
