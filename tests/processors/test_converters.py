@@ -112,7 +112,8 @@ BAD = [
     ("script-only.html", b"<html><head><script>var a = 1;</script><style>p {}</style></head><body></body></html>",
      "no text once navigation, scripts and boilerplate are removed"),
     ("broken-utf8.txt", "déjà vu ".encode() * 1000 + b"\xff tail", "not UTF-8 (invalid start byte at byte 10000)"),
-    ("photo.jpg", b"\xff\xd8\xff\xe0" + os.urandom(512), "unsupported file type '.jpg'"),
+    ("photo.jpg", b"\xff\xd8\xff\xe0" + os.urandom(512), "not a readable JPG image file"),
+    ("photo.webp", b"RIFF" + os.urandom(512), "unsupported file type '.webp'"),
 ]
 
 

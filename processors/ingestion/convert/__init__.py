@@ -21,6 +21,8 @@ from ragbus.config.settings import ConvertSettings
 
 from ..errors import UnreadableDocument, UnsupportedFormat
 from .html import open_html
+from .images import FORMATS as IMAGE_SUFFIXES
+from .images import open_image
 from .markdown import open_markdown
 from .office import open_docx, open_pptx
 from .pdf import open_pdf
@@ -39,6 +41,7 @@ CONVERTERS: dict[str, Callable[[Path], Opened]] = {
 # The kinds read a page at a time, some pages by OCR: they take the conversion settings.
 PAGED: dict[str, Callable[[Path, ConvertSettings], Opened]] = {
     ".pdf": open_pdf,
+    **{suffix: open_image for suffix in IMAGE_SUFFIXES},
 }
 PAGED_SUFFIXES = tuple(PAGED)
 SUFFIXES = tuple(CONVERTERS) + PAGED_SUFFIXES
