@@ -246,7 +246,7 @@ class _Fonts:
         body = self.sizes.most_common(1)[0][0] if self.sizes else 0.0
         for line, text in _joined(_blocks(page)):
             level = self._level(line, body) if line is not None else None
-            if level is None:
+            if line is None or level is None:
                 yield text
                 continue
             words = " ".join(line["text"].split())
