@@ -110,6 +110,23 @@ def test_the_extras_it_was_built_with_import(image):
     assert run(image, "python", "-c", f"import {', '.join(modules)}") == ""
 
 
+def test_it_reads_a_scanned_page_with_debians_tesseract(image, tmp_path):
+    from PIL import Image, ImageDraw
+
+    lines = ["The Heron flies for twenty-two minutes", "on one charge in calm weather, and",
+             "never above one hundred and twenty metres.", "Charge its battery for ninety minutes"]
+    page = Image.new("L", (1700, 1000), 255)
+    for i, line in enumerate(lines):  # lines enough for Tesseract to find which way up the page is
+        ImageDraw.Draw(page).text((80, 120 + i * 150), line, fill=0, font_size=60)
+    page.rotate(90, expand=True, fillcolor=255).save(tmp_path / "scan.png", dpi=(200, 200))
+    tmp_path.chmod(0o755)
+    (tmp_path / "scan.png").chmod(0o644)
+    text = podman("run", "--rm", "--network", "none", "-v", f"{tmp_path}:/scans:ro,Z", image, "python", "-c",
+                  "from pathlib import Path; from ragbus.ingestion.convert import convert; "
+                  "print(''.join(p for p in convert(Path('/scans/scan.png')).read() if isinstance(p, str)))").stdout
+    assert "The Heron flies for twenty-two minutes on one charge" in " ".join(text.split())
+
+
 def test_no_file_holds_the_build_secrets_or_tests(image, tmp_path):
     """The CA bundle and pip.conf the build mounted: no file at their mount points, and no certificate this
     host added to its bundle (the one pip needed, not Debian's) anywhere in the image."""

@@ -31,7 +31,9 @@ ten working days.</p>
 """
 
 
-def write_docx(path: Path, title: str, sections: list[tuple[str, list[str]]], *, table=None) -> Path:
+def write_docx(path: Path, title: str, sections: list[tuple[str, list[str]]], *, table=None, ruled=False) -> Path:
+    """A Word file: its title, a heading and paragraphs a section, then ``table`` (rows of cells; ``ruled``:
+    with lines around every cell, as most printed tables have)."""
     import docx
 
     document = docx.Document()
@@ -43,6 +45,8 @@ def write_docx(path: Path, title: str, sections: list[tuple[str, list[str]]], *,
             document.add_paragraph(text)
     if table:
         grid = document.add_table(rows=len(table), cols=len(table[0]))
+        if ruled:
+            grid.style = "Table Grid"
         for r, row in enumerate(table):
             for c, value in enumerate(row):
                 grid.cell(r, c).text = value
@@ -77,12 +81,15 @@ def soffice() -> str:
     return found
 
 
-def write_pdf(path: Path, title: str, sections: list[tuple[str, list[str]]]) -> Path:
-    """A PDF as LibreOffice prints a Word file: title, headings in the outline, text with real fonts."""
-    source = write_docx(path.with_suffix(".docx"), title, sections)
+def write_pdf(path: Path, title: str, sections: list[tuple[str, list[str]]], *, table=None,
+              outline: bool = True) -> Path:
+    """A PDF as LibreOffice prints a Word file: title, headings in the outline (unless ``outline`` is false),
+    text with real fonts, and ``table`` ruled after the sections."""
+    source = write_docx(path.with_suffix(".docx"), title, sections, table=table, ruled=True)
     profile = path.parent / ".lo-profile"  # a profile of its own: parallel runs do not share a lock
+    export = "pdf" if outline else 'pdf:writer_pdf_Export:{"ExportBookmarks":{"type":"boolean","value":"false"}}'
     subprocess.run(
-        [soffice(), f"-env:UserInstallation=file://{profile}", "--headless", "--convert-to", "pdf",
+        [soffice(), f"-env:UserInstallation=file://{profile}", "--headless", "--convert-to", export,
          "--outdir", str(path.parent), str(source)],
         check=True, capture_output=True, timeout=120,
     )

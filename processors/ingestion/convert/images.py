@@ -56,7 +56,10 @@ def open_image(path: Path, settings: ConvertSettings) -> Opened:
     kind = path.suffix.lower()
     if not settings.ocr:
         raise ValueError(f"{path}: an image's text is read by OCR, which [convert] ocr = false turns off")
-    ocr.check(settings)
+    try:
+        ocr.check(settings)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
     try:
         image = _open(path)
     except ValueError:
@@ -66,7 +69,10 @@ def open_image(path: Path, settings: ConvertSettings) -> Opened:
     with image:
         if image.format not in FORMATS[kind]:
             raise ValueError(f"{path}: not a {kind.lstrip('.').upper()} image (it is {image.format or 'unknown'})")
-        pages = getattr(image, "n_frames", 1)
+        try:
+            pages = image.n_frames if hasattr(image, "n_frames") else 1  # a TIFF walks its directory of pages
+        except Exception as exc:
+            raise refused(path, f"{kind.lstrip('.').upper()} image", exc) from None
         if pages > settings.max_pages:
             raise ValueError(f"{path}: {pages:,} pages, over the {settings.max_pages:,} that [convert] max_pages "
                              "allows")
