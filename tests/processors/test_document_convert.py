@@ -13,8 +13,10 @@ import msgspec
 import pytest
 
 from ragbus.bus import connect
+from ragbus.cli.library import list_documents
+from ragbus.config import pipelines
 from ragbus.config.settings import ConvertSettings, load_settings
-from ragbus.ingestion import UnreadableDocument, convert_on_bus, open_document
+from ragbus.ingestion import UnreadableDocument, convert_on_bus, ingest, load_documents, open_document
 from ragbus.ingestion.convert import Page
 from ragbus.ingestion.sources import remote_bytes, remote_file
 from ragbus.runtime.request_client import RequestClient
@@ -25,6 +27,7 @@ from ragbus.schema import topics as t
 
 from ..helpers.brokers import settings_for_tests
 from ..helpers.documents_made import write_pdf
+from ..helpers.ingest_pipeline import pipeline
 
 MAX_MESSAGE_BYTES = 48_000
 ON_BUS = ConvertSettings(on_bus=True)
@@ -173,3 +176,18 @@ def test_the_language_a_request_carries_is_checked_like_the_setting():
     for bad in ("eng;rm -rf", "-l", "e", "eng+"):
         with pytest.raises(msgspec.ValidationError):
             msgspec.convert({"conversion_id": "a", "filename": "a.pdf", "language": bad}, ConvertPart)
+
+
+async def test_ingest_sends_a_pdf_through_the_lane_and_stores_what_it_stores_when_read_here(tmp_path, pdf,
+                                                                                            monkeypatch):
+    async with pipeline(f"memory://convert-{tmp_path.name}", tmp_path, monkeypatch, names=pipelines.INGEST) as client:
+        (remote,), _ = load_documents([str(pdf)], "lane", ON_BUS)
+        (here,), _ = load_documents([str(pdf)], "here", ConvertSettings())
+        assert remote.on_bus is not None and here.on_bus is None
+        lane = await ingest(client, [remote], timeout=120)
+        local = await ingest(client, [here], timeout=120)
+        (stored,) = await list_documents(client, "lane", timeout=30)
+    assert lane.failed == [] and local.failed == [] and lane.documents == 1
+    assert lane.chunks == local.chunks > 10
+    # The document's own title, from the worker's last piece; the hash of the file's bytes, as read here.
+    assert stored.title == "The keeper's log" and stored.content_hash == here.content_hash == remote.content_hash
