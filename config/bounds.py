@@ -25,3 +25,6 @@ PositiveMillis = Annotated[int, msgspec.Meta(ge=1)]
 NonNegativeMillis = Annotated[int, msgspec.Meta(ge=0)]
 # A TCP port to listen on; 0 = off (MetricsSettings.port).
 Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]
+# Tesseract's language codes, several joined by "+" ("eng+deu"): one pattern for ``[convert] language`` and the
+# language a document-convert request carries, since it reaches Tesseract's command line.
+LANGUAGE_PATTERN = r"[a-z][a-z_]{1,15}(\+[a-z][a-z_]{1,15}){0,7}"

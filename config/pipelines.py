@@ -15,7 +15,10 @@ from __future__ import annotations
 # The library (document-record, documents-query) is told of every document stored and removed, and
 # tells document-load which documents it holds unchanged.
 DELETE = ("document-delete", "doc-embeddings-delete", "keyword-delete", "kg-store", "document-record")
-INGEST = ("embed", "document-load", "doc-embeddings-store", "keyword-store", "documents-query", *DELETE)
+# document-convert reads the files ingest sends it (PDFs and images, with [convert] on_bus): OCR is slow,
+# so it scales with the ingestion hosts.
+INGEST = ("embed", "document-load", "doc-embeddings-store", "keyword-store", "documents-query", *DELETE,
+          "document-convert")
 
 # List what the stores hold: `ragbus documents`, `ragbus collections` (on a deployment, answered by
 # the documents-query of the ingestion workers: INGEST runs it for document-load).

@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 
-from .bounds import NonNegativeInt, NonNegativeSeconds, Port, PositiveInt, PositiveSeconds
+from .bounds import LANGUAGE_PATTERN, NonNegativeInt, NonNegativeSeconds, Port, PositiveInt, PositiveSeconds
 from .bus import BusSettings
 
 ENV_PREFIX = "RAGBUS_"
@@ -225,7 +225,7 @@ class ConvertSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     ocr: bool = True
     # Tesseract's language codes, several joined by "+" ("eng+deu"); each is a Debian package of its own
     # (tesseract-ocr-deu). RAGBUS_CONVERT__LANGUAGE=deu; ``ragbus ingest --language`` says it too.
-    language: Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z_]{1,15}(\+[a-z][a-z_]{1,15}){0,7}$")] = "eng"
+    language: Annotated[str, msgspec.Meta(pattern=f"^{LANGUAGE_PATTERN}$")] = "eng"
     # A PDF page without text is rendered at this resolution to be read (less if its pixels would pass
     # ``max_page_pixels``).
     dpi: Annotated[int, msgspec.Meta(ge=72, le=1200)] = 300
@@ -235,6 +235,10 @@ class ConvertSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_page_pixels: PositiveInt = 100_000_000
     # Tesseract is stopped after this long on one page, which then fails the document, saying which page.
     page_timeout_s: PositiveSeconds = 120.0
+    # Send PDFs and images to the document-convert processors on the bus (processors/document_convert) rather
+    # than read them in this process: OCR takes about a second a page, so conversion scales with its workers as
+    # embedding does. The other kinds are read here either way. RAGBUS_CONVERT__ON_BUS=true.
+    on_bus: bool = False
 
 
 class WorkerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -2,6 +2,7 @@
 
 from .codec import CONTENT_TYPE, DecodeError, decode, encode, to_json
 from .common import BadRequest, ChunkMatch, Entity, Error, Fact, RejectedFact
+from .convert import FILE_TOO_LARGE, RESTART_UPLOAD, ConvertPart, ConvertPiece, ConvertReply
 from .graph import KgQueryRequest, KgQueryResponse
 from .ingest import (
     Chunk,
@@ -38,12 +39,17 @@ from .topics import REPLY_PREFIX, SCHEMAS, TopicSchema
 __all__ = [
     "CONTENT_TYPE",
     "DEFAULT_COLLECTION",
+    "FILE_TOO_LARGE",
     "MAX_TURNS",
     "REPLY_PREFIX",
+    "RESTART_UPLOAD",
     "SCHEMAS",
     "BadRequest",
     "Chunk",
     "ChunkMatch",
+    "ConvertPart",
+    "ConvertPiece",
+    "ConvertReply",
     "DecodeError",
     "DeleteDocument",
     "DocEmbeddingsRequest",

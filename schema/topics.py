@@ -11,6 +11,7 @@ from typing import NamedTuple
 import msgspec
 
 from .changelog import ReplicaStatus, ReplicaStatusRequest, ShardsStatus
+from .convert import ConvertPart, ConvertPiece, ConvertReply
 from .graph import KgQueryRequest, KgQueryResponse
 from .ingest import DeleteDocument, Document, EmbeddedChunks, IngestResult, LoadTriples
 from .library import DocumentList, ListDocuments, RecordDocument
@@ -37,6 +38,7 @@ PROMPT = "prompt"
 DOCUMENT_RAG = "document-rag"
 DOCUMENT_LOAD = "document-load"  # a document to chunk, embed and store (document-load)
 DOCUMENT_DELETE = "document-delete"  # remove a document from every store (document-load)
+DOCUMENT_CONVERT = "document-convert"  # a file's bytes in parts, its text back a page at a time (document-convert)
 CHUNK_STORE = "chunk-store"  # generic name of a store's write topic
 DOC_EMBEDDINGS_STORE = "doc-embeddings-store"
 DOC_EMBEDDINGS_DELETE = "doc-embeddings-delete"
@@ -86,6 +88,7 @@ SCHEMAS: dict[str, TopicSchema] = {
     DOCUMENT_RAG: TopicSchema(DocumentRagRequest, DocumentRagResponse),
     DOCUMENT_LOAD: TopicSchema(Document, IngestResult),
     DOCUMENT_DELETE: TopicSchema(DeleteDocument, IngestResult),
+    DOCUMENT_CONVERT: TopicSchema(ConvertPart, ConvertReply),
     CHUNK_STORE: TopicSchema(EmbeddedChunks, IngestResult),
     DOC_EMBEDDINGS_STORE: TopicSchema(EmbeddedChunks, IngestResult),
     KEYWORD_STORE: TopicSchema(EmbeddedChunks, IngestResult),
@@ -103,4 +106,5 @@ SCHEMAS: dict[str, TopicSchema] = {
 STREAMS: dict[str, type[msgspec.Struct]] = {
     PROMPT: PromptPiece,
     DOCUMENT_RAG: DocumentRagPiece,
+    DOCUMENT_CONVERT: ConvertPiece,
 }

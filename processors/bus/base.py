@@ -402,10 +402,14 @@ class Bus(abc.ABC):
         self.check_size(body)
         await self._publish(topic, body, dict(headers or {}), key)
 
-    async def subscribe(self, topic: str, group: str) -> Subscription:
-        """Join ``group`` on ``topic``. A new group starts from the oldest retained message."""
+    async def subscribe(self, topic: str, group: str, *, keyed: bool = False) -> Subscription:
+        """Join ``group`` on ``topic``. A new group starts from the oldest retained message.
+
+        ``keyed``: messages with one key must reach one member (document-convert's parts). Kafka's
+        partitions and the memory bus always do so; Pulsar does with a KeyShared subscription.
+        """
         self._check_open()
-        sub = await self._subscribe(topic, group)
+        sub = await (self._subscribe_keyed(topic, group) if keyed else self._subscribe(topic, group))
         self._subscriptions.add(sub)
         return sub
 
@@ -586,6 +590,11 @@ class Bus(abc.ABC):
 
     @abc.abstractmethod
     async def _subscribe(self, topic: str, group: str) -> Subscription: ...
+
+    async def _subscribe_keyed(self, topic: str, group: str) -> Subscription:
+        """A subscription whose members each get all the messages of the keys they get (``subscribe``'s
+        ``keyed``): a backend whose groups always keep a key on one member subscribes as usual."""
+        return await self._subscribe(topic, group)
 
     async def _reply_inbox(self, name: str) -> tuple[str, Subscription]:
         topic = f"{REPLY_PREFIX}{name}.{uuid.uuid4().hex[:16]}"

@@ -43,7 +43,7 @@ __all__ = ["add_parsers", "ingest"]  # ``ingest`` is the library's, here for cal
 
 async def _ingest(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
-    documents, skipped = load_documents(args.paths, args.collection)
+    documents, skipped = load_documents(args.paths, args.collection, settings.convert)
     url = args.bus or settings.bus.url
     for problem in skipped:  # before anything is sent: the user sees at once what will not be read
         print(f"  skipped: {printable(problem)}", file=sys.stderr)

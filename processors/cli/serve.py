@@ -122,7 +122,7 @@ async def serve(args: argparse.Namespace) -> int:
               "anyone who reaches it ask, ingest and delete. Set keys ([gateway] api_keys or "
               f"{API_KEYS_ENV}), or say --insecure to serve {host} without any", file=sys.stderr)
         return 2
-    state = GatewayState()
+    state = GatewayState(convert=settings.convert)
 
     async def ready_pipeline():
         return state.need()

@@ -16,7 +16,7 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import msgspec
@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from ragbus.config.settings import GatewaySettings
+from ragbus.config.settings import ConvertSettings, GatewaySettings
 from ragbus.ingestion import DocumentSource, UnreadableDocument, UnsupportedFormat, open_bytes
 from ragbus.schema import (
     Document,
@@ -71,6 +71,8 @@ class GatewayState:
     pipeline: BusPipeline | None = None
     problem: str = "starting"
     draining: bool = False  # told to stop: /ready says 503 while requests are still taken
+    # How uploads are converted ([convert]): with on_bus, PDFs and images by document-convert on the bus.
+    convert: ConvertSettings = field(default_factory=ConvertSettings)
 
     def need(self) -> BusPipeline:
         if self.pipeline is None:
@@ -178,11 +180,13 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
         return json_response(chat.models())
 
     async def add_document(request: Request) -> Response:
-        document = await _upload(request)
+        document = await _upload(request, state.convert)
         _allow(request, "ingest", document.collection)
         pipeline = state.need()
         try:
             sent = await pipeline.store(document)
+        except (UnsupportedFormat, UnreadableDocument) as exc:  # document-convert's refusal (on_bus)
+            raise _unreadable(exc) from None
         except Exception as exc:
             raise from_pipeline(exc, ["text", "document_id", "title", "collection"]) from None
         return json_response(DocumentStored(document_id=document.document_id, collection=document.collection,
@@ -330,7 +334,13 @@ def _upload_id(content: bytes) -> str:
     return "upload:" + hashlib.sha256(content).hexdigest()[:24]
 
 
-async def _upload(request: Request) -> DocumentSource:
+def _unreadable(exc: UnreadableDocument) -> HTTPError:
+    if isinstance(exc, UnsupportedFormat):
+        return HTTPError(415, "UnsupportedFormat", str(exc), "file")
+    return HTTPError(422, "UnreadableDocument", str(exc), "file")
+
+
+async def _upload(request: Request, convert: ConvertSettings) -> DocumentSource:
     """The document of ``POST /v1/documents``: JSON text, or a file of any format ``ragbus ingest`` reads,
     converted by the ingestion layer (in a thread: a PDF's pages take the CPU a while)."""
     kind = request.headers.get("content-type", "")
@@ -358,8 +368,6 @@ async def _upload(request: Request) -> DocumentSource:
         return await asyncio.to_thread(
             open_bytes, content, filename=file.filename or "", media_type=file.content_type or "",
             collection=collection, document_id=checked.document_id or _upload_id(content), title=checked.title,
-            source="http")
-    except UnsupportedFormat as exc:
-        raise HTTPError(415, "UnsupportedFormat", str(exc), "file") from None
-    except UnreadableDocument as exc:
-        raise HTTPError(422, "UnreadableDocument", str(exc), "file") from None
+            source="http", settings=convert)
+    except UnreadableDocument as exc:  # UnsupportedFormat too
+        raise _unreadable(exc) from None

@@ -3,20 +3,23 @@
 The one ingestion layer every client calls: ``ragbus ingest``, the gateway's uploads, first use,
 and a user's own code. Above the runtime (it sends over a ``RequestClient``), below the faces: it
 imports neither the gateway nor the command line. Failures are typed (``errors.py``), so each face
-maps them by type. A library rather than a step on the bus: converting reads the file where it is
-(a path, an upload already in the caller's memory) and streams its text in parts that fit a message,
-so a converter on the bus would first need the whole file carried to it.
+maps them by type. Converting is a library (``convert/``) run where the file is, except that with
+``[convert] on_bus`` PDFs and images are sent to document-convert, a step on the bus that scales with
+its workers, since OCR takes about a second a page (``remote.py``). Either way each page is told to
+the source's ``on_page`` listeners as it is read, and ``ingest`` shows it as progress ("page k of n").
 """
 
 from ragbus.runtime.collection_check import empty_collection
 
 from .errors import DocumentRejected, UnreadableDocument, UnsupportedFormat
 from .files import builtin_corpus, find_files, load_documents
-from .send import IngestSummary, Sent, ingest, send_document
-from .sources import DocumentSource, Section, document_id, file_hash, open_bytes, open_document
+from .remote import UploadRestarts, convert_on_bus
+from .send import IngestSummary, Sent, ingest, page_label, send_document
+from .sources import DocumentSource, OnBus, Section, document_id, file_hash, goes_on_bus, open_bytes, open_document
 
 __all__ = [
-    "DocumentRejected", "DocumentSource", "IngestSummary", "Section", "Sent", "UnreadableDocument",
-    "UnsupportedFormat", "builtin_corpus", "document_id", "empty_collection", "file_hash", "find_files", "ingest",
-    "load_documents", "open_bytes", "open_document", "send_document",
+    "DocumentRejected", "DocumentSource", "IngestSummary", "OnBus", "Section", "Sent", "UnreadableDocument",
+    "UnsupportedFormat", "UploadRestarts", "builtin_corpus", "convert_on_bus", "document_id", "empty_collection",
+    "file_hash", "find_files", "goes_on_bus", "ingest", "load_documents", "open_bytes", "open_document",
+    "page_label", "send_document",
 ]

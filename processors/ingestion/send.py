@@ -29,6 +29,8 @@ from ragbus.schema import topics as t
 from ragbus.schema.document_ids import check_document_id
 
 from .errors import DocumentRejected
+from .convert import Page
+from .remote import convert_on_bus
 from .sources import DocumentSource
 
 # What a part's fields may grow by over the empty one sized below: the text's msgpack prefix
@@ -70,6 +72,13 @@ class Sent(NamedTuple):
     superseded: Superseded | None = None
 
 
+def page_label(label: str, page: Page) -> str:
+    """What progress says while a paged document is read: its title, shortened so a progress bar's label
+    keeps the page, then "page k of n" (and whether OCR reads it)."""
+    short = label if len(label) <= 24 else label[:23] + "…"
+    return f"{short} page {page.number} of {page.pages}{' (OCR)' if page.ocr else ''}"
+
+
 def _fill(buffer: str, blocks: Iterator[str], room: int) -> tuple[str, bool]:
     """``buffer`` plus blocks until it holds ``room`` characters (so at least ``room`` bytes); and whether
     the text ended."""
@@ -109,6 +118,8 @@ async def send_document(
     An id holding a control character is refused here, before anything is sent (``BadRequest``).
     """
     check_document_id(doc.document_id)
+    if doc.on_bus is not None:  # a PDF or an image for document-convert: its text first
+        doc = await convert_on_bus(client, doc, timeout=timeout)
     empty = Document(
         document_id=doc.document_id, text="", title=doc.title, collection=doc.collection, source=doc.source,
         content_hash=doc.content_hash,
@@ -232,7 +243,12 @@ async def ingest(
                 percent = min(99, 100 * characters // max(doc.size, 1))
                 on_progress(done, len(sources), f"{label} part {parts + 1} ({percent}%)")
 
+        def show_page(page: Page) -> None:  # a PDF's or an image's pages, read here or by document-convert
+            if on_progress is not None:
+                on_progress(done, len(sources), page_label(label, page))
+
         async with slots:
+            doc.on_page.append(show_page)
             try:
                 sent = await send_document(client, doc, timeout=wait, on_part=show_part)
             except asyncio.CancelledError:
@@ -253,6 +269,8 @@ async def ingest(
                         summary.superseded.append(f"{doc.document_id}: {superseded_by(sent.superseded)}")
                 if on_stored is not None:
                     on_stored(doc)
+            finally:
+                doc.on_page.remove(show_page)
             done += 1
             if on_progress is not None:
                 on_progress(done, len(sources), label)

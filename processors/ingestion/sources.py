@@ -10,6 +10,7 @@ suffix, else one its media type implies), and read by the same converters as a f
 libraries behind them (pypdf, python-docx, charset-normalizer) read paths, and one way in means an
 upload is read exactly as ``ragbus ingest`` reads the same file. Its text is taken whole before the
 folder goes (an upload is bounded by the gateway's body limit), so nothing outlives the call.
+With ``[convert] on_bus``, a PDF or an image is read by document-convert instead (``OnBus``, ``remote.py``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 from ragbus.config.settings import ConvertSettings
 from ragbus.schema import Document
 
-from .convert import Heading, Page, Piece, convert
+from .convert import PAGED_SUFFIXES, Heading, Page, Piece, convert
 from .errors import UnreadableDocument, UnsupportedFormat
 
 BUILTIN_PREFIX = "pydoc:"
@@ -52,6 +53,35 @@ class Section:
 
 
 @dataclass(frozen=True, slots=True)
+class OnBus:
+    """A file for document-convert to read: on disk (``path``) or an upload's bytes (``data``)."""
+
+    name: str  # its name as the caller knows it: the suffix picks the converter, errors say it
+    settings: ConvertSettings
+    path: Path | None = None
+    data: bytes | None = None
+    title: str = ""  # the caller's title; "" = the document's own, else ``fallback``
+    fallback: str = ""
+
+    def chunks(self, size: int) -> Iterator[bytes]:
+        """The file's bytes, ``size`` at a time (at least one, maybe empty, part)."""
+        if self.data is not None:
+            for start in range(0, max(len(self.data), 1), size):
+                yield self.data[start:start + size]
+            return
+        assert self.path is not None
+        with open(self.path, "rb") as f:
+            block = f.read(size)
+            yield block
+            while block := f.read(size):
+                yield block
+
+    @property
+    def size(self) -> int:
+        return len(self.data) if self.data is not None else (self.path.stat().st_size if self.path else 0)
+
+
+@dataclass(frozen=True, slots=True)
 class DocumentSource:
     """A document to ingest whose text is read only when it is sent, in pieces, in order."""
 
@@ -69,6 +99,9 @@ class DocumentSource:
     # "sha256:<hex>" of the file's bytes (of title and text for a document from memory): the same
     # hash as the library holds means the stores hold this content already.
     content_hash: str = ""
+    # A file document-convert reads (``[convert] on_bus``): ``send_document`` has it converted on the bus
+    # first (``remote.py``), and sends the source that returns; ``read`` is not called on this one.
+    on_bus: OnBus | None = None
 
     @classmethod
     def of(cls, doc: Document) -> DocumentSource:
@@ -104,8 +137,41 @@ def _texts(pieces: Iterator[Piece], sections: list[Section],
             yield piece
 
 
+def goes_on_bus(name: str | Path, settings: ConvertSettings | None) -> bool:
+    """Whether ``settings`` send a file of this name to document-convert: PDFs and images, with ``on_bus``."""
+    return settings is not None and settings.on_bus and Path(name).suffix.lower() in PAGED_SUFFIXES
+
+
+def _not_read(name: str) -> Callable[[], Iterator[str]]:
+    def read() -> Iterator[str]:
+        raise RuntimeError(f"{name} is converted on the bus: send it with send_document")
+    return read
+
+
+def remote_file(path: Path, collection: str, settings: ConvertSettings, document_id: str) -> DocumentSource:
+    """A file on disk that document-convert will read, as a ``DocumentSource`` (read by ``send_document``)."""
+    if path.stat().st_size == 0:
+        raise UnreadableDocument(f"{path}: empty file")
+    return DocumentSource(document_id, path.stem, collection, str(path), path.stat().st_size, _not_read(str(path)),
+                          content_hash=file_hash(path),
+                          on_bus=OnBus(str(path), settings, path=path, fallback=path.stem))
+
+
+def remote_bytes(data: bytes, name: str, *, collection: str, document_id: str, title: str, fallback: str,
+                 source: str, settings: ConvertSettings) -> DocumentSource:
+    """An upload's bytes that document-convert will read, as a ``DocumentSource``."""
+    if not data:
+        raise UnreadableDocument(f"{name}: empty file")
+    return DocumentSource(document_id, title or fallback, collection, source or name, len(data), _not_read(name),
+                          content_hash=f"sha256:{hashlib.sha256(data).hexdigest()}",
+                          on_bus=OnBus(name, settings, data=data, title=title, fallback=fallback))
+
+
 def open_document(path: Path, collection: str, settings: ConvertSettings | None = None) -> DocumentSource:
     """One file as a ``DocumentSource``; raises ``UnreadableDocument`` (or ``OSError``) saying what is wrong."""
+    if goes_on_bus(path, settings):
+        assert settings is not None
+        return remote_file(path, collection, settings, document_id(path))
     opened = convert(path, settings)
     sections: list[Section] = []
     on_page: list[Callable[[Page], None]] = []
@@ -137,6 +203,10 @@ def open_bytes(data: bytes, *, filename: str = "", media_type: str = "", collect
     Raises ``UnsupportedFormat`` or ``UnreadableDocument``, whose text names the upload, not a path here.
     """
     name = upload_name(filename, media_type)
+    if goes_on_bus(name, settings):
+        assert settings is not None
+        return remote_bytes(data, name, collection=collection, document_id=document_id, title=title,
+                            fallback=filename or name, source=source, settings=settings)
     with tempfile.TemporaryDirectory(prefix="ragbus-upload-") as folder:
         path = Path(folder) / name
         path.write_bytes(data)

@@ -32,6 +32,7 @@ class Call:
     traceparent: str | None  # what the request carries; a middleware may put its own before the round trip
     request_id: str
     middlewares: tuple[Middleware, ...]  # those installed when the call began: each of its hooks goes to these
+    key: str | None = None  # the bus key the request is published with (None: spread over the replicas)
     state: dict[Middleware, Any] = field(default_factory=dict)  # a middleware's own, for its later hooks
 
 

@@ -119,6 +119,9 @@ class Processor(Generic[Req, Resp]):
     # Makes what the host's other processors read (a replica's data dir): a worker starts the others,
     # and so lets their groups send them work, only once this one is ready (caught up).
     starts_first: ClassVar[bool] = False
+    # Requests with one bus key must reach one replica (document-convert's parts of one file): its groups
+    # are subscribed ``keyed`` (a KeyShared subscription on Pulsar; Kafka and memory:// always do so).
+    keyed: ClassVar[bool] = False
     # The middlewares installed when it started serving (``run``): their hooks see each delivery.
     _middlewares: tuple[middleware.Middleware, ...] = ()
 
@@ -198,7 +201,7 @@ class Processor(Generic[Req, Resp]):
                 lanes.append((s.bulk_topic, bulk_group(s.group), s.bulk_concurrency, True))
             loops = []
             for topic, group, concurrency, bulk in lanes:
-                subscription = await bus.subscribe(topic, group)
+                subscription = await bus.subscribe(topic, group, keyed=self.keyed)
                 subscriptions.append(subscription)
                 handler = middleware.wrap_handler(functools.partial(self._on_delivery, bus, bulk=bulk),
                                                   self._middlewares, processor=self.name, group=group, bus_url=bus.url)

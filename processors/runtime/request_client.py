@@ -243,13 +243,16 @@ class RequestClient:
         *,
         timeout: float | None = None,
         traceparent: str | None = None,
+        key: str | None = None,
     ) -> Resp:
         """Send ``message`` to ``topic`` and return the decoded response.
 
+        ``key``: the bus key the request (and any resend) is published with, so requests with one key
+        reach one replica (document-convert's parts); None, as by default, spreads them.
         Raises ``RequestTimeout``, or ``schema.DecodeError`` if the response is
         not a valid ``response_type``.
         """
-        body = await self.request_bytes(topic, encode(message), timeout=timeout, traceparent=traceparent)
+        body = await self.request_bytes(topic, encode(message), timeout=timeout, traceparent=traceparent, key=key)
         try:
             return decode(body, response_type)
         except DecodeError:
@@ -257,24 +260,28 @@ class RequestClient:
             raise
 
     async def request_bytes(
-        self, topic: str, body: bytes, *, timeout: float | None = None, traceparent: str | None = None
+        self, topic: str, body: bytes, *, timeout: float | None = None, traceparent: str | None = None,
+        key: str | None = None,
     ) -> bytes:
         """The same round trip with an already encoded body; returns the response body."""
         if middleware.installed:
-            return await middleware.around_call(self._call(topic, body, timeout, traceparent), self._hooked_round_trip)
-        return await self._round_trip(topic, body, timeout, traceparent)
+            return await middleware.around_call(self._call(topic, body, timeout, traceparent, key),
+                                                self._hooked_round_trip)
+        return await self._round_trip(topic, body, timeout, traceparent, key=key)
 
-    def _call(self, topic: str, body: bytes, timeout: float | None, traceparent: str | None) -> middleware.Call:
+    def _call(self, topic: str, body: bytes, timeout: float | None, traceparent: str | None,
+              key: str | None = None) -> middleware.Call:
         """A call as the installed middlewares see it."""
         return middleware.Call(self.bus.url, topic, body, timeout, traceparent, new_request_id(),
-                               tuple(middleware.installed))
+                               tuple(middleware.installed), key=key)
 
     def _hooked_round_trip(self, call: middleware.Call) -> Awaitable[bytes]:
-        return self._round_trip(call.topic, call.body, call.timeout, call.traceparent, call.request_id, call)
+        return self._round_trip(call.topic, call.body, call.timeout, call.traceparent, call.request_id, call,
+                                key=call.key)
 
     async def _round_trip(
         self, topic: str, body: bytes, timeout: float | None, traceparent: str | None, request_id: str = "",
-        call: middleware.Call | None = None,
+        call: middleware.Call | None = None, *, key: str | None = None,
     ) -> bytes:
         self._check_open()
         timeout = self.timeout_s if timeout is None else timeout
@@ -292,10 +299,10 @@ class RequestClient:
         unserved = asyncio.ensure_future(self._until_unserved(topic)) if self.served_check_s else None
         try:
             async with asyncio.timeout_at(give_up_at):
-                await self.bus.publish(topic, body, headers)
+                await self.bus.publish(topic, body, headers, key)
                 self.stats.sent += 1
                 counted[0].inc()
-                response = await self._response(future, unserved, topic, body, headers, call)
+                response = await self._response(future, unserved, topic, body, headers, call, key)
         except _Unserved:
             self._remember(request_id, answered=False)
             self.stats.unserved += 1
@@ -322,13 +329,15 @@ class RequestClient:
         *,
         timeout: float | None = None,
         traceparent: str | None = None,
+        key: str | None = None,
     ) -> AsyncIterator[Resp]:
         """Send ``message`` to ``topic`` asking for pieces; yield each decoded piece once, in order.
 
-        ``timeout`` bounds the whole stream. Raises ``RequestTimeout``, or
+        ``timeout`` bounds the whole stream; ``key`` as for ``request``. Raises ``RequestTimeout``, or
         ``schema.DecodeError`` for a piece that is not a valid ``piece_type``.
         """
-        async for body in self.stream_bytes(topic, encode(message), timeout=timeout, traceparent=traceparent):
+        async for body in self.stream_bytes(topic, encode(message), timeout=timeout, traceparent=traceparent,
+                                            key=key):
             try:
                 piece = decode(body, piece_type)
             except DecodeError:
@@ -337,7 +346,8 @@ class RequestClient:
             yield piece
 
     def stream_bytes(
-        self, topic: str, body: bytes, *, timeout: float | None = None, traceparent: str | None = None
+        self, topic: str, body: bytes, *, timeout: float | None = None, traceparent: str | None = None,
+        key: str | None = None,
     ) -> AsyncIterator[bytes]:
         """The streamed round trip with an already encoded body; yields the pieces' bodies in order.
 
@@ -346,15 +356,16 @@ class RequestClient:
         between two pieces would cancel the caller, not this call.
         """
         if middleware.installed:
-            return middleware.around_stream(self._call(topic, body, timeout, traceparent), self._hooked_pieces)
-        return self._pieces(topic, body, timeout, traceparent)
+            return middleware.around_stream(self._call(topic, body, timeout, traceparent, key), self._hooked_pieces)
+        return self._pieces(topic, body, timeout, traceparent, key=key)
 
     def _hooked_pieces(self, call: middleware.Call) -> AsyncGenerator[bytes, None]:
-        return self._pieces(call.topic, call.body, call.timeout, call.traceparent, call.request_id, call)
+        return self._pieces(call.topic, call.body, call.timeout, call.traceparent, call.request_id, call,
+                            key=call.key)
 
     async def _pieces(
         self, topic: str, body: bytes, timeout: float | None, traceparent: str | None, request_id: str = "",
-        call: middleware.Call | None = None,
+        call: middleware.Call | None = None, *, key: str | None = None,
     ) -> AsyncGenerator[bytes, None]:
         self._check_open()
         timeout = self.timeout_s if timeout is None else timeout
@@ -370,7 +381,7 @@ class RequestClient:
         counted = self._counted(topic)
         try:
             async with asyncio.timeout_at(give_up_at):
-                await self.bus.publish(topic, body, headers)
+                await self.bus.publish(topic, body, headers, key)
         except TimeoutError:
             self._timed_out(topic, request_id, stream)
             raise self._timed_out_error(topic, request_id, timeout) from None
@@ -411,7 +422,7 @@ class RequestClient:
                     raise self._timed_out_error(topic, request_id, timeout)
                 attempt += 1
                 async with asyncio.timeout_at(give_up_at):
-                    await self.bus.publish(topic, body, {**headers, ATTEMPT: str(attempt)})
+                    await self.bus.publish(topic, body, {**headers, ATTEMPT: str(attempt)}, key)
                 self.stats.resent += 1
                 metrics.client_resends.labels(topic).inc()
                 if call is not None:
@@ -461,7 +472,7 @@ class RequestClient:
 
     async def _response(
         self, future: asyncio.Future[bytes], unserved: asyncio.Future[None] | None, topic: str, body: bytes,
-        headers: dict[str, str], call: middleware.Call | None = None,
+        headers: dict[str, str], call: middleware.Call | None = None, key: str | None = None,
     ) -> bytes:
         """The response body, resending every ``resend_after_s``; ``_Unserved`` if ``unserved`` finishes first."""
         waiting: set[asyncio.Future[Any]] = {future} if unserved is None else {future, unserved}
@@ -475,7 +486,7 @@ class RequestClient:
                 raise _Unserved(topic)
             attempt += 1  # resend_after_s passed without an answer
             headers = {**headers, ATTEMPT: str(attempt)}
-            await self.bus.publish(topic, body, headers)
+            await self.bus.publish(topic, body, headers, key)
             self.stats.resent += 1
             metrics.client_resends.labels(topic).inc()
             if call is not None:

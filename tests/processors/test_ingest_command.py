@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ragbus.ingestion.convert import SUFFIXES
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -49,8 +51,7 @@ def test_a_folder_with_files_no_converter_reads_lists_each_and_fails(tmp_path):
     skipped = [line for line in run.stderr.splitlines() if line.startswith("  skipped: ")]
     assert skipped == [
         f"  skipped: {docs / 'empty.md'}: empty file",
-        f"  skipped: {docs / 'slides.key'}: unsupported file type '.key'; ragbus reads .txt .text .rst .md "
-        ".markdown .html .htm .pdf .docx .pptx",
+        f"  skipped: {docs / 'slides.key'}: unsupported file type '.key'; ragbus reads {' '.join(SUFFIXES)}",
         f"  skipped: {tmp_path / 'missing'}: no such file or directory",
     ], run.stderr
     assert "2 document(s), 2 chunk(s)" in run.stderr and "3 skipped" in run.stderr and "Traceback" not in run.stderr

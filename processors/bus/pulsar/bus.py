@@ -5,7 +5,8 @@ with a redelivery count, and redelivery to another consumer of the
 subscription when one closes or dies. A consumer group is a subscription,
 of type Shared by default (``PulsarOptions.subscription_type``): members
 split the topic round robin. KeyShared, a setting, also keeps messages with
-the same key in order on one member.
+the same key in order on one member; a processor that needs a key on one
+member (document-convert) subscribes KeyShared whatever the setting.
 
 The hot path (publish, receive, ack: about a dozen of each per hybrid query)
 calls the client's core (``_pulsar``) rather than ``pulsar.asyncio``, which
@@ -266,13 +267,18 @@ class PulsarBus(Bus):
         except pulsar_async.PulsarException as exc:
             raise BusError(f"pulsar publish to {topic!r} failed: {exc}") from exc
 
-    async def _subscribe(self, topic: str, group: str) -> Subscription:
+    async def _subscribe_keyed(self, topic: str, group: str) -> Subscription:
+        # A Shared subscription hands a key's messages round robin to every member: KeyShared keeps them on one.
+        return await self._subscribe(topic, group, subscription_type="KeyShared")
+
+    async def _subscribe(self, topic: str, group: str, subscription_type: str = "") -> Subscription:
         opts = self.settings.pulsar
+        subscription_type = subscription_type or opts.subscription_type
         try:
-            consumer_type = _CONSUMER_TYPES[opts.subscription_type]
+            consumer_type = _CONSUMER_TYPES[subscription_type]
         except KeyError:
             raise BusError(
-                f"unknown pulsar subscription_type {opts.subscription_type!r}; use one of {sorted(_CONSUMER_TYPES)}"
+                f"unknown pulsar subscription_type {subscription_type!r}; use one of {sorted(_CONSUMER_TYPES)}"
             ) from None
         loop = asyncio.get_running_loop()
         # What the consumer holds beyond its running handlers stays receiver_queue_size: half waits
