@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Protocol, TypeVar
 
 from ragbus.runtime.typed_clients import DocEmbeddingsClient, FetchChunkClient, KeywordClient
-from ragbus.schema import DEFAULT_COLLECTION, ChunkMatch, KeywordStatistics, TermCount
+from ragbus.schema import DEFAULT_COLLECTION, ChunkMatch, FieldTokens, KeywordStatistics, TermCount
 from ragbus.schema.changelog import document_order
 from ragbus.schema.shards import shard_of
 
@@ -148,13 +148,20 @@ class ShardedKeywords:
 
 
 def summed(statistics: Iterable[KeywordStatistics]) -> KeywordStatistics:
-    """The statistics of the shards together: their chunks, and how many of them hold each term."""
+    """The statistics of the shards together: their chunks, how many of them hold each term, and the tokens
+    of each field. No field's tokens when a shard holding chunks counted none (one that does not count them):
+    a sum without its tokens would be too small."""
     chunks, holding = 0, defaultdict[tuple[str, str], int](int)
+    tokens, counted = defaultdict[str, int](int), True
     for part in statistics:
         chunks += part.chunks
         for t in part.terms:
             holding[(t.field, t.term)] += t.chunks
-    return KeywordStatistics(chunks=chunks, terms=[TermCount(f, t, n) for (f, t), n in holding.items()])
+        for f in part.lengths:
+            tokens[f.field] += f.tokens
+        counted = counted and (bool(part.lengths) or part.chunks == 0)
+    return KeywordStatistics(chunks=chunks, terms=[TermCount(f, t, n) for (f, t), n in holding.items()],
+                             lengths=[FieldTokens(f, n) for f, n in tokens.items()] if counted else [])
 
 
 class PartitionOf(Protocol):
