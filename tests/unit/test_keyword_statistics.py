@@ -180,6 +180,22 @@ def test_an_index_scoring_with_its_own_statistics_scores_as_tantivy_does_deleted
         writer.close()
 
 
+def test_chunks_of_equal_score_rank_in_chunk_id_order_in_one_index_as_in_the_shards_merge(tmp_path):
+    same = [Chunk(chunk_id=f"{name}#0", document_id=name, text="copper river", position=0) for name in "zamq"]
+    other = [Chunk(chunk_id=f"b{i}#0", document_id=f"b{i}", text="ledger signal", position=0) for i in range(4)]
+    whole, shard_a, shard_b = (index(tmp_path, "whole", same + other), index(tmp_path, "a", same[:2] + other),
+                               index(tmp_path, "b", same[2:]))
+    try:
+        one = whole.search("copper", 3)  # written z, a, m, q: tantivy's own order would be that
+        assert [m.chunk_id for m in one] == ["a#0", "m#0", "q#0"]
+        total = summed(s.statistics("copper") for s in (shard_a, shard_b))
+        merged = merge_by_score([s.search("copper", 3, total) for s in (shard_a, shard_b)], 3)
+        assert [m.chunk_id for m in merged] == ["a#0", "m#0", "q#0"]
+    finally:
+        for i in (whole, shard_a, shard_b):
+            i.close()
+
+
 def test_summed_statistics_have_no_field_lengths_when_a_shard_holding_chunks_counted_none():
     counted = KeywordStatistics(chunks=3, lengths=[FieldTokens("text", 30), FieldTokens("title", 6)])
     empty = KeywordStatistics()  # a shard holding nothing counts nothing, rightly

@@ -359,9 +359,21 @@ class KeywordIndex:
         built = self.build_query(query)
         if built is None:
             return []
+        return self._top(searcher, built, limit)
+
+    def _top(self, searcher, built: Query, limit: int) -> list[ChunkMatch]:
+        """tantivy's best ``limit`` for ``built``, equal scores in chunk id order, as a sharded collection's
+        merge orders them; tantivy's own is the order the chunks were written in, also for which of those
+        equal to the ``limit``-th it keeps, so it is asked for one more, and more while they are equal."""
         # tantivy sizes its top-k heap by the limit: never more than the index holds.
-        return [self._match(searcher, address, float(score))
-                for score, address in searcher.search(built, min(limit, searcher.num_docs)).hits]
+        want = min(limit + 1, searcher.num_docs)
+        hits = searcher.search(built, want).hits
+        while len(hits) == want < searcher.num_docs and len(hits) > limit and hits[-1][0] == hits[limit - 1][0]:
+            want = min(want * 2, searcher.num_docs)
+            hits = searcher.search(built, want).hits
+        cut = hits[min(limit, len(hits)) - 1][0] if hits else 0.0
+        matches = [self._match(searcher, address, float(score)) for score, address in hits if score >= cut]
+        return sorted(matches, key=lambda m: (-m.score, m.chunk_id))[:limit]
 
     def _search_as_one(self, searcher, query: str, limit: int, statistics: KeywordStatistics) -> list[ChunkMatch]:
         """The best ``limit`` chunks by the BM25 one index with ``statistics`` (chunks, chunks holding each term,
@@ -389,8 +401,7 @@ class KeywordIndex:
         if built is None:
             return []
         if not statistics.lengths or statistics.chunks <= 0:
-            return [self._match(searcher, address, float(score))
-                    for score, address in searcher.search(built, min(limit, searcher.num_docs)).hits]
+            return self._top(searcher, built, limit)
         here = {f: t / chunks for f, t in lengths.items() if chunks > 0 and t > 0}
         there = {f.field: f.tokens / statistics.chunks for f in statistics.lengths if f.tokens > 0}
         average = {f: there.get(f, here.get(f, 1.0)) for f in {field for field, _, _ in clauses}}
