@@ -8,11 +8,11 @@ the best ``limit``. A shard that fails or misses its bound is left out and named
 the one shard that holds a chunk's document (schema/shards.py: by its partition of the documents log).
 
 Scores: doc-embeddings-query's are inner products of normalised vectors (cosine similarity), the same
-on every shard. keyword-query's are BM25, whose idf depends on the index's statistics (how many chunks,
-how many hold each term): ``ShardedKeywords`` asks every shard for its statistics of the query's terms
-first, then every shard to score with their sums, the whole collection's, so the scores compare (as
-Elasticsearch's dfs_query_then_fetch does). What stays each shard's own is BM25's length
-normalisation (its average chunk length), which tantivy takes from the index alone.
+on every shard. keyword-query's are BM25, which depends on the index's statistics (how many chunks, how
+many hold each term, each field's average length): ``ShardedKeywords`` asks every shard for its statistics
+of the query's terms first, then every shard to score with their sums, the whole collection's (as
+Elasticsearch's dfs_query_then_fetch does), so each gives a chunk the score one index would
+(``KeywordIndex.search``) and the merge is that index's ranking.
 """
 
 from __future__ import annotations
