@@ -483,7 +483,9 @@ class KeywordIndex:
 
         tantivy-py tells neither (its ``num_docs`` leaves out deleted chunks, which BM25 counts until a merge
         drops them), but the explanation of a term's score does: N and the field's average length. So each
-        field is asked for one term it holds: the one it held last time, else one of a few chunks' own."""
+        field is asked for one term it holds: the one it held last time, else one of a few chunks' own. The
+        explanation writes both as f32: chunks exact up to 2**24, tokens exact up to about 2**23, within
+        about 1e-7 of them beyond (as close as tantivy's own f32 arithmetic)."""
         if self._lengths is None:
             chunks: int | None = None
             tokens: dict[str, int] = {}
