@@ -68,22 +68,37 @@ class FetchChunkResponse(msgspec.Struct, kw_only=True):
 # an identifier a few hundred.
 TERMS_MAX = 4096
 TERM_MAX = 1024
+# The searched fields of an index (title, text, stem, ident today), with room for more.
+FIELDS_MAX = 64
+FIELD_NAME_MAX = 64
 
 
 class TermCount(msgspec.Struct, array_like=True):
     """How many chunks hold ``term`` in ``field`` of a keyword index."""
 
-    field: Annotated[str, msgspec.Meta(max_length=64)]
+    field: Annotated[str, msgspec.Meta(max_length=FIELD_NAME_MAX)]
     term: Annotated[str, msgspec.Meta(max_length=TERM_MAX)]
     chunks: Count
 
 
+class FieldTokens(msgspec.Struct, array_like=True):
+    """How many tokens ``field`` of a keyword index holds over all its chunks: BM25's average field length
+    is this over the chunks."""
+
+    field: Annotated[str, msgspec.Meta(max_length=FIELD_NAME_MAX)]
+    tokens: Count
+
+
 class KeywordStatistics(msgspec.Struct, kw_only=True):
-    """The BM25 statistics of a query's terms: the chunks of an index (or of every shard's, summed) and how
-    many hold each term. A sharded collection's shards score with the sums, so their scores compare."""
+    """The BM25 statistics of a query's terms: the chunks of an index (or of every shard's, summed), how many
+    hold each term, and how many tokens each searched field holds (its average length is that over ``chunks``).
+    A sharded collection's shards score with the sums, so they score as one index would. As tantivy counts
+    them, ``chunks``, ``terms`` and ``lengths`` include deleted chunks its segments still hold. ``lengths``
+    empty: not known (the length normalisation stays each index's own)."""
 
     chunks: Count = 0
     terms: Annotated[list[TermCount], msgspec.Meta(max_length=TERMS_MAX)] = []
+    lengths: Annotated[list[FieldTokens], msgspec.Meta(max_length=FIELDS_MAX)] = []
 
 
 class KeywordQueryRequest(msgspec.Struct, kw_only=True):

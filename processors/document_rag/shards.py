@@ -8,11 +8,11 @@ the best ``limit``. A shard that fails or misses its bound is left out and named
 the one shard that holds a chunk's document (schema/shards.py: by its partition of the documents log).
 
 Scores: doc-embeddings-query's are inner products of normalised vectors (cosine similarity), the same
-on every shard. keyword-query's are BM25, whose idf depends on the index's statistics (how many chunks,
-how many hold each term): ``ShardedKeywords`` asks every shard for its statistics of the query's terms
-first, then every shard to score with their sums, the whole collection's, so the scores compare (as
-Elasticsearch's dfs_query_then_fetch does). What stays each shard's own is BM25's length
-normalisation (its average chunk length), which tantivy takes from the index alone.
+on every shard. keyword-query's are BM25, which depends on the index's statistics (how many chunks, how
+many hold each term, each field's average length): ``ShardedKeywords`` asks every shard for its statistics
+of the query's terms first, then every shard to score with their sums, the whole collection's (as
+Elasticsearch's dfs_query_then_fetch does), so each gives a chunk the score one index would
+(``KeywordIndex.search``) and the merge is that index's ranking.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Protocol, TypeVar
 
 from ragbus.runtime.typed_clients import DocEmbeddingsClient, FetchChunkClient, KeywordClient
-from ragbus.schema import DEFAULT_COLLECTION, ChunkMatch, KeywordStatistics, TermCount
+from ragbus.schema import DEFAULT_COLLECTION, ChunkMatch, FieldTokens, KeywordStatistics, TermCount
 from ragbus.schema.changelog import document_order
 from ragbus.schema.shards import shard_of
 
@@ -148,13 +148,20 @@ class ShardedKeywords:
 
 
 def summed(statistics: Iterable[KeywordStatistics]) -> KeywordStatistics:
-    """The statistics of the shards together: their chunks, and how many of them hold each term."""
+    """The statistics of the shards together: their chunks, how many of them hold each term, and the tokens
+    of each field. No field's tokens when a shard holding chunks counted none (one that does not count them):
+    a sum without its tokens would be too small."""
     chunks, holding = 0, defaultdict[tuple[str, str], int](int)
+    tokens, counted = defaultdict[str, int](int), True
     for part in statistics:
         chunks += part.chunks
         for t in part.terms:
             holding[(t.field, t.term)] += t.chunks
-    return KeywordStatistics(chunks=chunks, terms=[TermCount(f, t, n) for (f, t), n in holding.items()])
+        for f in part.lengths:
+            tokens[f.field] += f.tokens
+        counted = counted and (bool(part.lengths) or part.chunks == 0)
+    return KeywordStatistics(chunks=chunks, terms=[TermCount(f, t, n) for (f, t), n in holding.items()],
+                             lengths=[FieldTokens(f, n) for f, n in tokens.items()] if counted else [])
 
 
 class PartitionOf(Protocol):

@@ -22,7 +22,7 @@ from ragbus.document_rag.shards import (
 )
 from ragbus.runtime.typed_clients import DocEmbeddingsClient, KeywordClient, handling_must_see
 from ragbus.schema import DEFAULT_COLLECTION, ChunkMatch, DocEmbeddingsResponse, KeywordQueryResponse, PromptResult
-from ragbus.schema import KeywordStatistics, TermCount
+from ragbus.schema import FieldTokens, KeywordStatistics, TermCount
 from ragbus.schema.changelog import document_order
 
 LOG = "ragbus.changelog.documents"
@@ -50,10 +50,12 @@ class Shard:
 
     async def statistics(self, *, query: str, collection: str = DEFAULT_COLLECTION,
                          must_see=()) -> KeywordStatistics:
-        """keyword-query's first round: this shard's chunks, and one term held by every one of them."""
+        """keyword-query's first round: this shard's chunks, one term held by every one of them, and the text's
+        tokens (three a chunk)."""
         self.asked_statistics.append(query)
         await self._fail_or_hang()
-        return KeywordStatistics(chunks=len(self.matches), terms=[TermCount("text", "t", len(self.matches))])
+        n = len(self.matches)
+        return KeywordStatistics(chunks=n, terms=[TermCount("text", "t", n)], lengths=[FieldTokens("text", 3 * n)])
 
     async def query(self, vectors=None, limit: int = 10, collection: str = DEFAULT_COLLECTION,
                     must_see=(), *, query: str | None = None, statistics=None) -> list[ChunkMatch]:
@@ -109,9 +111,9 @@ async def test_keyword_shards_give_their_statistics_then_search_with_their_sums_
     assert ids(found) == ["b#0", "a#0", "b#1"]
     assert [s.asked_statistics for s in shards] == [["frozen set"], ["frozen set"]]
     assert [c["query"] for s in shards for c in s.calls] == ["frozen set", "frozen set"]
-    # Both searched with the statistics of both: 5 chunks, 5 holding the term.
+    # Both searched with the statistics of both: 5 chunks, 5 holding the term, 15 tokens of text.
     assert [c["statistics"] for s in shards for c in s.calls] == [
-        KeywordStatistics(chunks=5, terms=[TermCount("text", "t", 5)])] * 2
+        KeywordStatistics(chunks=5, terms=[TermCount("text", "t", 5)], lengths=[FieldTokens("text", 15)])] * 2
 
 
 async def test_a_keyword_shard_that_fails_to_give_its_statistics_is_left_out_of_the_search():
@@ -121,7 +123,8 @@ async def test_a_keyword_shard_that_fails_to_give_its_statistics_is_left_out_of_
 
     assert ids(found) == ["a#0"] and found.missing == [("shard-1", "keyword-query: RuntimeError: index gone")]
     assert shards[1].calls == []  # not searched: its statistics are not in the sums either
-    assert shards[0].calls[0]["statistics"] == KeywordStatistics(chunks=1, terms=[TermCount("text", "t", 1)])
+    assert shards[0].calls[0]["statistics"] == KeywordStatistics(chunks=1, terms=[TermCount("text", "t", 1)],
+                                                                 lengths=[FieldTokens("text", 3)])
 
 
 async def test_every_shard_is_asked_at_once():

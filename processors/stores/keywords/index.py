@@ -55,8 +55,8 @@ process; readers take no lock.
 
 from __future__ import annotations
 
+import heapq
 import logging
-import math
 import re
 import time
 from collections.abc import Iterable
@@ -67,8 +67,9 @@ from tantivy import Occur, Query
 
 from ragbus.stores.layout import keywords_dir
 from ragbus.schema import Chunk, ChunkMatch
-from ragbus.schema.retrieval import KeywordStatistics, TermCount
+from ragbus.schema.retrieval import FieldTokens, KeywordStatistics, TermCount
 
+from . import bm25
 from .settings import KeywordSettings
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,13 @@ ENGLISH = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(tantivy
 
 _IDENT = re.compile(r"\w+(?:[.:/@\-]+\w+)*(?:\+\+|#)?")
 MAX_IDENT_CHARS = 128
+# Scoring as one index would (a shard's search with ``statistics``): the candidates tantivy is first asked for,
+# times the limit, then four times as many until the bound holds; the bound's allowance for tantivy's f32.
+OVERFETCH = 2
+OVERFETCH_MIN = 10
+SLACK = 1e-5
+# Chunks read for a term of each field, whose explained score gives the field's average length.
+PROBE_CHUNKS = 16
 
 def words(text: str) -> list[str]:
     """The terms of ``text`` in the ``title`` and ``text`` fields, in order."""
@@ -124,10 +132,25 @@ def _schema(*, stem: bool = True, generation: bool = True) -> tantivy.Schema:
     return b.build()
 
 
+def _ordinals(*, stem: bool) -> dict[str, int]:
+    """Each searched field's number in ``_schema`` (the order it adds them): how explanations name them."""
+    return {name: i for i, name in enumerate(["chunk_id", "document_id", "title", "text",
+                                              *(["stem"] if stem else []), "ident"])}
+
+
 SCHEMA = _schema()
 # Indexes written by older versions, newest first: before the generation field, before the stem field.
 UNVERSIONED_SCHEMA = _schema(generation=False)
 LEGACY_SCHEMA = _schema(stem=False, generation=False)
+
+
+def _field_terms(field: str, title: str, text: str) -> list[str]:
+    """The terms a chunk of ``title`` and ``text`` holds in the searched ``field``, as ``upsert`` indexes them."""
+    if field == "stem":
+        return stems(f"{title}\n{text}")
+    if field == "ident":
+        return identifier_tokens(title) + identifier_tokens(text)
+    return words(title if field == "title" else text)
 
 
 def _unique(items: Iterable[str], limit: int) -> list[str]:
@@ -160,6 +183,11 @@ class KeywordIndex:
         self.stemmed = _has_field(index, "stem")
         self.versioned = _has_field(index, "generation")
         self.schema = SCHEMA if self.versioned else UNVERSIONED_SCHEMA if self.stemmed else LEGACY_SCHEMA
+        self._ordinals = _ordinals(stem=self.stemmed)
+        self._searched = [f for f in ("title", "text", "stem", "ident") if f in self._ordinals]
+        # (chunks, tokens of each searched field) as tantivy counts them: read once a reload (_field_lengths).
+        self._lengths: tuple[int, dict[str, int]] | None = None
+        self._probe_terms: dict[str, str] = {}  # a term each field held when last read
         if not self.stemmed:
             log.warning("%s has no stem field (written by an older ragbus): searched without stemming; "
                         "ingest its documents again to stem", path)
@@ -296,6 +324,7 @@ class KeywordIndex:
 
     def reload(self) -> None:
         started = time.monotonic()  # before: a commit racing the reload is picked up by the next one
+        self._lengths = None
         self._index.reload()
         self._loaded_at = started
 
@@ -317,54 +346,184 @@ class KeywordIndex:
     def search(self, query: str, limit: int, statistics: KeywordStatistics | None = None) -> list[ChunkMatch]:
         """The best ``limit`` chunks for the raw text ``query``, by BM25; [] if it has no searchable token.
 
-        ``statistics``: score as an index with these would (a sharded collection's, summed over its shards),
-        so every shard's scores compare: each clause's boost is scaled by the ratio of its terms' idf under
-        them to its idf here. The length normalisation stays this index's own (tantivy takes no other)."""
+        ``statistics``: score as one index with these would (a sharded collection's, summed over its shards),
+        so the shards' scores merge into that index's ranking: ``_search_as_one``."""
         if limit <= 0:
             raise ValueError(f"limit must be at least 1, got {limit}")
         self.maybe_reload()
         searcher = self._index.searcher()
         if searcher.num_docs == 0:
             return []
-        built = self.build_query(query, None if statistics is None else _IdfScale(searcher, statistics))
+        if statistics is not None:
+            return self._search_as_one(searcher, query, limit, statistics)
+        built = self.build_query(query)
         if built is None:
             return []
-        matches = []
+        return self._top(searcher, built, limit)
+
+    def _top(self, searcher, built: Query, limit: int) -> list[ChunkMatch]:
+        """tantivy's best ``limit`` for ``built``, equal scores in chunk id order, as a sharded collection's
+        merge orders them; tantivy's own is the order the chunks were written in, also for which of those
+        equal to the ``limit``-th it keeps, so it is asked for one more, and more while they are equal."""
         # tantivy sizes its top-k heap by the limit: never more than the index holds.
-        for score, address in searcher.search(built, min(limit, searcher.num_docs)).hits:
-            doc = searcher.doc(address)
-            matches.append(
-                ChunkMatch(
-                    chunk_id=doc.get_first("chunk_id") or "",  # always stored: upsert writes it
-                    score=float(score),
-                    text=doc.get_first("text"),
-                    document_id=doc.get_first("document_id"),
-                    title=doc.get_first("title"),
-                    position=doc.get_first("position"),
-                    collection=self.collection,
-                    generation=(doc.get_first("generation") or "") if self.versioned else "",
-                )
-            )
-        return matches
+        want = min(limit + 1, searcher.num_docs)
+        hits = searcher.search(built, want).hits
+        while len(hits) == want < searcher.num_docs and len(hits) > limit and hits[-1][0] == hits[limit - 1][0]:
+            want = min(want * 2, searcher.num_docs)
+            hits = searcher.search(built, want).hits
+        cut = hits[min(limit, len(hits)) - 1][0] if hits else 0.0
+        matches = [self._match(searcher, address, float(score)) for score, address in hits if score >= cut]
+        return sorted(matches, key=lambda m: (-m.score, m.chunk_id))[:limit]
+
+    def _search_as_one(self, searcher, query: str, limit: int, statistics: KeywordStatistics) -> list[ChunkMatch]:
+        """The best ``limit`` chunks by the BM25 one index with ``statistics`` (chunks, chunks holding each term,
+        tokens of each field) gives them, with those scores: exact up to float rounding (f64 here, f32 in
+        tantivy, so about 1e-7 of a score).
+
+        tantivy scores with this index's statistics only. The idf is corrected in the query (each clause's
+        boost times its terms' idf under ``statistics`` over that here); the length normalisation cannot be:
+        a clause scores ``idf * 2.2 * tf / (tf + 1.2 * (0.25 + 0.75 * dl / avgdl))``, avgdl the field's
+        average length. So tantivy gives candidates, best first by the corrected query, and each is scored
+        again from tantivy's explanation of it (each matched clause's tf and dl) with the average lengths of
+        ``statistics``. No chunk is left out that belongs: with r the largest ratio of a searched field's
+        average length there to that here (at least 1), no clause scores more than r times what the corrected
+        query gave it, so no chunk after a candidate of score L, asked for or not, scores more than r * L;
+        candidates are rescored until the ``limit``-th best beats that, asking tantivy for four times as many
+        when they run out, up to every chunk the query matches. ``statistics`` without ``lengths`` (a sender
+        that does not count them): the idf alone is corrected, tantivy's scores returned.
+        """
+        chunks, lengths = self._field_lengths(searcher)
+        clauses = self._clauses(query)
+        if not clauses:
+            return []
+        scale = _IdfScale(chunks, searcher, statistics)
+        built = self._query(clauses, scale)
+        if built is None:
+            return []
+        if not statistics.lengths or statistics.chunks <= 0:
+            return self._top(searcher, built, limit)
+        here = {f: t / chunks for f, t in lengths.items() if chunks > 0 and t > 0}
+        there = {f.field: f.tokens / statistics.chunks for f in statistics.lengths if f.tokens > 0}
+        average = {f: there.get(f, here.get(f, 1.0)) for f in {field for field, _, _ in clauses}}
+        ratio = max([1.0, *(average[f] / here[f] for f in average if f in here)]) * (1 + SLACK)
+        weights = {}  # a matched part's key -> (the field whose average length it takes, boost times idf there)
+        for field, terms, boost in clauses:
+            key = bm25.PHRASE if len(terms) > 1 else (self._ordinals[field], terms[0])
+            weights[key] = (field, boost * scale.there(field, terms))
+
+        def exact(address, tantivy_score: float) -> float:
+            total = 0.0
+            for part in bm25.parts(built.explain(searcher, address).to_json()):
+                if part.key not in weights:  # an explanation this code does not read: tantivy's own score
+                    log.warning("%s: an explained clause %r matches no clause of the query; scored by tantivy",
+                                self.path, part.key)
+                    return tantivy_score
+                field, weight = weights[part.key]
+                total += weight * bm25.score(1.0, part.frequency, part.length, average[field])
+            return total
+
+        rescored: list[tuple[float, object]] = []
+        best: list[float] = []  # the limit best scores found, the least first (a heap)
+        seen: set[tuple[int, int]] = set()
+        want = min(max(limit * OVERFETCH, limit + OVERFETCH_MIN), searcher.num_docs)
+        while True:
+            hits = searcher.search(built, want, count=False).hits
+            for score, address in hits:
+                if (address.segment_ord, address.doc) in seen:
+                    continue
+                if len(best) == limit and ratio * float(score) < best[0]:
+                    return self._best(searcher, rescored, limit)  # none after this candidate can enter
+                seen.add((address.segment_ord, address.doc))
+                own = exact(address, float(score))
+                rescored.append((own, address))
+                (heapq.heappush if len(best) < limit else heapq.heappushpop)(best, own)
+            if len(hits) < want or want >= searcher.num_docs:
+                return self._best(searcher, rescored, limit)  # every chunk the query matches was a candidate
+            want = min(want * 4, searcher.num_docs)
+
+    def _best(self, searcher, rescored: list[tuple[float, object]], limit: int) -> list[ChunkMatch]:
+        """The best ``limit`` of (score, address) pairs, ties by chunk id as a merge orders them."""
+        if not rescored:
+            return []
+        cut = sorted((s for s, _ in rescored), reverse=True)[min(limit, len(rescored)) - 1]
+        matches = [self._match(searcher, address, s) for s, address in rescored if s >= cut]
+        return sorted(matches, key=lambda m: (-m.score, m.chunk_id))[:limit]
+
+    def _match(self, searcher, address, score: float) -> ChunkMatch:
+        doc = searcher.doc(address)
+        return ChunkMatch(
+            chunk_id=doc.get_first("chunk_id") or "",  # always stored: upsert writes it
+            score=score,
+            text=doc.get_first("text"),
+            document_id=doc.get_first("document_id"),
+            title=doc.get_first("title"),
+            position=doc.get_first("position"),
+            collection=self.collection,
+            generation=(doc.get_first("generation") or "") if self.versioned else "",
+        )
 
     def query_terms(self, query: str) -> list[tuple[str, str]]:
         """Every (field, term) the query of ``query`` scores by: what its BM25 statistics are of."""
         return [(field, term) for field, terms, _ in self._clauses(query) for term in terms]
 
     def statistics(self, query: str) -> KeywordStatistics:
-        """This index's BM25 statistics of the terms of ``query``: its chunks, and how many hold each term."""
+        """This index's BM25 statistics of the terms of ``query``: its chunks, how many hold each term and the
+        tokens of each searched field, as tantivy counts them (with deleted chunks its segments still hold)."""
         self.maybe_reload()
         searcher = self._index.searcher()
+        chunks, lengths = self._field_lengths(searcher)
         pairs = dict.fromkeys(self.query_terms(query))
-        return KeywordStatistics(chunks=searcher.num_docs, terms=[
-            TermCount(field, term, searcher.doc_freq(field, term)) for field, term in pairs])
+        return KeywordStatistics(
+            chunks=chunks,
+            terms=[TermCount(field, term, searcher.doc_freq(field, term)) for field, term in pairs],
+            lengths=[FieldTokens(field, tokens) for field, tokens in lengths.items()])
 
-    def build_query(self, query: str, scale: _IdfScale | None = None) -> Query | None:
-        """A should-match-any query of the words and identifiers of ``query``; None if it has neither.
-        ``scale``: each clause's boost times its terms' idf under other statistics over their idf here."""
+    def _field_lengths(self, searcher) -> tuple[int, dict[str, int]]:
+        """(chunks, tokens of each searched field) as tantivy's BM25 counts them, read once a reload.
+
+        tantivy-py tells neither (its ``num_docs`` leaves out deleted chunks, which BM25 counts until a merge
+        drops them), but the explanation of a term's score does: N and the field's average length. So each
+        field is asked for one term it holds: the one it held last time, else one of a few chunks' own. The
+        explanation writes both as f32: chunks exact up to 2**24, tokens exact up to about 2**23, within
+        about 1e-7 of them beyond (as close as tantivy's own f32 arithmetic)."""
+        if self._lengths is None:
+            chunks: int | None = None
+            tokens: dict[str, int] = {}
+            for field in self._searched:
+                tokens[field] = 0  # no chunk holds a term of it: none of its tokens counts
+                for term in self._probe_candidates(searcher, field):
+                    q = Query.term_query(self.schema, field, term, index_option="freq")
+                    hits = searcher.search(q, 1, count=False).hits
+                    told = bm25.totals(q.explain(searcher, hits[0][1]).to_json()) if hits else None
+                    if told is not None:
+                        chunks, tokens[field] = round(told[0]), round(told[0] * told[1])
+                        self._probe_terms[field] = term
+                        break
+            self._lengths = (searcher.num_docs if chunks is None else chunks), tokens
+        return self._lengths
+
+    def _probe_candidates(self, searcher, field: str) -> Iterable[str]:
+        """Terms ``field`` may hold: the one it held last time, the first of each of a few chunks, and the most
+        frequent of the field's dictionary (read whole: the last resort)."""
+        if (held := self._probe_terms.get(field)) is not None:
+            yield held
+        for _, address in searcher.search(Query.all_query(), PROBE_CHUNKS, count=False).hits:
+            doc = searcher.doc(address)
+            if terms := _field_terms(field, doc.get_first("title") or "", doc.get_first("text") or ""):
+                yield terms[0]
+        for term, _ in searcher.terms_with_prefix(field, "", limit=1):
+            yield term
+
+    def build_query(self, query: str) -> Query | None:
+        """A should-match-any query of the words and identifiers of ``query``; None if it has neither."""
+        return self._query(self._clauses(query))
+
+    def _query(self, clauses: list[tuple[str, list[str], float]], scale: _IdfScale | None = None) -> Query | None:
+        """The query of ``clauses`` (``_clauses``). ``scale``: each clause's boost times its terms' idf under
+        other statistics over their idf here."""
         schema = self.schema
-        clauses: list[tuple[Occur, Query]] = []
-        for field, terms, boost in self._clauses(query):
+        queries: list[tuple[Occur, Query]] = []
+        for field, terms, boost in clauses:
             if len(terms) == 1:
                 q = Query.term_query(schema, field, terms[0], index_option="freq")
             else:
@@ -372,10 +531,10 @@ class KeywordIndex:
                 q = Query.phrase_query(schema, field, phrase_words)
             if scale is not None:
                 boost *= scale(field, terms)
-            clauses.append((Occur.Should, q if boost == 1 else Query.boost_query(q, boost)))
-        if not clauses:
+            queries.append((Occur.Should, q if boost == 1 else Query.boost_query(q, boost)))
+        if not queries:
             return None
-        return Query.boolean_query(clauses)
+        return Query.boolean_query(queries)
 
     def _clauses(self, query: str) -> list[tuple[str, list[str], float]]:
         """(field, its terms: one, or a phrase's words, boost) of each clause of the query of ``query``."""
@@ -406,24 +565,23 @@ class KeywordIndex:
         return self._writer
 
 
-def idf(chunks: int, holding: int) -> float:
-    """tantivy's BM25 idf of a term ``holding`` of ``chunks`` chunks hold (tantivy's query/bm25.rs): written out
-    because tantivy-py takes no statistics but the index's own, so a shard rescales its clauses by it."""
-    return math.log(1.0 + (max(chunks - holding, 0) + 0.5) / (holding + 0.5))
-
-
 class _IdfScale:
-    """Per clause: its terms' idf (summed, as tantivy scores a phrase) under ``statistics`` over that here."""
+    """Per clause: its terms' idf (summed, as tantivy scores a phrase) under ``statistics`` over that here,
+    where tantivy counts ``chunks`` (``KeywordIndex._field_lengths``)."""
 
-    def __init__(self, searcher, statistics: KeywordStatistics) -> None:
+    def __init__(self, chunks: int, searcher, statistics: KeywordStatistics) -> None:
+        self._here = chunks
         self._searcher = searcher
         self._chunks = statistics.chunks
         self._holding = {(t.field, t.term): t.chunks for t in statistics.terms}
 
+    def there(self, field: str, terms: list[str]) -> float:
+        """The idf of ``terms`` (summed) under ``statistics``."""
+        return sum(bm25.idf(self._chunks, self._holding.get((field, term), 0)) for term in terms)
+
     def __call__(self, field: str, terms: list[str]) -> float:
-        here = sum(idf(self._searcher.num_docs, self._searcher.doc_freq(field, term)) for term in terms)
-        there = sum(idf(self._chunks, self._holding.get((field, term), 0)) for term in terms)
-        return there / here if here > 0 else 1.0
+        here = sum(bm25.idf(self._here, self._searcher.doc_freq(field, term)) for term in terms)
+        return self.there(field, terms) / here if here > 0 else 1.0
 
 
 def exists(path: Path) -> bool:
