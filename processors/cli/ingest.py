@@ -11,10 +11,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import sys
 from pathlib import Path
 
+import msgspec
+
 from ragbus.config import pipelines
+from ragbus.config.bounds import LANGUAGE_PATTERN
 from ragbus.config.settings import load_settings
 from ragbus.bus import connect
 from ragbus.ingestion import DocumentSource, IngestSummary, ingest, load_documents
@@ -43,7 +47,10 @@ __all__ = ["add_parsers", "ingest"]  # ``ingest`` is the library's, here for cal
 
 async def _ingest(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
-    documents, skipped = load_documents(args.paths, args.collection, settings.convert)
+    convert = settings.convert
+    if args.language is not None:
+        convert = msgspec.structs.replace(convert, language=args.language)
+    documents, skipped = load_documents(args.paths, args.collection, convert)
     url = args.bus or settings.bus.url
     for problem in skipped:  # before anything is sent: the user sees at once what will not be read
         print(f"  skipped: {printable(problem)}", file=sys.stderr)
@@ -172,10 +179,19 @@ async def _delete(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _language(value: str) -> str:
+    if re.fullmatch(LANGUAGE_PATTERN, value) is None:
+        raise argparse.ArgumentTypeError(f"{value!r} is not Tesseract language codes (eng, or eng+deu)")
+    return value
+
+
 def add_parsers(sub) -> None:
     p = sub.add_parser("ingest", help="chunk, embed and store documents (default: the Python language reference)")
-    p.add_argument("paths", nargs="*", help="files or folders of .pdf .docx .pptx .html .md .txt .rst; links under "
-                   "a folder are followed, also to folders elsewhere (a loop or a broken link is skipped)")
+    p.add_argument("paths", nargs="*", help="files or folders of .pdf .docx .pptx .html .md .txt .rst .png .jpg .tiff; "
+                   "links under a folder are followed, also to folders elsewhere (a loop or a broken link is skipped)")
+    p.add_argument("--language", type=_language, default=None,
+                   help="the language of scans and images, as Tesseract names it, several joined by + (eng+deu); "
+                        "default [convert] language (eng)")
     add_bus_options(p)
     add_collection_option(p)
     p.add_argument("--concurrency", type=positive_int, default=4, help="documents in flight at once")

@@ -10,6 +10,9 @@ from pathlib import Path
 
 from ragbus.ingestion.convert import SUFFIXES
 
+from ..helpers.documents_made import write_pdf
+from ..helpers.scans_made import need_tesseract, pages_of
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -256,3 +259,27 @@ def test_a_file_whose_name_is_not_utf8_is_skipped_naming_it(tmp_path):
     assert (f"  skipped: {name!r}: the file's name is not UTF-8, which its "
             "document id must be; rename it") in run.stderr, run.stderr
     assert "1 document(s), 1 chunk(s)" in run.stderr and "1 skipped" in run.stderr and "codec" not in run.stderr
+
+
+def test_ingest_reads_a_scan_a_page_at_a_time_and_names_the_package_of_a_language_not_installed(tmp_path):
+    need_tesseract()
+    printed = write_pdf(tmp_path / "manual.pdf", "Heron Drone Manual", [
+        ("Flying", ["The Heron flies for twenty-two minutes on one charge in calm weather.",
+                    "Never fly the Heron above one hundred and twenty metres or near airports."]),
+    ])
+    page = pages_of(printed)[0]
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    scan = docs / "manual.tiff"
+    page.save(scan, save_all=True, append_images=[page.rotate(180)], dpi=(300, 300))
+    data = tmp_path / "data"
+    run = ragbus("ingest", str(scan), data_dir=data, RAGBUS_CLIENT__PROGRESS_INTERVAL_S="0")
+    assert run.returncode == 0, run.stderr
+    assert "manual page 1 of 2 (OCR)" in run.stderr and "manual page 2 of 2 (OCR)" in run.stderr, run.stderr
+    assert "1 document(s)" in run.stderr
+    answer = ragbus("ask", "How long does the Heron fly on one charge?", data_dir=data)
+    assert "twenty-two minutes" in answer.stdout, answer.stdout + answer.stderr
+    missing = ragbus("ingest", "--language", "eng+chi_sim", str(scan), data_dir=data)
+    assert missing.returncode == 1 and "apt-get install tesseract-ocr-chi-sim" in missing.stderr, missing.stderr
+    wrong = ragbus("ingest", "--language", "eng;rm", str(scan), data_dir=data)
+    assert wrong.returncode == 2 and "is not Tesseract language codes" in wrong.stderr, wrong.stderr
