@@ -170,6 +170,9 @@ def test_each_role_runs_its_command_with_its_settings_and_probes(rendered, varia
             grace = workload["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
             assert settings.gateway.shutdown_delay_s > 0
             assert settings.gateway.shutdown_delay_s + settings.gateway.drain_timeout_s < grace
+            # Uploaded PDFs and images are read by the ingest role's document-convert, not in the gateway's pods.
+            assert settings.convert.on_bus is True
+            assert "document-convert" in chart.pipelines.role("ingest", log=True)
         else:
             assert container["command"][1:] == ["worker", "--role", role]
             port = "metrics"
