@@ -51,6 +51,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from scripts.eval import evalset
@@ -195,7 +196,7 @@ def read_variant(made: dict[str, Made], variant: str, mode: str, out=sys.stderr)
                       file=out)
                 reader = TESSERACT
         if reader == TESSERACT:
-            got[key] = cached(files, lambda files=files: read_tesseract(files, DPI[variant]))
+            got[key] = cached(files, partial(read_tesseract, files, DPI[variant]))
     print(f"  {variant}: {len(keys)} documents read by {reader} in {time.perf_counter() - started:.0f} s",
           file=out)
     return reader, got

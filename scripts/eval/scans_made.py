@@ -117,7 +117,7 @@ def scanned(image, key: str, variant: str, page: int):
     rng = random.Random(seed(key, variant, page))
     noise = np.random.default_rng(seed(key, variant, page, "noise"))
     pixels = np.asarray(_turned(image.convert("L"), rng, MAX_ANGLE), dtype=np.float32)
-    pixels = pixels + noise.normal(0, 6, pixels.shape)
+    pixels = pixels + noise.normal(0, 6, pixels.shape).astype(np.float32)
     if variant == "noisy300":
         spots = noise.random(pixels.shape)
         pixels[spots < 0.0025] = 0
