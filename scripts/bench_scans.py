@@ -1,6 +1,6 @@
 """Documents people scan (issue 51): OCR's character error rate, table cells, answers from scans, throughput.
 
-    python -m scripts.bench_scans [--keep DIR] [--ocr auto|convert|tesseract] [--skip cer,tables,qa,speed]
+    python -m scripts.bench_scans [--keep DIR] [--ocr auto|convert|tesseract] [--skip cer,tables,qa,speed] [--show]
                                   [--variants scan300,scan200,noisy300,photo,tiff] [--workers 2 --bus kafka]
 
 The set is ``scripts/eval/scans`` (``scans_set.py``), its files made by ``scripts/eval/scans_made.py``
@@ -88,9 +88,9 @@ def read_converted(paths: Sequence[Path], settings=None) -> Read:
             elif isinstance(piece, Heading):
                 pending.append(piece.path[-1])
             elif piece:
-                while pending:  # a converter that keeps the heading's line in the text says it once
+                while pending:  # a converter that keeps the heading's own line in the text says it once
                     heading = pending.pop(0)
-                    if not piece.lstrip().startswith(heading):
+                    if piece.lstrip().partition("\n")[0].strip() != heading:
                         out.append(f"\n{heading}\n")
                 out.append(piece)
         out += [f"\n{h}\n" for h in pending]
@@ -183,6 +183,8 @@ def table_cells(doc: ScanDocument, text: str) -> tuple[int, int]:
 
 def read_variant(made: dict[str, Made], variant: str, mode: str, out=sys.stderr) -> tuple[str, dict[str, Read]]:
     """Which reader read the variant, and each document's text (the documents that have the variant)."""
+    from ragbus.ingestion import UnreadableDocument
+
     keys = [k for k, m in made.items() if variant in m.files]
     reader = TESSERACT if mode == "tesseract" and variant != "born" else CONVERT
     got: dict[str, Read] = {}
@@ -190,10 +192,15 @@ def read_variant(made: dict[str, Made], variant: str, mode: str, out=sys.stderr)
     for key in keys:
         files = made[key].files[variant]
         if reader == CONVERT:
-            got[key] = read_converted(files)
+            try:
+                got[key] = read_converted(files)
+                why = "read no text from"
+            except UnreadableDocument as exc:  # an image, before the converters read images
+                if mode != "auto":
+                    raise
+                got[key], why = Read("", 0, 0), f"refused ({exc}):"
             if mode == "auto" and variant != "born" and key == keys[0] and not normalise(got[key].text):
-                print(f"  {variant}: convert() read no text from {key}: reading with pytesseract directly",
-                      file=out)
+                print(f"  {variant}: convert() {why} {key}: reading with pytesseract directly", file=out)
                 reader = TESSERACT
         if reader == TESSERACT:
             got[key] = cached(files, partial(read_tesseract, files, DPI[variant]))
@@ -308,6 +315,20 @@ def qa_figures(questions: list[evalset.Question], got: dict) -> dict[str, dict[s
     return out
 
 
+def misses(questions: list[evalset.Question], got: dict, variant: str) -> list[str]:
+    """``--show``: the questions whose answer holds none of their evidence, with the answer's first line."""
+    from scripts.eval import answers
+
+    out = []
+    for q in questions:
+        r = got[q.id]
+        text = r if isinstance(r, str) else r.answer
+        if isinstance(r, str) or not any(answers.answered(e, r.answer) for e in q.evidence):
+            first = (answers.lines(text) or [text])[0]
+            out.append(f"{variant} [{q.split}] {q.id} missed: {q.question!r} answered {first[:100]!r}")
+    return out
+
+
 def qa_rows(figures: dict[str, tuple[str, dict[str, dict[str, float]]]]) -> list[str]:
     rows = ["| files | read by | half | questions | answer recall | answer step's recall (n) | R@5 | failed |",
             "|---|---|---|---|---|---|---|---|"]
@@ -395,12 +416,17 @@ def main_measure(args: argparse.Namespace) -> int:
             summary["cells"] = f"table cells {born:.1%}"
         if "qa" not in args.skip:
             figures = {}
+            shown: list[str] = []
             for variant in ("born", "scan300"):
                 reader, texts = reads[variant]
-                got = asyncio.run(answers_of(made, variant, reader, texts, questions, keep / f"stores-{variant}"))
+                # stores of their own for each reading: --keep reuses them only while the converters read the same
+                digest = hashlib.sha256("\0".join(texts[k].text for k in sorted(texts)).encode()).hexdigest()[:12]
+                got = asyncio.run(answers_of(made, variant, reader, texts, questions,
+                                             keep / f"stores-{variant}-{digest}"))
                 figures[variant] = (reader, qa_figures(questions, got))
+                shown += misses(questions, got, variant) if args.show else []
             print("\nQuestions asked of the born-digital PDFs and of their 300 dpi scans")
-            print("\n".join(qa_rows(figures)))
+            print("\n".join(qa_rows(figures) + shown))
             summary["qa"] = (f"answer-step recall (test) scans {figures['scan300'][1]['test']['step']:.3f} vs "
                              f"born-digital {figures['born'][1]['test']['step']:.3f}")
         if "speed" not in args.skip:
@@ -428,6 +454,7 @@ def main() -> None:
     parser.add_argument("--variants", default="scan300,scan200,noisy300,photo,tiff",
                         help=f"of {', '.join(v for v in VARIANTS if v != 'born')}")
     parser.add_argument("--skip", default="", help="of cer,tables,qa,speed")
+    parser.add_argument("--show", action="store_true", help="print the questions whose answer missed")
     parser.add_argument("--workers", type=int, default=1, help="2: through the document-convert lane (HOOK)")
     parser.add_argument("--bus", choices=["memory", "kafka"], default="memory")
     parser.add_argument("--measure-child", nargs="+", help=argparse.SUPPRESS)

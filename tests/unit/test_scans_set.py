@@ -7,7 +7,7 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from scripts.bench_scans import error_chars, holds, table_cells
+from scripts.bench_scans import error_chars, holds, read_converted, table_cells
 from scripts.eval import evalset
 from scripts.eval.scans_set import CELL_BAR, ScanDocument, Section, document_of, load_documents, load_questions, \
     normalise
@@ -81,3 +81,15 @@ def test_a_chunk_holds_evidence_whole_or_with_an_ocr_slip_but_not_a_shorter_chun
     assert holds(evidence, "Intro. Every Northfie1d dishwasher sold after l March 2023 is covered against fau1ts.")
     assert not holds(evidence, "Every Northfield dishwasher")
     assert not holds(evidence, "The warranty does not cover damage caused by limescale or by detergents at all.")
+
+
+def test_a_heading_the_converter_took_out_of_the_text_is_put_back_once(monkeypatch, tmp_path):
+    from ragbus.ingestion.convert import Heading, Opened, Page
+
+    pieces = [Page(1, 1), "Title\n", Heading(("The rooms",)), "\nThe rooms differ in size.\n",
+              Heading(("Fair use",)), "Fair use\nBook one.\n"]
+    opened = Opened("", lambda: iter(pieces))
+    monkeypatch.setattr("ragbus.ingestion.convert.convert", lambda path, settings=None: opened)
+    read = read_converted([tmp_path / "x.pdf"])
+    assert normalise(read.text) == "Title The rooms The rooms differ in size. Fair use Book one."
+    assert (read.pages, read.ocr) == (1, 0)
