@@ -26,9 +26,9 @@ The set is ``scripts/eval/scans`` (``scans_set.py``), its files made by ``script
   chunk given to the answer) as ``scripts/eval/answers.answered`` decides; R@5: a chunk holding evidence
   among the first five given.
 - Speed: ``convert()`` of every 300 dpi scan one after another in a child process (one worker): pages a
-  second, the child's peak resident set (``ru_maxrss``) and Tesseract's (``RUSAGE_CHILDREN``: the largest
-  one page's Tesseract took), beside the load average. ``--workers 2 --bus kafka`` measures through the
-  document-convert lane when this tree has it.
+  second and the child's peak resident set (VmHWM), beside the load average; then Tesseract's own peak on
+  one page (its VmHWM sampled while it runs: Tesseract is a process of its own, outside the child's).
+  ``--workers 2 --bus kafka`` measures through the document-convert lane when this tree has it.
 
 ``--ocr``: ``convert`` reads every file with ``convert()``; ``tesseract`` reads scans with pytesseract
 directly (pages rendered by PDFium at the variant's dpi, images by Pillow, Tesseract's defaults), the
@@ -43,7 +43,6 @@ import asyncio
 import hashlib
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -356,9 +355,36 @@ def measure_child(files: list[str], mode: str) -> None:
         read = read_converted([path]) if mode == CONVERT else read_tesseract([path], 300)
         pages, ocr, chars = pages + read.pages, ocr + read.ocr, chars + len(normalise(read.text))
     seconds = time.perf_counter() - started
+    peak = status_mb("VmHWM")
     print(json.dumps({"pages": pages, "ocr": ocr, "chars": chars, "seconds": seconds, "rss_before_mb": before,
-                      "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                      "tesseract_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
+                      "peak_mb": peak, "tesseract_peak_mb": tesseract_peak(max(paths, key=page_count_one))}))
+
+
+def page_count_one(path: Path) -> tuple[int, int]:
+    return page_count([path]), path.stat().st_size
+
+
+def tesseract_peak(path: Path) -> float:
+    """Tesseract's own peak resident set reading the file's first page at 300 dpi: its VmHWM, read every 10 ms
+    while it runs (``ru_maxrss`` will not do: a child started by vfork keeps its parent's peak past exec)."""
+    import pytesseract
+
+    from scripts.bench.memory import status_mb
+
+    with tempfile.TemporaryDirectory(prefix="ragbus-tesseract-") as scratch:
+        page = Path(scratch) / "page.png"
+        next(iter(page_images(path, 300))).save(page)
+        proc = subprocess.Popen([pytesseract.pytesseract.tesseract_cmd, str(page), "-", "-l", "eng"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        peak = 0.0
+        while proc.poll() is None:
+            try:
+                peak = max(peak, status_mb("VmHWM", proc.pid))
+            except (OSError, ValueError):  # gone between the poll and the read
+                break
+            time.sleep(0.01)
+        proc.wait()
+    return peak
 
 
 def speed(made: dict[str, Made], mode: str) -> tuple[str, dict[str, float]]:
@@ -379,7 +405,13 @@ def speed(made: dict[str, Made], mode: str) -> tuple[str, dict[str, float]]:
 
 def lane(workers: int, bus: str) -> str:
     """HOOK (issue 51, branch ``lane``): pages a second through the document-convert lane, ``workers``
-    workers on ``bus``. The lane is not in this tree: say so rather than make a number up."""
+    workers on ``bus``; until it is in this tree, say so rather than make a number up.
+
+    To fill in once it is merged (``pipelines.INGEST`` then holds "document-convert"): a Kafka broker from
+    ``scripts.bench.brokers.broker_for("kafka", scratch)``; ``workers`` processes of
+    ``ragbus worker document-convert`` on it (``broker_env``), the rest of INGEST in one more; this process
+    ingesting the 300 dpi scans with ``[convert] on_bus = true``, timing first part sent to last page back
+    (pages from ``DocumentSource.on_page``), and each worker's peak RSS from /proc (``bench.memory``)."""
     from ragbus.config import pipelines
 
     if "document-convert" not in pipelines.EVERYTHING:
@@ -433,7 +465,8 @@ def main_measure(args: argparse.Namespace) -> int:
             reader, s = speed(made, args.ocr)
             print(f"\nSpeed: the 300 dpi scans read one after another by {reader} in one process "
                   f"(load average {s['load']:.2f} at the start)")
-            print("| worker(s) | pages | seconds | pages/s | process RSS before | process peak | Tesseract peak |")
+            print("| worker(s) | pages | seconds | pages/s | process RSS before | process peak "
+                  "| Tesseract peak, one page |")
             print("|---|---|---|---|---|---|---|")
             print(f"| 1 | {s['pages']} | {s['seconds']:.1f} | {s['pages'] / s['seconds']:.2f} | "
                   f"{s['rss_before_mb']:.0f} MB | {s['peak_mb']:.0f} MB | {s['tesseract_peak_mb']:.0f} MB |")
