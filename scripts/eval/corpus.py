@@ -1,4 +1,4 @@
-"""The default corpus ingested for an evaluation: once per data dir, through the real ingestion processors."""
+"""The corpus of an evaluation ingested: once per data dir, through the real ingestion processors."""
 
 from __future__ import annotations
 
@@ -11,13 +11,15 @@ from ragbus.config import pipelines
 from ragbus.config.settings import Settings
 from ragbus.bus import connect
 from ragbus.bus.memory import drop_memory_broker
-from ragbus.ingestion import builtin_corpus, ingest
+from ragbus.ingestion import DocumentSource, builtin_corpus, ingest
+from ragbus.schema import Document
 from ragbus.runtime.request_client import RequestClient
 from ragbus.runtime.worker import processors_running
 
 
-async def ingest_corpus(settings: Settings, data_dir: Path, out=sys.stderr) -> None:
-    """The default corpus through document-load, unless ``data_dir`` already holds it."""
+async def ingest_corpus(settings: Settings, data_dir: Path, out=sys.stderr,
+                        documents: list[Document | DocumentSource] | None = None) -> None:
+    """The default corpus (or ``documents``) through document-load, unless ``data_dir`` already holds it."""
     from ragbus.stores.keywords.index import exists
     from ragbus.stores.layout import keywords_dir
 
@@ -25,8 +27,8 @@ async def ingest_corpus(settings: Settings, data_dir: Path, out=sys.stderr) -> N
         print(f"reusing the corpus ingested in {data_dir}", file=out)
         return
     url = f"memory://eval-ingest-{uuid.uuid4().hex[:8]}"
-    documents = builtin_corpus("default")
-    print(f"ingesting {len(documents)} topics into {data_dir}", file=out)
+    documents = documents if documents is not None else list(builtin_corpus("default"))
+    print(f"ingesting {len(documents)} documents into {data_dir}", file=out)
     started = time.perf_counter()
     try:
         async with (
