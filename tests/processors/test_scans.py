@@ -54,6 +54,7 @@ def test_a_born_digital_pdf_keeps_its_text_layer_and_says_its_table_a_row_a_line
         assert sentence in words(text)
     assert "Model | Range | Price\nHeron S | 4 km | 499 euros\nHeron X | 9 km | 899 euros" in text
     assert [s.heading[-1] for s in doc.sections] == ["Charging", "Flying"]
+    assert doc.title == "Heron Drone Manual" and "Heron Drone Manual" not in text  # the title, not a line of text
 
 
 def test_without_an_outline_headings_come_from_font_sizes(tmp_path):

@@ -111,7 +111,7 @@ def _pages(path: Path, title: str, outline: dict[int, list[Heading]], settings: 
                     elif fonts is not None:
                         yield from fonts.pieces(page, first=index == 0)
                     else:
-                        yield from _at_headings(_text(page), outline.get(index, ()))
+                        yield from _at_headings(_text(page, title if index == 0 else ""), outline.get(index, ()))
                 except UnreadableDocument:
                     raise
                 except ValueError as exc:
@@ -212,8 +212,12 @@ def _joined(blocks: list[tuple[float, dict | str]]) -> Iterator[tuple[dict | Non
         previous = block
 
 
-def _text(page) -> str:
-    return "".join(text for _, text in _joined(_blocks(page)))
+def _text(page, title: str = "") -> str:
+    """The page's text; a line that is ``title`` (the document's, on its first page) is left out."""
+    blocks = _blocks(page)
+    if title:
+        blocks = [b for b in blocks if isinstance(b[1], str) or " ".join(b[1]["text"].split()) != title]
+    return "".join(text for _, text in _joined(blocks)).lstrip("\n")
 
 
 def _at_headings(text: str, headings: list[Heading] | tuple[Heading, ...]) -> Iterator[Piece]:
