@@ -201,8 +201,9 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
                         yield msgspec.json.encode(UploadLine(stored=event)) + b"\n"
                         return
                     event = await anext(events)
-            except HTTPError as exc:
-                yield msgspec.json.encode(UploadLine(error=_body(exc).error, status=exc.status)) + b"\n"
+            except Exception as exc:  # uploads.stored's HTTPError, or what it did not foresee (502)
+                failed = from_pipeline(exc)
+                yield msgspec.json.encode(UploadLine(error=_body(failed).error, status=failed.status)) + b"\n"
 
         return StreamingResponse(lines(), media_type=NDJSON, headers={"Cache-Control": "no-store"})
 
