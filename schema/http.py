@@ -150,6 +150,19 @@ class ErrorBody(msgspec.Struct, kw_only=True):
     error: ErrorDetail
 
 
+class UploadLine(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A line of ``POST /v1/documents`` with ``Accept: application/x-ndjson``: a page as it is converted
+    (``page`` of ``pages``, ``ocr``: read by OCR); the last line is ``stored`` (the 201 body) or ``error``
+    (the 4xx/5xx body's detail) with the ``status`` the request would have had."""
+
+    page: int | None = None
+    pages: int | None = None
+    ocr: bool | None = None
+    stored: DocumentStored | None = None
+    error: ErrorDetail | None = None
+    status: int | None = None
+
+
 class Health(msgspec.Struct, kw_only=True):
     status: str  # "ok" / "ready" / "starting" / "stopping"
     detail: str = ""

@@ -30,7 +30,7 @@ async def mcp(args: argparse.Namespace) -> int:
         return 2
     settings = load_settings(args.config)
     url = args.bus or settings.bus.url
-    state, stop, up = GatewayState(), asyncio.Event(), asyncio.Event()
+    state, stop, up = GatewayState(convert=settings.convert), asyncio.Event(), asyncio.Event()
     running = asyncio.ensure_future(run_pipeline(state, settings, url, stop, up=up))
 
     async def pipeline():
@@ -45,7 +45,8 @@ async def mcp(args: argparse.Namespace) -> int:
         return state.need()
 
     try:
-        await McpFace(pipeline, version=ragbus_version()).run_stdio()
+        await McpFace(pipeline, version=ragbus_version(), convert=state.convert,
+                      max_bytes=settings.gateway.max_body_bytes).run_stdio()
     finally:
         stop.set()
         with contextlib.suppress(Exception):
@@ -54,7 +55,7 @@ async def mcp(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("mcp", help="serve the MCP tools (ask, search, graph, documents) over stdio, "
+    p = sub.add_parser("mcp", help="serve the MCP tools (ask, search, graph, documents, ingest) over stdio, "
                                    "for an MCP client to start")
     p.add_argument("--bus", help=BUS_HELP)
     p.add_argument("--config", help=CONFIG_HELP)

@@ -127,7 +127,7 @@ async def serve(args: argparse.Namespace) -> int:
     async def ready_pipeline():
         return state.need()
 
-    face = McpFace(ready_pipeline, version=ragbus_version())
+    face = McpFace(ready_pipeline, version=ragbus_version(), convert=state.convert, max_bytes=g.max_body_bytes)
     app = build_app(state, g, api_keys=keys, mcp_routes=face.http_routes(host, g.cors_origins))
     # No access log, no Server and Date headers: per-request work nobody here reads (a proxy adds its own).
     limits = HeadLimits(max_head_bytes=g.max_head_bytes, head_timeout_s=g.head_timeout_s,

@@ -4,7 +4,7 @@ A bus client like ``ragbus ask``: it publishes and waits, so replicas scale behi
 balancer. ``app.build_app`` makes the ASGI app (Starlette), ``pipeline.BusPipeline`` is
 what it calls, ``guard`` holds the safety limits, ``http_limits`` those of HTTP itself (the
 head's size and time, silent connections), ``openapi`` the document built from
-``schema/``.
+``schema/``, ``uploads`` the one way a face (REST, MCP's ingest) reads and stores a file.
 """
 
 from .app import GatewayState, build_app

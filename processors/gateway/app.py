@@ -7,13 +7,13 @@ a small, well-kept package with no model layer of its own to keep in step with m
 
 A streamed answer (``"stream": true``) is Server-Sent Events. Its first piece is awaited
 before the response starts, so a bad request still gets its 4xx status; a failure after
-that ends the stream with an ``error`` event (``/v1/ask``) or an error chunk (chat).
+that ends the stream with an ``error`` event (``/v1/ask``) or an error chunk (chat). An upload
+asked for with ``Accept: application/x-ndjson`` answers likewise: a line per page as it is converted,
+then the stored body or the error (``uploads.py`` reads and stores it, for MCP's ``ingest`` too).
 """
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +27,8 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from ragbus.config.settings import ConvertSettings, GatewaySettings
-from ragbus.ingestion import DocumentSource, UnreadableDocument, UnsupportedFormat, open_bytes
+from ragbus.ingestion import DocumentSource
+from ragbus.ingestion.convert import Page
 from ragbus.schema import (
     Document,
     DocumentRagPiece,
@@ -41,15 +42,15 @@ from ragbus.schema.http import (
     ChatRequest,
     CollectionList,
     DocumentsQuery,
-    DocumentStored,
     DocumentUpload,
     ErrorBody,
     ErrorDetail,
     Health,
     KeyScope,
+    UploadLine,
 )
 
-from . import chat, openapi, page
+from . import chat, openapi, page, uploads
 from .errors import HTTPError, decode_body, error_response, from_pipeline, json_response, param_named
 from .guard import Guard
 from .keys import EVERY, ApiKey, Role, allows, gather, key_of
@@ -57,6 +58,7 @@ from .pipeline import BusPipeline
 
 log = logging.getLogger(__name__)
 Q = TypeVar("Q")
+NDJSON = "application/x-ndjson"  # POST /v1/documents' progress: a line per page, then the outcome
 
 ASK_FIELDS = [f.name for f in msgspec.structs.fields(AskRequest)]
 CHAT_FIELDS = ["model", "messages", "collection", "at_time", "doc_limit"]
@@ -180,18 +182,30 @@ def build_app(state: GatewayState, settings: GatewaySettings, *, api_keys: list[
         return json_response(chat.models())
 
     async def add_document(request: Request) -> Response:
-        document = await _upload(request, state.convert)
+        document = await _upload(request)
         _allow(request, "ingest", document.collection)
         pipeline = state.need()
-        try:
-            sent = await pipeline.store(document)
-        except (UnsupportedFormat, UnreadableDocument) as exc:  # document-convert's refusal (on_bus)
-            raise _unreadable(exc) from None
-        except Exception as exc:
-            raise from_pipeline(exc, ["text", "document_id", "title", "collection"]) from None
-        return json_response(DocumentStored(document_id=document.document_id, collection=document.collection,
-                                            chunks=sent.chunks, seen=list(sent.seen), superseded=sent.superseded),
-                             201)
+        if NDJSON not in request.headers.get("accept", ""):
+            return json_response(await uploads.stored(pipeline, document, state.convert), 201)
+        events = uploads.with_pages(lambda told: uploads.stored(pipeline, document, state.convert, told))
+        first = await anext(events)  # a failure before the first page keeps its status
+
+        async def lines() -> AsyncIterator[bytes]:
+            event = first
+            try:
+                while True:
+                    if isinstance(event, Page):
+                        yield msgspec.json.encode(UploadLine(page=event.number, pages=event.pages,
+                                                             ocr=event.ocr)) + b"\n"
+                    else:
+                        yield msgspec.json.encode(UploadLine(stored=event)) + b"\n"
+                        return
+                    event = await anext(events)
+            except Exception as exc:  # uploads.stored's HTTPError, or what it did not foresee (502)
+                failed = from_pipeline(exc)
+                yield msgspec.json.encode(UploadLine(error=_body(failed).error, status=failed.status)) + b"\n"
+
+        return StreamingResponse(lines(), media_type=NDJSON, headers={"Cache-Control": "no-store"})
 
     async def delete_document(request: Request) -> Response:
         document_id = request.path_params["document_id"]
@@ -329,25 +343,14 @@ def _collection(name: str, param: str = "$.collection") -> str:
         raise HTTPError(422, "ValidationError", str(exc), param) from None
 
 
-def _upload_id(content: bytes) -> str:
-    """An upload's id when it names none: the same content is the same document."""
-    return "upload:" + hashlib.sha256(content).hexdigest()[:24]
-
-
-def _unreadable(exc: UnreadableDocument) -> HTTPError:
-    if isinstance(exc, UnsupportedFormat):
-        return HTTPError(415, "UnsupportedFormat", str(exc), "file")
-    return HTTPError(422, "UnreadableDocument", str(exc), "file")
-
-
-async def _upload(request: Request, convert: ConvertSettings) -> DocumentSource:
-    """The document of ``POST /v1/documents``: JSON text, or a file of any format ``ragbus ingest`` reads,
-    converted by the ingestion layer (in a thread: a PDF's pages take the CPU a while)."""
+async def _upload(request: Request) -> DocumentSource | uploads.Upload:
+    """The document of ``POST /v1/documents``: JSON text, or a file of any format ``ragbus ingest`` reads
+    (converted by ``uploads.stored``)."""
     kind = request.headers.get("content-type", "")
     if not kind.startswith("multipart/form-data"):
         body = decode_body(await request.body(), DocumentUpload)
         collection = _collection(body.collection)
-        document = Document(document_id=body.document_id or _upload_id(body.text.encode()), text=body.text,
+        document = Document(document_id=body.document_id or uploads.upload_id(body.text.encode()), text=body.text,
                             title=body.title, collection=collection, source="http")
         return DocumentSource.of(document)
     try:
@@ -362,12 +365,5 @@ async def _upload(request: Request, convert: ConvertSettings) -> DocumentSource:
         checked = msgspec.convert({"text": "-", **fields}, DocumentUpload)
     except msgspec.ValidationError as exc:
         raise HTTPError(422, "ValidationError", str(exc), param_named(str(exc), ["document_id", "title"])) from None
-    collection = _collection(checked.collection)
-    content = await file.read()
-    try:
-        return await asyncio.to_thread(
-            open_bytes, content, filename=file.filename or "", media_type=file.content_type or "",
-            collection=collection, document_id=checked.document_id or _upload_id(content), title=checked.title,
-            source="http", settings=convert)
-    except UnreadableDocument as exc:  # UnsupportedFormat too
-        raise _unreadable(exc) from None
+    return uploads.Upload(await file.read(), file.filename or "", _collection(checked.collection),
+                          checked.document_id or "", checked.title, file.content_type or "")

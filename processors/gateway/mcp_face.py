@@ -1,7 +1,7 @@
 """The Model Context Protocol face: retrieval as MCP tools, on the official SDK (``mcp``, MCPServer).
 
-Four tools, each one request of the pipeline the REST routes call (``BusPipeline``), so MCP
-adds no retrieval of its own and scales like any gateway:
+Five tools, each one request of the pipeline the REST routes call (``BusPipeline``), so MCP
+adds no retrieval or ingestion of its own and scales like any gateway:
 
 - ``ask``: the cited answer, with the cited chunks' text and documents (document-rag; streamed when
   the caller asked for progress, with a progress token, so the call reports it: sources found, the
@@ -9,7 +9,9 @@ adds no retrieval of its own and scales like any gateway:
   otherwise one response);
 - ``search``: the ranked chunks with their scores and no answer (document-rag with ``answer=False``);
 - ``graph``: the facts about the entities a question names, valid at ``at``, as known ``as_of`` (kg-query);
-- ``documents``: the collections, or a page of one collection's documents (documents-query).
+- ``documents``: the collections, or a page of one collection's documents (documents-query);
+- ``ingest``: a file's bytes (base64, no bigger than an upload) read and stored as ``POST /v1/documents``
+  stores an upload (``uploads.py``), reporting each page converted when the caller gave a progress token.
 
 A caller's mistake (an empty question, an unknown mode, a time that is no time, a bad
 collection name, a collection that holds nothing: the pipeline's ``EmptyCollection``) comes back
@@ -23,6 +25,8 @@ allowing the same browser origins as its CORS: ``transport_security``).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -50,6 +54,11 @@ from ragbus.schema import (
 )
 from ragbus.schema.common import LOG_TOKEN_MAX, LOG_TOKEN_PATTERN, MUST_SEE_MAX
 
+from ragbus.config.settings import ConvertSettings, GatewaySettings
+from ragbus.ingestion import page_label
+from ragbus.ingestion.convert import Page
+
+from . import uploads
 from .errors import from_pipeline
 from .keys import Role, allows, key_of
 from .pipeline import BusPipeline
@@ -83,14 +92,16 @@ History = Annotated[list[TurnArgument] | None, Field(
                 "is made a standalone question from it", max_length=MAX_TURNS)]
 
 
-def _failed(exc: Exception, fields: list[str], renamed: dict[str, str] | None = None) -> ToolError:
+def _failed(exc: Exception, fields: list[str], renamed: dict[str, str] | None = None,
+            params: dict[str, str] | None = None) -> ToolError:
     """What went wrong, in words a caller can act on (the REST route's error type and message), with the
-    pipeline's field names made the tool's (``renamed``)."""
+    pipeline's field names made the tool's (``renamed``; ``params``: in the argument named only)."""
     e = from_pipeline(exc, [*fields, *(renamed or {})])
     message, param = e.message, (e.param or "").removeprefix("$.")
     for theirs, ours in (renamed or {}).items():
         message = re.sub(rf"\b{theirs}\b", ours, message)
         param = ours if param == theirs else param
+    param = (params or {}).get(param, param)
     where = f" (argument {param})" if param else ""
     return ToolError(f"{e.type}{where}: {message}")
 
@@ -150,13 +161,17 @@ class McpFace:
     """The MCP server over a pipeline; ``await pipeline()`` returns it or raises why it is not there
     (it may wait for a pipeline still starting)."""
 
-    def __init__(self, pipeline: Callable[[], Awaitable[BusPipeline]], *, version: str = "") -> None:
+    def __init__(self, pipeline: Callable[[], Awaitable[BusPipeline]], *, version: str = "",
+                 convert: ConvertSettings | None = None, max_bytes: int = GatewaySettings().max_body_bytes) -> None:
         self._pipeline = pipeline
+        self._convert = convert or ConvertSettings()  # the gateway's [convert]: how ingest reads a file
+        self._max_bytes = max_bytes  # the gateway's max_body_bytes: a file ingest takes is no bigger than an upload
         self.server = MCPServer(
             "ragbus", version=version,
             instructions="Question answering over ragbus's document collections and knowledge graph. "
                          "ask answers with citations; search ranks chunks; graph lists facts valid at a "
-                         "time; documents lists collections and their documents.",
+                         "time; documents lists collections and their documents; ingest adds a file to a "
+                         "collection.",
         )
         self._routes: list[BaseRoute] | None = None
         self.server.tool(description="Answer a question from a collection, citing the chunks it drew on; "
@@ -169,6 +184,9 @@ class McpFace:
                                      "at a time (at) and as recorded at a time (as_of).")(self.graph)
         self.server.tool(description="Without a collection: the collections. With one: a page of its documents "
                                      "in id order (pass the last id as after for the next page).")(self.documents)
+        self.server.tool(description="Read a file (PDF, Word, PowerPoint, HTML, Markdown, text, or an image read "
+                                     "by OCR) and store it in a collection, as an upload to the gateway is; "
+                                     "with a progress token, each page is reported as it is read.")(self.ingest)
 
     async def _need(self) -> BusPipeline:
         try:
@@ -279,6 +297,46 @@ class McpFace:
             return {"collections": key.shown(found.collections) if key is not None else found.collections}
         return {"collection": collection, "documents": [msgspec.to_builtins(d) for d in found.documents],
                 "more": found.more, "after": found.documents[-1].document_id if found.more else None}
+
+    async def ingest(self, filename: Annotated[str, Field(description="the file's name: its suffix (.pdf, .docx, "
+                                                          ".png...) picks how it is read", min_length=1)],
+                     content_base64: Annotated[str, Field(description="the file's bytes, base64")],
+                     ctx: Context, collection: Collection = DEFAULT_COLLECTION,
+                     title: Annotated[str, Field(description="the title (default: the document's own, else "
+                                                             "the file's name)")] = "",
+                     document_id: Annotated[str, Field(description="the id (default: one from the content, so the "
+                                                                   "same file is the same document)")] = "",
+                     ) -> dict[str, Any]:
+        collection = _collection(collection)
+        _allow(ctx, "ingest", collection)
+        limit = -(-self._max_bytes // 3) * 4  # base64 of max_body_bytes
+        if len(content_base64) > limit:
+            raise ToolError(f"TooLarge (argument content_base64): {len(content_base64):,} characters, over the "
+                            f"{limit:,} of a file of the gateway's max_body_bytes={self._max_bytes:,} "
+                            "([gateway] max_body_bytes)")
+        try:
+            content = base64.b64decode(content_base64, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ToolError(f"BadRequest (argument content_base64): not base64 ({exc}); send the file's bytes "
+                            "base64-encoded") from None
+        upload = uploads.Upload(content, filename, collection, document_id, title)
+        pipeline = await self._need()
+        stored = None
+        reporting = _progress_token(ctx) is not None
+        try:
+            async for event in uploads.with_pages(
+                    lambda told: uploads.stored(pipeline, upload, self._convert, told if reporting else None)):
+                if isinstance(event, Page):
+                    await ctx.report_progress(event.number, event.pages, page_label(filename, event))
+                else:
+                    stored = event
+        except Exception as exc:  # the file's fault: its suffix (no converter), else its bytes
+            wrong = "filename" if from_pipeline(exc).type == "UnsupportedFormat" else "content_base64"
+            raise _failed(exc, ["document_id", "title", "collection"], params={"file": wrong}) from None
+        assert stored is not None
+        return {"document_id": stored.document_id, "collection": stored.collection, "chunks": stored.chunks,
+                "seen": stored.seen,
+                "superseded": msgspec.to_builtins(stored.superseded) if stored.superseded else None}
 
     # -- transports ----------------------------------------------------------------------------
 

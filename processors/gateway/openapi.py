@@ -24,12 +24,13 @@ from ragbus.schema.http import (
     KeyScope,
     ModelList,
     PipelineStatus,
+    UploadLine,
 )
 
 _REF = "#/components/schemas/{name}"  # msgspec fills {name} in its own components
 TYPES = (AskRequest, DocumentRagResponse, DocumentRagPiece, ChatRequest, ChatCompletion, ChatCompletionChunk,
          ModelList, DocumentUpload, DocumentStored, IngestResult, KgQueryResponse, ErrorBody, Health, DocumentList,
-         CollectionList, KeyScope, PipelineStatus)
+         CollectionList, KeyScope, PipelineStatus, UploadLine)
 
 
 def _ref(kind: type) -> dict:
@@ -103,7 +104,11 @@ def document(title: str = "ragbus", version: str = "0.1.0", *, auth: bool = Fals
                     "file": {"type": "string", "format": "binary"}, "document_id": text, "title": text,
                     "collection": text}}},
             }},
-            "responses": {"201": _json(DocumentStored, "stored"), **failures, **_errors(415)},
+            "responses": {"201": _json(DocumentStored, "stored"),
+                          "200": {"description": "asked with Accept: application/x-ndjson: a line per page as it is "
+                                                 "converted, then the stored body or the error",
+                                  "content": {"application/x-ndjson": {"schema": _ref(UploadLine)}}},
+                          **failures, **_errors(415)},
         }},
         "/v1/documents/{document_id}": {"delete": {
             "summary": "remove a document from every store",

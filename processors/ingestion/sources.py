@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import mimetypes
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -196,24 +196,29 @@ def upload_name(filename: str, media_type: str = "") -> str:
 
 
 def open_bytes(data: bytes, *, filename: str = "", media_type: str = "", collection: str, document_id: str,
-               title: str = "", source: str = "", settings: ConvertSettings | None = None) -> DocumentSource:
+               title: str = "", source: str = "", settings: ConvertSettings | None = None,
+               on_page: Sequence[Callable[[Page], None]] = ()) -> DocumentSource:
     """An upload as a ``DocumentSource``, its format found from ``filename``'s suffix, else ``media_type``.
 
     ``title`` "" takes the document's own (a PDF's or Word file's title), else the file's name.
+    ``on_page``: listeners told of each page as it is converted: here, in this call (in its thread), or,
+    for a file document-convert reads, by ``send_document`` as the pages stream back (the source's ``on_page``).
     Raises ``UnsupportedFormat`` or ``UnreadableDocument``, whose text names the upload, not a path here.
     """
     name = upload_name(filename, media_type)
     if goes_on_bus(name, settings):
         assert settings is not None
-        return remote_bytes(data, name, collection=collection, document_id=document_id, title=title,
-                            fallback=filename or name, source=source, settings=settings)
+        remote = remote_bytes(data, name, collection=collection, document_id=document_id, title=title,
+                              fallback=filename or name, source=source, settings=settings)
+        remote.on_page.extend(on_page)
+        return remote
     with tempfile.TemporaryDirectory(prefix="ragbus-upload-") as folder:
         path = Path(folder) / name
         path.write_bytes(data)
         try:
             opened = convert(path, settings)
             sections: list[Section] = []
-            text = "".join(_texts(opened.read(), sections))
+            text = "".join(_texts(opened.read(), sections, list(on_page)))
         except UnsupportedFormat as exc:
             raise UnsupportedFormat(str(exc).replace(str(path), name)) from None
         except (UnreadableDocument, OSError) as exc:

@@ -5,6 +5,7 @@ Kafka and Pulsar workers."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import os
 import sys
@@ -20,11 +21,14 @@ from mcp.client.streamable_http import streamable_http_client
 from ragbus.testing.gateway import GatewayProcess
 from ragbus.testing.selection import broker_env
 
+from ..helpers.documents_made import write_pdf
 from ..helpers.rag_pipeline import pipeline
+from ..helpers.scans_made import need_tesseract, scan_png, scan_tiff
 from ..helpers.serve_stores import stores
 
 QUESTION = "How does a context manager wrap a block of code?"
 UK = "Who was head of government of the United Kingdom?"
+HERON = "Charge the Heron battery for ninety minutes before the first flight."
 
 
 def ragbus_mcp(env: dict[str, str], *args: str) -> StdioServerParameters:
@@ -51,7 +55,7 @@ def heads(facts) -> set[str]:
 async def check_tools(client) -> None:
     """Every tool answers as documented, on whatever transport ``client`` speaks."""
     tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(tools) == {"ask", "search", "graph", "documents"}
+    assert set(tools) == {"ask", "search", "graph", "documents", "ingest"}
     assert {"question", "mode", "at", "as_of", "collection"} <= set(tools["ask"].input_schema["properties"])
 
     progress: list[tuple[float, float | None, str | None]] = []
@@ -95,6 +99,16 @@ async def check_tools(client) -> None:
     assert [d["document_id"] for d in rest.structured_content["documents"]] == ["with"]
     assert rest.structured_content["more"] is False
 
+    note = b"# Kettles\n\nDescale the Acme kettle with citric acid every month.\n"
+    ingested = await client.call_tool("ingest", {"filename": "kettle.md", "collection": "ingested",
+                                                 "content_base64": base64.b64encode(note).decode()})
+    assert not ingested.is_error, ingested.content
+    assert ingested.structured_content["document_id"].startswith("upload:")
+    assert ingested.structured_content["collection"] == "ingested" and ingested.structured_content["chunks"] == 1
+    kettle = await client.call_tool("search", {"query": "How is the kettle descaled?", "collection": "ingested",
+                                               "mode": "keyword"})
+    assert "citric acid" in kettle.structured_content["chunks"][0]["text"]
+
 
 @pytest.mark.parametrize("arguments, says", [
     ({"question": ""}, "question"),
@@ -113,6 +127,23 @@ def test_bad_arguments_are_tool_errors_that_name_what_to_fix(data_dir, arguments
         assert says in text and "at_time" not in text, text
 
     asyncio.run(main())
+
+
+def test_ingest_takes_no_file_bigger_than_an_upload(data_dir):
+    """Over stdio no HTTP body limit applies: the tool holds the file to the gateway's max_body_bytes itself."""
+    async def main():
+        env = {"RAGBUS_DATA_DIR": str(data_dir), "RAGBUS_GATEWAY__MAX_BODY_BYTES": "3000"}
+        async with connected(ragbus_mcp(env)) as client:
+            fits = await client.call_tool("ingest", {"filename": "fits.txt", "collection": "sized",
+                                                     "content_base64": base64.b64encode(b"Fits. " * 500).decode()})
+            over = await client.call_tool("ingest", {"filename": "over.txt", "collection": "sized",
+                                                     "content_base64": base64.b64encode(b"Over. " * 501).decode()})
+        return fits, over
+
+    fits, over = asyncio.run(main())
+    assert not fits.is_error, fits.content
+    assert over.is_error and "TooLarge (argument content_base64)" in over.content[0].text
+    assert "max_body_bytes=3,000" in over.content[0].text
 
 
 def test_ask_and_graph_pass_must_see_to_every_read(data_dir):
@@ -187,6 +218,48 @@ def test_the_tools_over_streamable_http_inside_serve(gateway):
             await check_tools(client)
 
     asyncio.run(main())
+
+
+def test_ingest_reads_a_scan_reporting_its_pages_and_refuses_what_is_no_file(gateway, tmp_path):
+    need_tesseract()
+    pdf = write_pdf(tmp_path / "heron.pdf", "Heron Battery", [("Charging", [HERON])])
+    tiff = scan_tiff([pdf, pdf], tmp_path / "heron.tiff")
+    png = scan_png(pdf, tmp_path / "heron.png")
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(done, total, message):
+        progress.append((done, total, message))
+
+    async def main():
+        async with connected(over_http(gateway, "sk-mcp")) as client:
+            tiffed = await client.call_tool("ingest", {"filename": "heron.tiff", "collection": "scans",
+                                                       "content_base64": base64.b64encode(tiff.read_bytes()).decode()},
+                                            progress_callback=on_progress)
+            pinged = await client.call_tool("ingest", {"filename": "heron.png", "collection": "scans",
+                                                       "title": "Heron scan", "document_id": "heron-scan",
+                                                       "content_base64": base64.b64encode(png.read_bytes()).decode()})
+            asked = await client.call_tool("ask", {"question": "How long should the Heron battery charge?",
+                                                   "collection": "scans", "mode": "keyword"})
+            listed = await client.call_tool("documents", {"collection": "scans"})
+            garbled = await client.call_tool("ingest", {"filename": "heron.png", "content_base64": "not base64!"})
+            unknown = await client.call_tool("ingest", {"filename": "heron.xyz", "content_base64": "aGVsbG8="})
+            broken = await client.call_tool("ingest", {"filename": "heron.png",
+                                                       "content_base64": base64.b64encode(b"\x89PNG junk").decode()})
+            return tiffed, pinged, asked, listed, garbled, unknown, broken
+
+    tiffed, pinged, asked, listed, garbled, unknown, broken = asyncio.run(main())
+    assert not tiffed.is_error, tiffed.content
+    assert progress == [(1, 2, "heron.tiff page 1 of 2 (OCR)"), (2, 2, "heron.tiff page 2 of 2 (OCR)")]
+    result = tiffed.structured_content
+    assert result["collection"] == "scans" and result["document_id"].startswith("upload:") and result["chunks"] >= 1
+    assert result["seen"] and result["superseded"] is None
+    assert not pinged.is_error and pinged.structured_content["document_id"] == "heron-scan"
+    assert "ninety minutes" in asked.structured_content["answer"]
+    titles = {d["document_id"]: d["title"] for d in listed.structured_content["documents"]}
+    assert titles == {result["document_id"]: "heron.tiff", "heron-scan": "Heron scan"}
+    assert garbled.is_error and "BadRequest (argument content_base64): not base64" in garbled.content[0].text
+    assert unknown.is_error and "UnsupportedFormat (argument filename): heron.xyz" in unknown.content[0].text
+    assert broken.is_error and "UnreadableDocument (argument content_base64): heron.png: " in broken.content[0].text
 
 
 def test_an_origin_the_gateways_cors_allows_is_allowed_by_mcp_too(gateway):

@@ -16,14 +16,17 @@ from playwright.sync_api import Page, expect, sync_playwright
 
 from ragbus.testing.gateway import GatewayProcess
 
-from ..helpers.documents_made import write_pdf
 from ..helpers.browser import FLAGS, chromium, screenshots
+from ..helpers.documents_made import write_pdf
+from ..helpers.scans_made import need_tesseract, scan_tiff
 from ..helpers.serve_stores import stores
 
 QUESTION = "How does the with statement use a context manager?"  # an answer of several lines: it streams in pieces
 UK = "Who was head of government of the United Kingdom?"
 FOLLOW_UP = "Which method runs before its block?"
 MANUAL = [("Descaling", ["Descale the Zephyr espresso machine every forty days with citric acid."])]
+SCANNED = [("grinder", "Zephyr Grinder", [("Grinding", ["Set the Zephyr grinder to step twelve for espresso."])]),
+           ("milk", "Zephyr Milk", [("Milk", ["Steam the milk for the Zephyr cappuccino to sixty degrees."])])]
 
 
 def data_dir(tmp_path_factory) -> str:
@@ -181,6 +184,33 @@ def test_a_pdf_uploaded_with_progress_is_answered_then_deleted(page, tmp_path):
     row.get_by_role("button", name=re.compile("Delete")).click()
     expect(page.locator("#status")).to_contain_text("Deleted")
     expect(page.locator("#documents tr", has_text="Zephyr Espresso Manual")).to_have_count(0)
+
+
+def test_a_scanned_tiff_shows_each_page_as_it_is_read_then_is_stored(page, gateway, tmp_path):
+    need_tesseract()
+    pdfs = [write_pdf(tmp_path / f"{name}.pdf", title, sections) for name, title, sections in SCANNED]
+    tiff = scan_tiff(pdfs, tmp_path / "zephyr-scan.tiff")
+    page.evaluate("""() => {
+        window.notes = [];
+        const note = document.getElementById('upload-note'), bar = document.getElementById('upload-progress');
+        new MutationObserver(() => window.notes.push([note.textContent, bar.value, bar.max]))
+            .observe(note, {childList: true, characterData: true, subtree: true});
+    }""")
+    page.set_input_files("#upload-file", str(tiff))
+    page.click("#upload-button")
+    expect(page.locator("#upload-note")).to_contain_text("page 2 of 2", timeout=120_000)
+    shot(page, "09-scan-page-2-of-2")
+    expect(page.locator("#upload-note")).to_contain_text("Stored zephyr-scan.tiff", timeout=120_000)
+    shot(page, "10-scan-stored")
+    notes = page.evaluate("window.notes")
+    reading = [n for n in notes if n[0].startswith("Reading zephyr-scan.tiff: page")]
+    assert [n[0] for n in reading] == [f"Reading zephyr-scan.tiff: page {k} of 2 (OCR)" for k in (1, 2)], notes
+    assert [(n[1], n[2]) for n in reading] == [(1, 2), (2, 2)]  # the bar at k of n
+    assert notes.index(reading[-1]) < next(i for i, n in enumerate(notes) if n[0].startswith("Stored"))
+    expect(page.locator("#documents tr", has_text="zephyr-scan.tiff")).to_be_visible()
+    listed = httpx.get(f"{gateway.url}/v1/documents", params={"collection": "default"}, timeout=60).json()
+    (scan,) = [d for d in listed["documents"] if d["title"] == "zephyr-scan.tiff"]
+    assert httpx.delete(f"{gateway.url}/v1/documents/{scan['document_id']}", timeout=60).status_code == 200
 
 
 def test_keyboard_only_ask_open_a_source_close_it_and_move_the_time(page):

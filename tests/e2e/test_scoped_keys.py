@@ -4,6 +4,7 @@ a key for one collection never reads, writes or lists another, and a reader cann
 from __future__ import annotations
 
 import asyncio
+import base64
 
 import httpx
 import httpx2
@@ -100,6 +101,10 @@ def test_chat_is_held_to_the_same_scope(gateway):
         other.chat.completions.create(model="ragbus", messages=messages)
 
 
+NOTE = {"filename": "scoped.txt", "document_id": "scoped-mcp",
+        "content_base64": base64.b64encode(b"Scoped keys hold MCP's ingest to the ingest role.").decode()}
+
+
 def mcp_as(gateway, key: str):
     transport = streamable_http_client(f"{gateway.url}/mcp", http_client=httpx2.AsyncClient(
         headers={"Authorization": f"Bearer {key}"}, timeout=60))
@@ -118,5 +123,13 @@ def test_mcp_tools_are_held_to_the_same_scope_and_list_only_what_the_key_may_rea
         async with mcp_as(gateway, "sk-reader") as client:
             assert not (await client.call_tool("ask", {"question": QUESTION})).is_error
             assert (await client.call_tool("documents", {})).structured_content == {"collections": ["default"]}
+            refused = await client.call_tool("ingest", NOTE)
+            assert refused.is_error and "Forbidden (argument collection): this API key may not ingest collection " \
+                                        "'default'" in refused.content[0].text, refused.content
+        async with mcp_as(gateway, "sk-writer") as client:
+            elsewhere = await client.call_tool("ingest", {**NOTE, "collection": "other"})
+            assert elsewhere.is_error and "may not ingest collection 'other'" in elsewhere.content[0].text
+            stored = await client.call_tool("ingest", NOTE)
+            assert not stored.is_error and stored.structured_content["collection"] == "default", stored.content
 
     asyncio.run(main())

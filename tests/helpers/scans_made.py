@@ -62,3 +62,16 @@ def need_tesseract() -> None:
     if os.environ.get("CI"):
         pytest.fail("Tesseract is missing: .ci/run installs tesseract-ocr and tesseract-ocr-eng")
     pytest.skip("Tesseract is not installed: apt-get install tesseract-ocr tesseract-ocr-eng")
+
+
+def scan_png(pdf: Path, out: Path, dpi: int = 300) -> Path:
+    """The first page of ``pdf`` scanned to a PNG that says its resolution."""
+    pages_of(pdf, dpi)[0].save(out, dpi=(dpi, dpi))
+    return out
+
+
+def scan_tiff(pdfs: list[Path], out: Path, dpi: int = 300) -> Path:
+    """The first page of each of ``pdfs`` scanned, in order, into one multi-page TIFF (LZW: a few hundred KB)."""
+    first, *rest = [pages_of(pdf, dpi)[0] for pdf in pdfs]
+    first.save(out, save_all=True, append_images=rest, dpi=(dpi, dpi), compression="tiff_lzw")
+    return out

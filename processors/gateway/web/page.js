@@ -582,6 +582,8 @@ async function removeDocument(doc, button) {
   }
 }
 
+// The upload's answer, asked for as lines (Accept: application/x-ndjson): a line per page as the gateway
+// reads it (a scan's pages take a second or so each, by OCR), then {"stored": ...} or {"error": ..., "status"}.
 function upload(file) {
   const progress = $("upload-progress");
   const note = $("upload-note");
@@ -589,26 +591,55 @@ function upload(file) {
   data.append("file", file);
   data.append("collection", state.collection);
   progress.hidden = false;
+  progress.max = 100;
   progress.value = 0;
   note.textContent = `Sending ${file.name}…`;
   return new Promise((resolve) => {
     const request = new XMLHttpRequest();
+    let read = 0;  // how much of the answer's text has been taken as lines
+    let last = null;  // the last line: the outcome
+    const lines = () => {
+      const text = request.responseText;
+      const end = text.lastIndexOf("\n") + 1;
+      const taken = text.slice(read, end).split("\n").filter((line) => line.trim());
+      read = Math.max(read, end);
+      for (const line of taken) {
+        let event = null;
+        try { event = JSON.parse(line); } catch { continue; }
+        if (event.page) {
+          progress.max = event.pages;
+          progress.value = event.page;
+          note.textContent = `Reading ${file.name}: page ${event.page} of ${event.pages}${event.ocr ? " (OCR)" : ""}`;
+        } else {
+          last = event;
+        }
+      }
+    };
     request.open("POST", "/v1/documents");
     for (const [k, v] of Object.entries(headers())) request.setRequestHeader(k, v);
+    request.setRequestHeader("Accept", "application/x-ndjson");
     request.upload.addEventListener("progress", (event) => {
       if (!event.lengthComputable) return;
       progress.value = Math.round((100 * event.loaded) / event.total);
       note.textContent = `Sending ${file.name}: ${progress.value}%`;
     });
     request.upload.addEventListener("load", () => {
-      progress.removeAttribute("value");  // indeterminate: the gateway reads, chunks, embeds and stores it
+      progress.removeAttribute("value");  // indeterminate until a page is told: the gateway reads, embeds, stores
       note.textContent = `Reading, embedding and storing ${file.name}…`;
+    });
+    request.addEventListener("progress", () => {
+      if (request.status === 200) lines();
     });
     request.addEventListener("load", () => {
       progress.hidden = true;
       let body = null;
-      try { body = JSON.parse(request.responseText); } catch { /* not JSON */ }
-      if (request.status === 201) {
+      if (request.status === 200) {
+        lines();
+        body = last && last.stored ? last.stored : last;
+      } else {
+        try { body = JSON.parse(request.responseText); } catch { /* not JSON */ }
+      }
+      if ((request.status === 200 || request.status === 201) && body && !body.error) {
         note.textContent = `Stored ${file.name}: ${body.chunks} chunk${body.chunks === 1 ? "" : "s"} in ${body.collection}.`;
         resolve(true);
         return;
