@@ -177,6 +177,30 @@ def test_pages_are_read_one_at_a_time_and_too_many_are_refused_before_any(manual
     assert time.perf_counter() - started < 300  # generous: three pages, not five hundred
 
 
+def test_the_memory_of_a_long_pdf_is_that_of_a_few_pages(manual, tmp_path, monkeypatch):
+    """Every page of a 500-page scan parsed and its images looked at, OCR left out (seconds a page): what
+    Python holds at the last page is what it held at the 50th, where one opening of the file kept every page's
+    image (pdfminer.six's object cache) and grew by a page's image each page."""
+    import tracemalloc
+
+    from ragbus.ingestion.convert import pdf
+
+    first = pages_of(manual, dpi=100)[0]
+    path = tmp_path / "long.pdf"
+    first.save(path, save_all=True, append_images=[first] * 499, resolution=100)
+    monkeypatch.setattr(pdf, "_read_scan", lambda document, index, settings: f"page {index + 1}")
+    held: dict[int, int] = {}
+    tracemalloc.start()
+    try:
+        for piece in convert(path).read():
+            if isinstance(piece, Page) and piece.number in (50, 500):
+                held[piece.number] = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    page_bytes = path.stat().st_size / 500
+    assert held[500] - held[50] < 20 * page_bytes, (held, page_bytes)
+
+
 def test_a_language_not_installed_names_its_package(manual, tmp_path):
     scan = scanned_pdf(manual, tmp_path / "scan.pdf", dpi=150)
     with pytest.raises(UnreadableDocument, match="apt-get install tesseract-ocr-chi-sim"):

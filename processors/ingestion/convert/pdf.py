@@ -11,7 +11,8 @@
 
 pypdf checks the file, finds the title and the outline when it is opened (as fast as pdfminer.six
 on LibreOffice's PDFs); pdfplumber (on pdfminer.six) then reads one page at a time, its caches
-dropped after each, so a 500-page file takes the memory of a page.
+dropped after each and the file opened afresh every ``BATCH`` pages, so a 500-page file takes the
+memory of a few pages.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import math
 import threading
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 from pathlib import Path
 
 from ragbus.config.settings import ConvertSettings
@@ -38,6 +40,8 @@ logging.getLogger("pdfminer").setLevel(logging.ERROR)
 MIN_TEXT = 100
 # A line this much larger than the body text is a heading (LibreOffice's Heading 3 is 1.1x its body).
 HEADING_SCALE = 1.08
+# Pages read under one opening of the file: its memory is that of this many pages' objects at most.
+BATCH = 32
 # PDFium is not thread-safe: one render at a time in a process (a render takes tens of ms, OCR seconds).
 _PDFIUM = threading.Lock()
 
@@ -85,47 +89,56 @@ def open_pdf(path: Path, settings: ConvertSettings) -> Opened:
     if pages > settings.max_pages:
         raise ValueError(f"{path}: {pages:,} pages, over the {settings.max_pages:,} that [convert] max_pages allows")
     title = " ".join(title.split())
-    return Opened(title, lambda: _pages(path, title, outline, settings))
+    return Opened(title, lambda: _pages(path, pages, title, outline, settings))
 
 
-def _pages(path: Path, title: str, outline: dict[int, list[Heading]], settings: ConvertSettings) -> Iterator[Piece]:
-    import pdfplumber
-
+def _pages(path: Path, pages: int, title: str, outline: dict[int, list[Heading]],
+           settings: ConvertSettings) -> Iterator[Piece]:
     rendered = None
     fonts = _Fonts(title) if not outline else None
     try:
-        with pdfplumber.open(path) as pdf:
-            pages = len(pdf.pages)
-            for index, page in enumerate(pdf.pages):
-                number = index + 1
-                try:
-                    scanned = _needs_ocr(page, settings)
-                    yield Page(number, pages, ocr=scanned)
-                    if index:
-                        yield "\n\n"
-                    if scanned:
-                        if rendered is None:
-                            rendered = _pdfium(path)
-                        text = _read_scan(rendered, index, settings)
-                        yield from _at_headings(text, outline.get(index, ()))
-                    elif fonts is not None:
-                        yield from fonts.pieces(page, first=index == 0)
-                    else:
-                        yield from _at_headings(_text(page, title if index == 0 else ""), outline.get(index, ()))
-                except UnreadableDocument:
-                    raise
-                except ValueError as exc:
-                    raise UnreadableDocument(f"{path}: page {number}: {exc}") from None
-                except Exception as exc:  # a library failing deep in one page: the document cannot be read
-                    detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-                    raise UnreadableDocument(f"{path}: page {number} cannot be read "
-                                             f"({type(exc).__name__}{': ' + detail if detail else ''})") from None
-                finally:
-                    page.close()  # its parsed objects: a long PDF is read in the memory of a page
+        for index, page in _opened_pages(path, pages):
+            number = index + 1
+            try:
+                scanned = _needs_ocr(page, settings)
+                yield Page(number, pages, ocr=scanned)
+                if index:
+                    yield "\n\n"
+                if scanned:
+                    if rendered is None:
+                        rendered = _pdfium(path)
+                    text = _read_scan(rendered, index, settings)
+                    yield from _at_headings(text, outline.get(index, ()))
+                elif fonts is not None:
+                    yield from fonts.pieces(page, first=index == 0)
+                else:
+                    yield from _at_headings(_text(page, title if index == 0 else ""), outline.get(index, ()))
+            except UnreadableDocument:
+                raise
+            except ValueError as exc:
+                raise UnreadableDocument(f"{path}: page {number}: {exc}") from None
+            except Exception as exc:  # a library failing deep in one page: the document cannot be read
+                detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+                raise UnreadableDocument(f"{path}: page {number} cannot be read "
+                                         f"({type(exc).__name__}{': ' + detail if detail else ''})") from None
+            finally:
+                page.close()  # its layout and characters
     finally:
         if rendered is not None:
             with _PDFIUM:
                 rendered.close()
+
+
+def _opened_pages(path: Path, pages: int) -> Iterator[tuple[int, Any]]:
+    """Each page's index and pdfplumber page, the file opened afresh every ``BATCH`` pages: pdfminer.six keeps
+    each object it resolved (a scan's image among them) until its file is closed."""
+    import pdfplumber
+
+    for first in range(0, pages, BATCH):
+        numbers = list(range(first + 1, min(first + BATCH, pages) + 1))
+        with pdfplumber.open(path, pages=numbers) as pdf:
+            for offset, page in enumerate(pdf.pages):
+                yield first + offset, page
 
 
 def _needs_ocr(page, settings: ConvertSettings) -> bool:
