@@ -35,7 +35,7 @@ WORDS = ["lighthouse", "keeper", "storm", "ledger", "harbour", "pilot", "beacon"
          "channel", "buoy", "signal", "lantern", "watch", "gale"]
 
 
-@pytest.fixture(params=["memory", "kafka"])
+@pytest.fixture(params=["memory", "kafka", "pulsar"])
 def backend(request):
     return request.param
 
