@@ -14,9 +14,11 @@ figure is given per half (dev: settings may be chosen on it; test: reported).
   ASCII, a table's bars as spaces (a row "cell | cell" and "cell cell" read alike: structure is the next
   figure's), white space collapsed; case kept. The known text is the title, each heading, paragraph and
   table row, in print order; a ``Heading`` piece of the converter is put back as a line where it was met
-  (unless the text that follows starts with it), since the page prints it. A reading is kept in
+  (unless the text that follows starts with it), since the page prints it, and so is the title where a
+  first page with a text layer left its line out (an OCR page keeps it). A reading is kept in
   ``DIR/converted``, keyed by the file's bytes and by what the converters are (their source files, the
-  ``[convert]`` defaults, the versions of Tesseract and of the PDF and image libraries): a change reads again.
+  ``[convert]`` defaults, the versions of Tesseract and of the PDF and image libraries) and by this bench's
+  ``read_converted``: a change to any reads again.
 - Table cells, from the born-digital PDFs (and the 300 dpi scans): a known row's cells recovered are the
   longest run of them, in order, equal (normalised) to the cells of one line of the converted text that
   holds a bar (the line split at "|"); a cell merged with its neighbour, split, or on a line of its own
@@ -54,6 +56,7 @@ import argparse
 import asyncio
 import contextlib
 import hashlib
+import inspect
 import json
 import os
 import shutil
@@ -92,29 +95,41 @@ class Read:
 
 
 def read_converted(paths: Sequence[Path], settings=None) -> Read:
-    """The text ``convert()`` gives for the files (in order), each heading put back as a line where it is met."""
+    """The text ``convert()`` gives for the files (in order), each heading put back as a line where it is met,
+    and the title too where a first page with a text layer left its line out (a scan's is read, and its file's
+    title may be only its name)."""
     from ragbus.ingestion.convert import Heading, Page, convert
 
     out: list[str] = []
     pages = ocr = 0
-    pending: list[str] = []
+    pending: list[tuple[str, bool]] = []  # a heading or the title not yet put back; True: the title
     for path in paths:
-        for piece in convert(path, settings).read():
+        opened = convert(path, settings)
+        for piece in opened.read():
             if isinstance(piece, Page):
                 pages += 1
                 ocr += piece.ocr
+                if piece.number == 1 and not piece.ocr and opened.title:
+                    pending.append((opened.title, True))
             elif isinstance(piece, Heading):
-                pending.append(piece.path[-1])
+                pending.append((piece.path[-1], False))
             elif piece:
-                while pending:  # a converter that keeps the heading's own line in the text says it once
-                    heading = pending.pop(0)
-                    if piece.lstrip().partition("\n")[0].strip() != heading:
-                        out.append(f"\n{heading}\n")
+                while pending:  # a converter that keeps the line in the text says it once
+                    line, title = pending.pop(0)
+                    if not starts_with(piece, line, wrapped=title):
+                        out.append(f"\n{line}\n")
                 out.append(piece)
-        out += [f"\n{h}\n" for h in pending]
+        out += [f"\n{line}\n" for line, _ in pending]
         pending.clear()
         out.append("\n")
     return Read("".join(out), pages or page_count(paths), ocr)
+
+
+def starts_with(text: str, line: str, *, wrapped: bool) -> bool:
+    """``text``'s first line is ``line``; ``wrapped``: its first words are, over as many lines (a long title)."""
+    if wrapped:
+        return text.split()[:len(line.split())] == line.split()
+    return text.lstrip().partition("\n")[0].strip() == line
 
 
 def page_count(paths: Sequence[Path]) -> int:
@@ -135,8 +150,8 @@ def page_count(paths: Sequence[Path]) -> int:
 
 
 def converters_stamp() -> str:
-    """What ``convert()``'s reading of a file depends on besides the file: the converters' source files, the
-    ``[convert]`` defaults, and the versions of Tesseract and of the libraries that read PDFs and images."""
+    """What a reading of a file depends on besides the file: the converters' source files, the ``[convert]``
+    defaults, the versions of Tesseract and of the libraries that read PDFs and images, ``read_converted``."""
     from importlib import metadata
 
     import pytesseract
@@ -144,7 +159,7 @@ def converters_stamp() -> str:
     import ragbus.ingestion.convert as converters
     from ragbus.config.settings import ConvertSettings
 
-    digest = hashlib.sha256()
+    digest = hashlib.sha256((inspect.getsource(read_converted) + inspect.getsource(starts_with)).encode())
     for source in sorted(Path(converters.__file__).parent.glob("*.py")):
         digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
     digest.update(repr(ConvertSettings()).encode())
