@@ -1,23 +1,29 @@
 """Documents people scan (issue 51): OCR's character error rate, table cells, answers from scans, throughput.
 
-    python -m scripts.bench_scans [--keep DIR] [--ocr auto|convert|tesseract] [--skip cer,tables,qa,speed] [--show]
-                                  [--variants scan300,scan200,noisy300,photo,tiff] [--workers 2 --bus kafka]
+    python -m scripts.bench_scans [--keep DIR] [--skip cer,tables,qa,speed,lane] [--show]
+                                  [--variants scan300,scan200,noisy300,photo,tiff] [--workers 1,2] [--bus kafka]
 
 The set is ``scripts/eval/scans`` (``scans_set.py``), its files made by ``scripts/eval/scans_made.py``
-(``--keep DIR`` keeps them and the ingested stores for the next run). Every figure is given per half
-(dev: settings may be chosen on it; test: reported).
+(``--keep DIR`` keeps them, ``convert()``'s readings and the ingested stores for the next run). Every file
+is read by what ragbus runs: ``convert()`` (``ragbus.ingestion.convert``), in-process or on the bus. Every
+figure is given per half (dev: settings may be chosen on it; test: reported).
 
 - CER, per variant: the Levenshtein distance (rapidfuzz) between the document's known text and the text
-  read from the variant's file(s), over the known text's length, summed over the half's documents. Both
-  texts normalised alike (``scans_set.normalise``): NFKC, typographic quotes and dashes as ASCII, a
-  table's bars as spaces (a row "cell | cell" and "cell cell" read alike: structure is the next figure's),
-  white space collapsed; case kept. The known text is the title, each heading, paragraph and table row,
-  in print order; a ``Heading`` piece of the converter is put back as a line where it was met (unless the
-  text that follows starts with it), since the page prints it.
+  ``convert()`` reads from the variant's file(s), over the known text's length, summed over the half's
+  documents. Both texts normalised alike (``scans_set.normalise``): NFKC, typographic quotes and dashes as
+  ASCII, a table's bars as spaces (a row "cell | cell" and "cell cell" read alike: structure is the next
+  figure's), white space collapsed; case kept. The known text is the title, each heading, paragraph and
+  table row, in print order; a ``Heading`` piece of the converter is put back as a line where it was met
+  (unless the text that follows starts with it), since the page prints it, and so is the title where a
+  first page with a text layer left its line out (an OCR page keeps it). A reading is kept in
+  ``DIR/converted``, keyed by the file's bytes and by what the converters are (their source files, the
+  ``[convert]`` defaults, the versions of Tesseract and of the PDF and image libraries) and by this bench's
+  ``read_converted``: a change to any reads again.
 - Table cells, from the born-digital PDFs (and the 300 dpi scans): a known row's cells recovered are the
   longest run of them, in order, equal (normalised) to the cells of one line of the converted text that
   holds a bar (the line split at "|"); a cell merged with its neighbour, split, or on a line of its own
-  is lost. The share is recovered cells over all cells, header rows included.
+  is lost. The share is recovered cells over all cells, header rows included. A scanned table comes out as
+  Tesseract reads it, without bars, so the scans' row is there to show it; the goal is the born-digital's.
 - QA: the born-digital PDFs and the 300 dpi scans, each in a data dir of its own, through the real
   ingestion processors over the memory bus (``scripts/eval/corpus.py``), then each question asked by
   ``scripts/eval_answers.ask_all`` (hybrid retrieval, extractive answers). A chunk holds an evidence
@@ -25,47 +31,63 @@ The set is ``scripts/eval/scans`` (``scans_set.py``), its files made by ``script
   is at least 90 (OCR's slips). Answer recall and the answer step's recall (among the questions with such a
   chunk given to the answer) as ``scripts/eval/answers.answered`` decides; R@5: a chunk holding evidence
   among the first five given.
-- Speed: ``convert()`` of every 300 dpi scan one after another in a child process (one worker): pages a
-  second and the child's peak resident set (VmHWM), beside the load average; then Tesseract's own peak on
-  one page (its VmHWM sampled while it runs: Tesseract is a process of its own, outside the child's).
-  ``--workers 2 --bus kafka`` measures through the document-convert lane when this tree has it.
+- Speed in-process: ``convert()`` of every 300 dpi scan, one after another, in a child process (no bus):
+  pages a second, the child's peak resident set, and the peak of each page's Tesseract process.
+- Speed through the lane (``lane``): an Apache Kafka broker (``scripts.bench.brokers``); for each N of
+  ``--workers``, N processes of ``ragbus worker document-convert`` (its defaults: a request topic of 4
+  partitions, ``conversions`` = 2 files at once a worker; ``--conversions`` sets it), and this process
+  sending the 300 dpi scans with ``convert_on_bus``, ``--in-flight`` files at once (each file's parts
+  keyed by a conversion id of its own, so files spread over the partitions, so over the workers), timed
+  from the first part sent to the last page back, after an untimed warm-up of one-page files. Per N:
+  pages a second, each worker's peak resident set and CPU seconds in the timed run (its reaped Tesseract
+  processes' included: how the work was shared), and the peak of each page's Tesseract process.
 
-``--ocr``: ``convert`` reads every file with ``convert()``; ``tesseract`` reads scans with pytesseract
-directly (pages rendered by PDFium at the variant's dpi, images by Pillow, Tesseract's defaults), the
-stand-in while ``convert()`` has no OCR; ``auto`` (default) uses ``convert()`` unless it reads no text
-from the first document of a variant, then pytesseract, and every table names which one read it.
+Memory is read from /proc: a process's peak is its VmHWM. A page's Tesseract process (pytesseract starts
+one a page) is found in /proc by its name and parent every 20 ms while it runs, and its VmHWM read: VmHWM
+only grows, so only what a process adds in its last 20 ms can be missed. ``ru_maxrss`` would not do:
+Python's ``subprocess`` starts a child by vfork, and exec keeps the peak of the memory it leaves, the
+parent's, so ``RUSAGE_CHILDREN`` gives the converting process's own peak as its children's. Each figure
+is printed with the load average (1, 5, 15 min) beside it: on a shared machine they move with it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
+import inspect
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 from scripts.eval import evalset
 from scripts.eval.scans_made import VARIANTS, Made, make
 from scripts.eval.scans_set import ScanDocument, load_documents, load_questions, normalise
 
-CONVERT, TESSERACT = "convert()", "pytesseract (direct)"
-DPI = {"scan300": 300, "scan200": 200, "noisy300": 300, "tiff": 300, "photo": 250, "born": 300}
 GOALS = {"cer": 0.02, "cells": 0.95, "qa_gap": 0.05}
 HALVES = evalset.SPLITS
+SAMPLE_S = 0.02  # how often the Tesseract processes' peaks are read
+LANE_TIMEOUT_S = 1800.0  # a part's answer, or a file's pages, through the lane
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 @dataclass(slots=True)
 class Read:
-    """A document's text as one reader read it, and how many pages it read (by OCR: ``ocr``)."""
+    """A document's text as ``convert()`` read it, and how many pages it read (by OCR: ``ocr``)."""
 
     text: str
     pages: int
@@ -73,29 +95,41 @@ class Read:
 
 
 def read_converted(paths: Sequence[Path], settings=None) -> Read:
-    """The text ``convert()`` gives for the files (in order), each heading put back as a line where it is met."""
+    """The text ``convert()`` gives for the files (in order), each heading put back as a line where it is met,
+    and the title too where a first page with a text layer left its line out (a scan's is read, and its file's
+    title may be only its name)."""
     from ragbus.ingestion.convert import Heading, Page, convert
 
     out: list[str] = []
     pages = ocr = 0
-    pending: list[str] = []
+    pending: list[tuple[str, bool]] = []  # a heading or the title not yet put back; True: the title
     for path in paths:
-        for piece in convert(path, settings).read():
+        opened = convert(path, settings)
+        for piece in opened.read():
             if isinstance(piece, Page):
                 pages += 1
                 ocr += piece.ocr
+                if piece.number == 1 and not piece.ocr and opened.title:
+                    pending.append((opened.title, True))
             elif isinstance(piece, Heading):
-                pending.append(piece.path[-1])
+                pending.append((piece.path[-1], False))
             elif piece:
-                while pending:  # a converter that keeps the heading's own line in the text says it once
-                    heading = pending.pop(0)
-                    if piece.lstrip().partition("\n")[0].strip() != heading:
-                        out.append(f"\n{heading}\n")
+                while pending:  # a converter that keeps the line in the text says it once
+                    line, title = pending.pop(0)
+                    if not starts_with(piece, line, wrapped=title):
+                        out.append(f"\n{line}\n")
                 out.append(piece)
-        out += [f"\n{h}\n" for h in pending]
+        out += [f"\n{line}\n" for line, _ in pending]
         pending.clear()
         out.append("\n")
     return Read("".join(out), pages or page_count(paths), ocr)
+
+
+def starts_with(text: str, line: str, *, wrapped: bool) -> bool:
+    """``text``'s first line is ``line``; ``wrapped``: its first words are, over as many lines (a long title)."""
+    if wrapped:
+        return text.split()[:len(line.split())] == line.split()
+    return text.lstrip().partition("\n")[0].strip() == line
 
 
 def page_count(paths: Sequence[Path]) -> int:
@@ -115,39 +149,38 @@ def page_count(paths: Sequence[Path]) -> int:
     return n
 
 
-def page_images(path: Path, dpi: int) -> Iterable:
-    """The pages of a PDF (rendered by PDFium at ``dpi``) or an image file (every frame of a TIFF)."""
-    from PIL import Image, ImageSequence
+def converters_stamp() -> str:
+    """What a reading of a file depends on besides the file: the converters' source files, the ``[convert]``
+    defaults, the versions of Tesseract and of the libraries that read PDFs and images, ``read_converted``."""
+    from importlib import metadata
 
-    if path.suffix.lower() == ".pdf":
-        from scripts.eval.scans_made import render
-
-        yield from render(path, dpi)
-        return
-    with Image.open(path) as image:
-        for frame in ImageSequence.Iterator(image):
-            yield frame.copy()
-
-
-def read_tesseract(paths: Sequence[Path], dpi: int, language: str = "eng") -> Read:
-    """The text pytesseract reads from the files' pages, a page after another: the stand-in for ``convert()``."""
     import pytesseract
 
-    texts = []
-    for path in paths:
-        texts += [pytesseract.image_to_string(image, lang=language) for image in page_images(path, dpi)]
-    return Read("\n".join(texts), len(texts), len(texts))
+    import ragbus.ingestion.convert as converters
+    from ragbus.config.settings import ConvertSettings
+
+    digest = hashlib.sha256((inspect.getsource(read_converted) + inspect.getsource(starts_with)).encode())
+    for source in sorted(Path(converters.__file__).parent.glob("*.py")):
+        digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
+    digest.update(repr(ConvertSettings()).encode())
+    digest.update(str(pytesseract.get_tesseract_version()).encode())
+    for library in ("pypdf", "pdfplumber", "pypdfium2", "pillow", "pytesseract"):
+        digest.update(f"{library} {metadata.version(library)}".encode())
+    return digest.hexdigest()
 
 
-def cached(files: Sequence[Path], read: Callable[[], Read]) -> Read:
-    """pytesseract's reading of files kept beside them (a rerun with ``--keep`` skips minutes of OCR), keyed
-    by their sizes and times; never ``convert()``'s, which changes with the tree."""
-    key = hashlib.sha256(repr([(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files]).encode())
-    path = files[0].parent / ".read" / f"{key.hexdigest()[:16]}.json"
+def cached_read(files: Sequence[Path], stamp: str, folder: Path | None) -> Read:
+    """``read_converted(files)``, kept in ``folder`` under the files' bytes and ``stamp`` (None: not kept)."""
+    if folder is None:
+        return read_converted(files)
+    digest = hashlib.sha256(stamp.encode())
+    for f in files:
+        digest.update(hashlib.sha256(f.read_bytes()).digest())
+    path = folder / f"{digest.hexdigest()[:24]}.json"
     if path.exists():
         return Read(**json.loads(path.read_text(encoding="utf-8")))
-    got = read()
-    path.parent.mkdir(exist_ok=True)
+    got = read_converted(files)
+    folder.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"text": got.text, "pages": got.pages, "ocr": got.ocr}), encoding="utf-8")
     return got
 
@@ -180,39 +213,21 @@ def table_cells(doc: ScanDocument, text: str) -> tuple[int, int]:
 
 # ---- reading the variants -------------------------------------------------------------------------------
 
-def read_variant(made: dict[str, Made], variant: str, mode: str, out=sys.stderr) -> tuple[str, dict[str, Read]]:
-    """Which reader read the variant, and each document's text (the documents that have the variant)."""
-    from ragbus.ingestion import UnreadableDocument
-
+def read_variant(made: dict[str, Made], variant: str, cache: Path | None, stamp: str,
+                 out=sys.stderr) -> dict[str, Read]:
+    """Each document's text as ``convert()`` reads it (the documents that have the variant)."""
     keys = [k for k, m in made.items() if variant in m.files]
-    reader = TESSERACT if mode == "tesseract" and variant != "born" else CONVERT
-    got: dict[str, Read] = {}
     started = time.perf_counter()
-    for key in keys:
-        files = made[key].files[variant]
-        if reader == CONVERT:
-            try:
-                got[key] = read_converted(files)
-                why = "read no text from"
-            except UnreadableDocument as exc:  # an image, before the converters read images
-                if mode != "auto":
-                    raise
-                got[key], why = Read("", 0, 0), f"refused ({exc}):"
-            if mode == "auto" and variant != "born" and key == keys[0] and not normalise(got[key].text):
-                print(f"  {variant}: convert() {why} {key}: reading with pytesseract directly", file=out)
-                reader = TESSERACT
-        if reader == TESSERACT:
-            got[key] = cached(files, partial(read_tesseract, files, DPI[variant]))
-    print(f"  {variant}: {len(keys)} documents read by {reader} in {time.perf_counter() - started:.0f} s",
-          file=out)
-    return reader, got
+    got = {key: cached_read(made[key].files[variant], stamp, cache) for key in keys}
+    print(f"  {variant}: {len(keys)} documents read by convert() in {time.perf_counter() - started:.0f} s "
+          f"(load {load()})", file=out)
+    return got
 
 
-def cer_rows(docs: dict[str, ScanDocument], reads: dict[str, tuple[str, dict[str, Read]]]
-             ) -> tuple[list[str], dict[str, float]]:
-    rows = ["| variant | read by | half | documents | pages | characters | CER |", "|---|---|---|---|---|---|---|"]
+def cer_rows(docs: dict[str, ScanDocument], reads: dict[str, dict[str, Read]]) -> tuple[list[str], dict[str, float]]:
+    rows = ["| variant | half | documents | pages (by OCR) | characters | CER |", "|---|---|---|---|---|---|"]
     overall: dict[str, float] = {}
-    for variant, (reader, got) in reads.items():
+    for variant, got in reads.items():
         dist_all = len_all = 0
         for half in HALVES:
             keys = [k for k in got if docs[k].split == half]
@@ -222,27 +237,26 @@ def cer_rows(docs: dict[str, ScanDocument], reads: dict[str, tuple[str, dict[str
             dist, length = sum(d for d, _ in pairs), sum(n for _, n in pairs)
             dist_all += dist
             len_all += length
-            rows.append(f"| {variant} | {reader} | {half} | {len(keys)} | {sum(got[k].pages for k in keys)} | "
-                        f"{length} | {dist / length:.2%} |")
+            rows.append(f"| {variant} | {half} | {len(keys)} | {sum(got[k].pages for k in keys)} "
+                        f"({sum(got[k].ocr for k in keys)}) | {length} | {dist / length:.2%} |")
         overall[variant] = dist_all / (len_all or 1)
     return rows, overall
 
 
-def cell_rows(docs: dict[str, ScanDocument], reads: dict[str, tuple[str, dict[str, Read]]]
-              ) -> tuple[list[str], float]:
-    rows = ["| variant | read by | half | tables | cells | recovered |", "|---|---|---|---|---|---|"]
+def cell_rows(docs: dict[str, ScanDocument], reads: dict[str, dict[str, Read]]) -> tuple[list[str], float]:
+    rows = ["| variant | half | tables | cells | recovered |", "|---|---|---|---|---|"]
     born = 0.0
     for variant in ("born", "scan300"):
         if variant not in reads:
             continue
-        reader, got = reads[variant]
+        got = reads[variant]
         total_r = total_k = 0
         for half in HALVES:
             keys = [k for k in got if docs[k].split == half]
             pairs = [table_cells(docs[k], got[k].text) for k in keys]
             r, k = sum(p[0] for p in pairs), sum(p[1] for p in pairs)
             total_r, total_k = total_r + r, total_k + k
-            rows.append(f"| {variant} | {reader} | {half} | {sum(len(docs[k].tables) for k in keys)} | {k} | "
+            rows.append(f"| {variant} | {half} | {sum(len(docs[k].tables) for k in keys)} | {k} | "
                         f"{r / (k or 1):.1%} |")
         if variant == "born":
             born = total_r / (total_k or 1)
@@ -259,31 +273,22 @@ def holds(evidence: str, chunk: str) -> bool:
     return wanted in text or (len(text) >= len(wanted) and fuzz.partial_ratio(wanted, text) >= 90)
 
 
-async def answers_of(made: dict[str, Made], variant: str, reader: str, reads: dict[str, Read] | None,
-                     questions: list[evalset.Question], data_dir: Path) -> dict:
-    """The variant's files ingested into ``data_dir`` (by ``convert()``, or as the texts pytesseract read),
-    and every question's response."""
-    from ragbus.ingestion import DocumentSource, document_id
+async def answers_of(made: dict[str, Made], variant: str, questions: list[evalset.Question],
+                     data_dir: Path) -> dict:
+    """The variant's files ingested into ``data_dir`` (each read by ``convert()`` in document-load's
+    ingestion, in-process), and every question's response."""
     from ragbus.ingestion import load_documents as open_files
-    from ragbus.schema import Document
     from scripts.eval.corpus import ingest_corpus
     from scripts.eval_answers import ask_all
     from scripts.eval_conversations import settings_for
 
     settings = settings_for(data_dir, "hybrid")
-    documents: list[Document | DocumentSource]
-    if reader == CONVERT:
-        opened, skipped = open_files([str(p) for m in made.values() for p in m.files[variant]], "default",
-                                     settings.convert)
-        if skipped:
-            raise SystemExit(f"{variant}: files not read: {skipped[:3]}")
-        documents = list(opened)
-    else:
-        assert reads is not None
-        documents = [Document(document_id=document_id(made[k].files[variant][0]), text=r.text, title=k,
-                              source=str(made[k].files[variant][0])) for k, r in reads.items()]
-    await ingest_corpus(settings, data_dir, documents=documents)
-    print(f"  asking {len(questions)} questions of {variant}", file=sys.stderr)
+    opened, skipped = open_files([str(p) for m in made.values() for p in m.files[variant]], "default",
+                                 settings.convert)
+    if skipped:
+        raise SystemExit(f"{variant}: files not read: {skipped[:3]}")
+    await ingest_corpus(settings, data_dir, documents=list(opened))
+    print(f"  asking {len(questions)} questions of {variant} (load {load()})", file=sys.stderr)
     return await ask_all(settings, questions)
 
 
@@ -328,95 +333,193 @@ def misses(questions: list[evalset.Question], got: dict, variant: str) -> list[s
     return out
 
 
-def qa_rows(figures: dict[str, tuple[str, dict[str, dict[str, float]]]]) -> list[str]:
-    rows = ["| files | read by | half | questions | answer recall | answer step's recall (n) | R@5 | failed |",
-            "|---|---|---|---|---|---|---|---|"]
-    for variant, (reader, by_half) in figures.items():
-        rows += [f"| {variant} | {reader} | {h} | {f['n']:.0f} | {f['recall']:.3f} | {f['step']:.3f} "
+def qa_rows(figures: dict[str, dict[str, dict[str, float]]]) -> list[str]:
+    rows = ["| files | half | questions | answer recall | answer step's recall (n) | R@5 | failed |",
+            "|---|---|---|---|---|---|---|"]
+    for variant, by_half in figures.items():
+        rows += [f"| {variant} | {h} | {f['n']:.0f} | {f['recall']:.3f} | {f['step']:.3f} "
                  f"({f['step_n']:.0f}) | {f['r5']:.3f} | {f['failed']:.0f} |" for h, f in by_half.items()]
     if {"born", "scan300"} <= figures.keys():
         for h in HALVES:
-            gap = figures["born"][1][h]["step"] - figures["scan300"][1][h]["step"]
-            rows.append(f"| born - scan300 | | {h} | | | {gap:+.3f} (goal: at most {GOALS['qa_gap']}) | | |")
+            gap = figures["born"][h]["step"] - figures["scan300"][h]["step"]
+            rows.append(f"| born - scan300 | {h} | | | {gap:+.3f} (goal: at most {GOALS['qa_gap']}) | | |")
     return rows
 
 
 # ---- speed ----------------------------------------------------------------------------------------------
 
-def measure_child(files: list[str], mode: str) -> None:
-    """In the child: read ``files`` one after another, print one JSON line of what it cost."""
-    from scripts.bench.memory import status_mb
+class TesseractPeaks:
+    """The peak resident set (VmHWM, MB) of every page's Tesseract process whose parent is one of ``parents``,
+    read from /proc every ``SAMPLE_S`` on a thread of its own while they run (pid -> MB)."""
 
-    paths = [Path(f) for f in files]
-    before = status_mb("VmRSS")
-    started = time.perf_counter()
-    pages = ocr = chars = 0
-    for path in paths:
-        read = read_converted([path]) if mode == CONVERT else read_tesseract([path], 300)
-        pages, ocr, chars = pages + read.pages, ocr + read.ocr, chars + len(normalise(read.text))
-    seconds = time.perf_counter() - started
-    peak = status_mb("VmHWM")
-    print(json.dumps({"pages": pages, "ocr": ocr, "chars": chars, "seconds": seconds, "rss_before_mb": before,
-                      "peak_mb": peak, "tesseract_peak_mb": tesseract_peak(max(paths, key=page_count_one))}))
+    def __init__(self, parents: Sequence[int]) -> None:
+        self.parents = {str(p).encode() for p in parents}
+        self.peaks: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tesseract-peaks", daemon=True)
 
+    def __enter__(self) -> TesseractPeaks:
+        self._thread.start()
+        return self
 
-def page_count_one(path: Path) -> tuple[int, int]:
-    return page_count([path]), path.stat().st_size
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
-
-def tesseract_peak(path: Path) -> float:
-    """Tesseract's own peak resident set reading the file's first page at 300 dpi: its VmHWM, read every 10 ms
-    while it runs (``ru_maxrss`` will not do: a child started by vfork keeps its parent's peak past exec)."""
-    import pytesseract
-
-    from scripts.bench.memory import status_mb
-
-    with tempfile.TemporaryDirectory(prefix="ragbus-tesseract-") as scratch:
-        page = Path(scratch) / "page.png"
-        next(iter(page_images(path, 300))).save(page)
-        proc = subprocess.Popen([pytesseract.pytesseract.tesseract_cmd, str(page), "-", "-l", "eng"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        peak = 0.0
-        while proc.poll() is None:
+    def _pages(self) -> list[int]:
+        """The Tesseract processes of ``parents`` running now that read a page (not ``--list-langs``)."""
+        found = []
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
             try:
-                peak = max(peak, status_mb("VmHWM", proc.pid))
-            except (OSError, ValueError):  # gone between the poll and the read
-                break
-            time.sleep(0.01)
-        proc.wait()
-    return peak
+                with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                    head, _, rest = fh.read().rpartition(b")")  # "pid (name) state ppid ..."
+                if head.partition(b"(")[2] != b"tesseract" or rest.split()[1] not in self.parents:
+                    continue
+                pid = int(entry.name)
+                if pid in self.peaks or b"--psm" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.append(pid)
+            except (OSError, IndexError):  # gone while read
+                continue
+        return found
+
+    def _run(self) -> None:
+        from scripts.bench.memory import status_mb
+
+        while not self._stop.is_set():
+            for pid in self._pages():
+                with contextlib.suppress(OSError, ValueError):  # gone, or a zombie: nothing more to read
+                    self.peaks[pid] = max(self.peaks.get(pid, 0.0), status_mb("VmHWM", pid))
+            self._stop.wait(SAMPLE_S)
 
 
-def speed(made: dict[str, Made], mode: str) -> tuple[str, dict[str, float]]:
-    """One worker's pages a second and memory peaks on the 300 dpi scans, read in a child process."""
-    files = [str(p) for m in made.values() for p in m.files["scan300"]]
-    readers = [TESSERACT] if mode == "tesseract" else [CONVERT, TESSERACT] if mode == "auto" else [CONVERT]
-    for reader in readers:
-        load = os.getloadavg()
-        done = subprocess.run([sys.executable, "-m", "scripts.bench_scans", "--measure-child", reader, *files],
-                              check=True, capture_output=True, text=True, timeout=3600)
-        result = json.loads(done.stdout.strip().splitlines()[-1])
-        result["load"] = load[0]
-        if reader == TESSERACT or result["chars"]:
-            return reader, result
-        print("  speed: convert() read no text from the scans: timing pytesseract directly", file=sys.stderr)
-    raise AssertionError("unreachable")
+def per_page(peaks: Sequence[float]) -> str:
+    """A page's Tesseract peak: median and largest, and over how many pages."""
+    if not peaks:
+        return "not seen"
+    return f"{statistics.median(peaks):.0f} MB median, {max(peaks):.0f} MB max ({len(peaks)} pages)"
 
 
-def lane(workers: int, bus: str) -> str:
-    """HOOK (issue 51, branch ``lane``): pages a second through the document-convert lane, ``workers``
-    workers on ``bus``; until it is in this tree, say so rather than make a number up.
+def scans(made: dict[str, Made]) -> list[Path]:
+    return [p for m in made.values() for p in m.files["scan300"]]
 
-    To fill in once it is merged (``pipelines.INGEST`` then holds "document-convert"): a Kafka broker from
-    ``scripts.bench.brokers.broker_for("kafka", scratch)``; ``workers`` processes of
-    ``ragbus worker document-convert`` on it (``broker_env``), the rest of INGEST in one more; this process
-    ingesting the 300 dpi scans with ``[convert] on_bus = true``, timing first part sent to last page back
-    (pages from ``DocumentSource.on_page``), and each worker's peak RSS from /proc (``bench.memory``)."""
-    from ragbus.config import pipelines
 
-    if "document-convert" not in pipelines.EVERYTHING:
-        return "lane: not built in this tree"
-    return f"lane: built, but this bench does not drive it yet ({workers} workers on {bus}): see bench_scans.lane"
+def measure_child(files: list[str]) -> None:
+    """In the child: ``convert()`` of ``files`` one after another; one JSON line of what it cost."""
+    from ragbus.config.settings import ConvertSettings
+    from ragbus.ingestion.convert import ocr
+    from scripts.bench.memory import status_mb
+
+    ocr.check(ConvertSettings())  # Tesseract's languages asked once, as a worker does before its first page
+    before = status_mb("VmRSS")
+    pages = ocr_pages = chars = 0
+    with TesseractPeaks([os.getpid()]) as tesseract:
+        started = time.perf_counter()
+        for path in files:
+            read = read_converted([Path(path)])
+            pages, ocr_pages, chars = pages + read.pages, ocr_pages + read.ocr, chars + len(normalise(read.text))
+        seconds = time.perf_counter() - started
+    print(json.dumps({"pages": pages, "ocr": ocr_pages, "chars": chars, "seconds": seconds,
+                      "rss_before_mb": before, "peak_mb": status_mb("VmHWM"),
+                      "tesseract_mb": list(tesseract.peaks.values())}))
+
+
+def speed(made: dict[str, Made]) -> dict:
+    """Pages a second and memory peaks of ``convert()`` in one process, no bus, on the 300 dpi scans."""
+    at_start = load()
+    done = subprocess.run([sys.executable, "-m", "scripts.bench_scans", "--measure-child",
+                           *map(str, scans(made))], check=True, capture_output=True, text=True, timeout=3600)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["load"] = (at_start, load())
+    return result
+
+
+async def through_lane(client, files: Sequence[Path], in_flight: int) -> tuple[int, int]:
+    """``files`` converted by document-convert, ``in_flight`` at once: (pages, pages read by OCR)."""
+    from ragbus.config.settings import ConvertSettings
+    from ragbus.ingestion import convert_on_bus, open_document
+    from ragbus.ingestion.convert import Page
+
+    settings = ConvertSettings(on_bus=True)
+    slots = asyncio.Semaphore(in_flight)
+    pages: list[Page] = []
+
+    async def one(path: Path) -> None:
+        async with slots:
+            source = open_document(path, "default", settings)
+            source.on_page.append(pages.append)
+            done = await convert_on_bus(client, source, timeout=LANE_TIMEOUT_S)
+            if not "".join(done.read()).strip():
+                raise RuntimeError(f"{path}: no text back from document-convert")
+
+    await asyncio.gather(*(one(p) for p in files))
+    return len(pages), sum(p.ocr for p in pages)
+
+
+async def lane(files: list[Path], counts: Sequence[int], bus: str, in_flight: int, conversions: int | None,
+               workdir: Path, out=sys.stderr) -> list[dict]:
+    """Pages a second through the document-convert lane on ``bus``, with each of ``counts`` workers in turn."""
+    from ragbus.bus import connect
+    from ragbus.config.settings import bus_settings
+    from ragbus.runtime.request_client import RequestClient
+    from ragbus.testing.chaos import WorkerProcess, worker_env
+    from ragbus.testing.log_hosts import var
+    from scripts.bench.brokers import broker_env, broker_for
+    from scripts.bench.cpu import cpu_of
+    from scripts.bench.memory import status_mb
+
+    broker = broker_for(bus, workdir / "broker")
+    print(f"  lane: starting {bus} (load {load()})", file=out)
+    broker.start()
+    try:
+        env = worker_env(str(workdir / "data"), uuid.uuid4().hex[:8], broker_env(broker))
+        if conversions:
+            env[var("document-convert", "conversions")] = str(conversions)
+        warm = sorted(files, key=lambda p: (page_count([p]), p.stat().st_size))[:in_flight]
+        results = []
+        async with await connect(broker.url, bus_settings(environ=env)) as connected, \
+                RequestClient(connected, name="bench-scans") as client:
+            for n in counts:
+                workers = [WorkerProcess(["document-convert"], broker.url, env) for _ in range(n)]
+                try:
+                    await asyncio.gather(*(w.start(timeout=300) for w in workers))
+                    pids = [w.pid for w in workers if w.pid is not None]
+                    await through_lane(client, warm, in_flight)
+                    cpu_before, at_start = [cpu_of(p) for p in pids], load()
+                    print(f"  lane: {n} worker(s) ready and warm, converting (load {at_start})", file=out)
+                    with TesseractPeaks(pids) as tesseract:
+                        started = time.perf_counter()
+                        pages, ocr = await through_lane(client, files, in_flight)
+                        seconds = time.perf_counter() - started
+                    results.append({"workers": n, "pages": pages, "ocr": ocr, "seconds": seconds,
+                                    "rss_mb": [status_mb("VmHWM", p) for p in pids],
+                                    "cpu_s": [cpu_of(p) - c for p, c in zip(pids, cpu_before, strict=True)],
+                                    "tesseract_mb": list(tesseract.peaks.values()), "load": (at_start, load())})
+                finally:
+                    await asyncio.gather(*(w.stop() for w in workers))
+        return results
+    finally:
+        broker.stop()
+
+
+def speed_rows(local: dict | None, lanes: list[dict], in_flight: int, conversions: int | None) -> list[str]:
+    rows = ["| where | workers | pages (by OCR) | seconds | pages/s | x 1 worker | load at start; end | "
+            "worker peak RSS | worker CPU s | Tesseract peak a page |", "|---|---|---|---|---|---|---|---|---|---|"]
+    if local is not None:
+        rows.append(f"| in-process, one file after another | 1 | {local['pages']} ({local['ocr']}) | "
+                    f"{local['seconds']:.1f} | {local['pages'] / local['seconds']:.2f} | | {local['load'][0]}; "
+                    f"{local['load'][1]} | {local['peak_mb']:.0f} MB ({local['rss_before_mb']:.0f} MB before) | | "
+                    f"{per_page(local['tesseract_mb'])} |")
+    one = next((r["pages"] / r["seconds"] for r in lanes if r["workers"] == 1), None)
+    each = f"{conversions} conversion(s)" if conversions else "conversions 2 (default)"
+    for r in lanes:
+        rate = r["pages"] / r["seconds"]
+        rows.append(f"| lane, {in_flight} files in flight, {each} a worker | {r['workers']} | {r['pages']} "
+                    f"({r['ocr']}) | {r['seconds']:.1f} | {rate:.2f} | {f'{rate / one:.2f}' if one else ''} | "
+                    f"{r['load'][0]}; {r['load'][1]} | {', '.join(f'{m:.0f}' for m in r['rss_mb'])} MB | "
+                    f"{', '.join(f'{c:.0f}' for c in r['cpu_s'])} | {per_page(r['tesseract_mb'])} |")
+    return rows
 
 
 # ---- main -----------------------------------------------------------------------------------------------
@@ -425,17 +528,19 @@ def main_measure(args: argparse.Namespace) -> int:
     docs = load_documents()
     questions = load_questions()
     keep = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="ragbus-bench-scans-"))
-    load = os.getloadavg()
-    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (2 cores, shared)")
+    print(f"load average {load()} ({os.cpu_count()} cores, shared)")
     try:
         made = make(keep / "files")
-        # without the CER table, only the files the tables' and the questions' figures read
-        variants = ["born", *args.variants.split(",")] if "cer" not in args.skip else ["born", "scan300"]
-        reads = {v: read_variant(made, v, args.ocr) for v in variants}
         summary: dict[str, str] = {}
+        if not {"cer", "tables", "qa"} <= set(args.skip):
+            stamp = converters_stamp()
+            # without the CER table, only the files the tables' and the questions' figures read
+            variants = ["born", *args.variants.split(",")] if "cer" not in args.skip else ["born", "scan300"]
+            reads = {v: read_variant(made, v, keep / "converted", stamp) for v in variants}
         if "cer" not in args.skip:
             rows, overall = cer_rows(docs, reads)
-            print("\nCharacter error rate against the known text (goal: 2% or less on scan300)")
+            print(f"\nCharacter error rate against the known text, read by convert() (goal: 2% or less on scan300; "
+                  f"load {load()})")
             print("\n".join(rows))
             summary["cer"] = (f"CER 300dpi {overall.get('scan300', float('nan')):.2%} (200dpi "
                               f"{overall.get('scan200', float('nan')):.2%}, noisy "
@@ -443,58 +548,72 @@ def main_measure(args: argparse.Namespace) -> int:
                               f"{overall.get('photo', float('nan')):.2%})")
         if "tables" not in args.skip:
             rows, born = cell_rows(docs, reads)
-            print(f"\nTable cells recovered (goal: {GOALS['cells']:.0%} or more from the born-digital PDFs)")
+            print(f"\nTable cells recovered (goal: {GOALS['cells']:.0%} or more from the born-digital PDFs; a scanned "
+                  f"table comes out as Tesseract reads it, without bars)")
             print("\n".join(rows))
-            summary["cells"] = f"table cells {born:.1%}"
+            summary["cells"] = f"born-digital table cells {born:.1%}"
         if "qa" not in args.skip:
             figures = {}
             shown: list[str] = []
             for variant in ("born", "scan300"):
-                reader, texts = reads[variant]
+                texts = reads[variant]
                 # stores of their own for each reading: --keep reuses them only while the converters read the same
                 digest = hashlib.sha256("\0".join(texts[k].text for k in sorted(texts)).encode()).hexdigest()[:12]
-                got = asyncio.run(answers_of(made, variant, reader, texts, questions,
-                                             keep / f"stores-{variant}-{digest}"))
-                figures[variant] = (reader, qa_figures(questions, got))
+                got = asyncio.run(answers_of(made, variant, questions, keep / f"stores-{variant}-{digest}"))
+                figures[variant] = qa_figures(questions, got)
                 shown += misses(questions, got, variant) if args.show else []
-            print("\nQuestions asked of the born-digital PDFs and of their 300 dpi scans")
+            print(f"\nQuestions asked of the born-digital PDFs and of their 300 dpi scans (load {load()})")
             print("\n".join(qa_rows(figures) + shown))
-            summary["qa"] = (f"answer-step recall (test) scans {figures['scan300'][1]['test']['step']:.3f} vs "
-                             f"born-digital {figures['born'][1]['test']['step']:.3f}")
+            summary["qa"] = (f"answer-step recall (test) scans {figures['scan300']['test']['step']:.3f} vs "
+                             f"born-digital {figures['born']['test']['step']:.3f}")
+        local = None
         if "speed" not in args.skip:
-            reader, s = speed(made, args.ocr)
-            print(f"\nSpeed: the 300 dpi scans read one after another by {reader} in one process "
-                  f"(load average {s['load']:.2f} at the start)")
-            print("| worker(s) | pages | seconds | pages/s | process RSS before | process peak "
-                  "| Tesseract peak, one page |")
-            print("|---|---|---|---|---|---|---|")
-            print(f"| 1 | {s['pages']} | {s['seconds']:.1f} | {s['pages'] / s['seconds']:.2f} | "
-                  f"{s['rss_before_mb']:.0f} MB | {s['peak_mb']:.0f} MB | {s['tesseract_peak_mb']:.0f} MB |")
-            summary["speed"] = f"{s['pages'] / s['seconds']:.2f} pages/s/worker"
-        if args.workers > 1 or args.bus != "memory":
-            print(lane(args.workers, args.bus))
-        print("\nscans: " + ", ".join(summary.values()))
+            print(f"  speed: convert() in a child process (load {load()})", file=sys.stderr)
+            local = speed(made)
+            summary["speed"] = f"in-process {local['pages'] / local['seconds']:.2f} pages/s"
+        lanes: list[dict] = []
+        if "lane" not in args.skip and args.workers:
+            with tempfile.TemporaryDirectory(prefix="ragbus-bench-lane-") as scratch:
+                lanes = asyncio.run(lane(scans(made), args.workers, args.bus, args.in_flight, args.conversions,
+                                         Path(scratch)))
+            summary["lane"] = f"{args.bus}: " + ", ".join(f"{r['workers']} worker(s) {r['pages'] / r['seconds']:.2f}"
+                                                          for r in lanes) + " pages/s"
+        if local is not None or lanes:
+            print(f"\nSpeed: the 300 dpi scans converted by convert(), in one process and through the "
+                  f"document-convert lane on {args.bus} ({os.cpu_count()} cores)")
+            print("\n".join(speed_rows(local, lanes, args.in_flight, args.conversions)))
+        print(f"\nscans: {', '.join(summary.values())} (load at the end {load()})")
     finally:
         if not args.keep:
             shutil.rmtree(keep, ignore_errors=True)
     return 0
 
 
+def counts(text: str) -> list[int]:
+    got = [int(n) for n in text.split(",") if n.strip()]
+    if any(n < 1 for n in got):
+        raise argparse.ArgumentTypeError(f"workers must be 1 or more: {text!r}")
+    return got
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--keep", metavar="DIR", help="keep the made files and the stores here (reused)")
-    parser.add_argument("--ocr", choices=["auto", "convert", "tesseract"], default="auto")
+    parser.add_argument("--keep", metavar="DIR", help="keep the made files, readings and stores here (reused)")
     parser.add_argument("--variants", default="scan300,scan200,noisy300,photo,tiff",
                         help=f"of {', '.join(v for v in VARIANTS if v != 'born')}")
-    parser.add_argument("--skip", default="", help="of cer,tables,qa,speed")
+    parser.add_argument("--skip", default="", help="of cer,tables,qa,speed,lane")
     parser.add_argument("--show", action="store_true", help="print the questions whose answer missed")
-    parser.add_argument("--workers", type=int, default=1, help="2: through the document-convert lane (HOOK)")
-    parser.add_argument("--bus", choices=["memory", "kafka"], default="memory")
+    parser.add_argument("--workers", type=counts, default=[1, 2],
+                        help="document-convert workers of the lane, one run each (default 1,2)")
+    parser.add_argument("--bus", choices=["kafka"], default="kafka", help="the lane's broker (Apache Kafka)")
+    parser.add_argument("--in-flight", type=int, default=4, help="files sent through the lane at once")
+    parser.add_argument("--conversions", type=int, help="each worker's files at once (default: the processor's, 2)")
     parser.add_argument("--measure-child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure_child:
-        measure_child(args.measure_child[1:], args.measure_child[0])
+        measure_child(args.measure_child)
         sys.exit(0)
+    args.skip = [s for s in args.skip.split(",") if s]
     sys.exit(main_measure(args))
 
 

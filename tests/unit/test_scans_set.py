@@ -93,3 +93,17 @@ def test_a_heading_the_converter_took_out_of_the_text_is_put_back_once(monkeypat
     read = read_converted([tmp_path / "x.pdf"])
     assert normalise(read.text) == "Title The rooms The rooms differ in size. Fair use Book one."
     assert (read.pages, read.ocr) == (1, 0)
+
+
+def test_the_title_a_text_layer_took_out_is_put_back_and_a_scans_title_is_not(monkeypatch, tmp_path):
+    from ragbus.ingestion.convert import Opened, Page
+
+    def reading(pieces, title):
+        monkeypatch.setattr("ragbus.ingestion.convert.convert",
+                            lambda path, settings=None: Opened(title, lambda: iter(pieces)))
+        return normalise(read_converted([tmp_path / "x.pdf"]).text)
+
+    assert reading([Page(1, 1), "Book one.\n"], "Room Booking") == "Room Booking Book one."
+    assert reading([Page(1, 1), "Room Booking\nBook one.\n"], "Room Booking") == "Room Booking Book one."
+    assert reading([Page(1, 1), "Room\nBooking\n\nBook one.\n"], "Room Booking") == "Room Booking Book one."
+    assert reading([Page(1, 1, ocr=True), "Room Booking\nBook one.\n"], "room_booking") == "Room Booking Book one."
