@@ -510,6 +510,8 @@ def strategy_for(info: mi.Type) -> st.SearchStrategy:
         return fit.filter(lambda s, most=info.max_length: most is None or len(s) <= most)
     if isinstance(info, mi.StrType) and (info.min_length or info.max_length is not None):
         return st.text(min_size=info.min_length or 0, max_size=min(20, info.max_length or 20))
+    if isinstance(info, mi.BytesType):  # a file's part (ConvertPart.data): any bytes, few of them
+        return st.binary(min_size=info.min_length or 0, max_size=min(64, info.max_length or 64))
     simple = {
         mi.StrType: st.text(max_size=20),
         mi.FloatType: FLOAT,
