@@ -12,11 +12,13 @@
 pypdf checks the file, finds the title and the outline when it is opened (as fast as pdfminer.six
 on LibreOffice's PDFs); pdfplumber (on pdfminer.six) then reads one page at a time, its caches
 dropped after each and the file opened afresh every ``BATCH`` pages, so a 500-page file takes the
-memory of a few pages.
+memory of a few pages. pdfminer.six's objects hold each other in cycles, which only a full collection
+frees: in a process with a large heap those come seldom, so one is run after each closing.
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import threading
@@ -131,7 +133,8 @@ def _pages(path: Path, pages: int, title: str, outline: dict[int, list[Heading]]
 
 def _opened_pages(path: Path, pages: int) -> Iterator[tuple[int, Any]]:
     """Each page's index and pdfplumber page, the file opened afresh every ``BATCH`` pages: pdfminer.six keeps
-    each object it resolved (a scan's image among them) until its file is closed."""
+    each object it resolved (a scan's image among them) until its file is closed, and its closed file's
+    objects until a full collection (a fraction of a second in a large heap, once in ``BATCH`` pages)."""
     import pdfplumber
 
     for first in range(0, pages, BATCH):
@@ -139,6 +142,8 @@ def _opened_pages(path: Path, pages: int) -> Iterator[tuple[int, Any]]:
         with pdfplumber.open(path, pages=numbers) as pdf:
             for offset, page in enumerate(pdf.pages):
                 yield first + offset, page
+        if first + BATCH < pages:
+            gc.collect()
 
 
 def _needs_ocr(page, settings: ConvertSettings) -> bool:
