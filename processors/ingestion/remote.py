@@ -5,7 +5,9 @@ its bytes in parts that fit a message, all keyed by one conversion id so they re
 collects the pages streamed back into the document's text and sections (offsets made the document's),
 telling the source's ``on_page`` listeners of each page as it arrives. A worker that did not get the
 parts before one (a rebalance, a restart) answers ``RESTART_UPLOAD``, and the file is sent again from
-part 0, a few times at most. The id, content hash and title follow the rules of a file read here.
+part 0, a few times at most; so it is when the worker streaming the pages died and the resent last
+part reached one without the file (``StreamDiverged``: its answer is numbered before the pages here).
+The id, content hash and title follow the rules of a file read here.
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ from __future__ import annotations
 import dataclasses
 import uuid
 
-from ragbus.runtime.request_client import RequestClient
+from ragbus.runtime.request_client import RequestClient, StreamDiverged
 from ragbus.runtime.sizing import body_budget
 from ragbus.runtime.typed_clients import RemoteError
-from ragbus.schema import RESTART_UPLOAD, ConvertPart, ConvertPiece, ConvertReply, Error, encode
+from ragbus.schema import RESTART_UPLOAD, ConvertPart, ConvertPiece, ConvertReply, DecodeError, Error, decode, encode
 from ragbus.schema import topics as t
 
 from .convert import Page
@@ -86,21 +88,28 @@ async def _pages(client: RequestClient, doc: DocumentSource, remote: OnBus, last
     sections: list[Section] = []
     held = 0
     final: ConvertPiece | None = None
-    async for piece in client.stream(t.DOCUMENT_CONVERT, last, ConvertPiece, timeout=timeout, key=conversion):
-        if piece.error is not None:
-            if piece.error.type == RESTART_UPLOAD:
-                return piece.error
-            raise _failure(piece.error)
-        if piece.last:
-            final = piece
-            break
-        if piece.page and not piece.continued:
-            for listener in doc.on_page:
-                listener(Page(piece.page, piece.pages, piece.ocr))
-        sections.extend(Section(held + s.offset, tuple(s.heading)) for s in piece.sections)
-        if piece.text:
-            texts.append(piece.text)
-            held += len(piece.text)
+    try:
+        async for piece in client.stream(t.DOCUMENT_CONVERT, last, ConvertPiece, timeout=timeout, key=conversion):
+            if piece.error is not None:
+                if piece.error.type == RESTART_UPLOAD:
+                    return piece.error
+                raise _failure(piece.error)
+            if piece.last:
+                final = piece
+                break
+            if piece.page and not piece.continued:
+                for listener in doc.on_page:
+                    listener(Page(piece.page, piece.pages, piece.ocr))
+            sections.extend(Section(held + s.offset, tuple(s.heading)) for s in piece.sections)
+            if piece.text:
+                texts.append(piece.text)
+                held += len(piece.text)
+    except StreamDiverged as diverged:
+        # The worker streaming the pages died; the one the resend reached does not hold the file.
+        ending = _diverged(diverged)
+        if ending.type == RESTART_UPLOAD:
+            return ending
+        raise _failure(ending) from None
     assert final is not None  # the stream ends with its final piece
     text = "".join(texts)
     del texts
@@ -109,6 +118,15 @@ async def _pages(client: RequestClient, doc: DocumentSource, remote: OnBus, last
     title = remote.title or final.title or remote.fallback
     return dataclasses.replace(doc, title=title, size=len(text), read=lambda: iter((text,)), sections=sections,
                                on_bus=None)
+
+
+def _diverged(diverged: StreamDiverged) -> Error:
+    """The error a worker ended a resent stream with, after another had sent pages of it."""
+    try:
+        piece = decode(diverged.body, ConvertPiece)
+    except DecodeError:
+        piece = ConvertPiece()
+    return piece.error or Error("StreamDiverged", str(diverged))
 
 
 def _failure(error: Error) -> Exception:

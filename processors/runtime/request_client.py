@@ -23,7 +23,9 @@ timeout (for the whole stream) and resending: the resend comes after
 replaced like one that dies before answering. A resent request is served
 again from the start, and the pieces are told apart by number: each number
 is yielded once, the first copy to arrive wins, later copies count as
-duplicates ("restart and skip"). Chosen over resuming from a sequence number
+duplicates ("restart and skip"); a replica whose stream ends before the
+pieces already yielded ends the call with ``StreamDiverged``, carrying its
+final piece, rather than being skipped. Chosen over resuming from a sequence number
 because the replica that takes over has none of the dead one's state: it
 must redo the work anyway, and the processors stay free of per-request
 state. It needs a replica to give the same pieces for the same request, as
@@ -109,6 +111,16 @@ class ClientClosed(RagbusError, RuntimeError):
 
 class NotStreamed(RagbusError, RuntimeError):
     """A streamed call got a whole response: the processor of that topic does not answer in pieces."""
+
+
+class StreamDiverged(RagbusError, RuntimeError):
+    """A replica serving a resent stream ended it (``body``, its final piece, numbered ``seq``) before the
+    pieces the call had already yielded: the two answers cannot be stitched. Mostly an error answer from a
+    replica that lacks what the first one held (document-convert's ``RestartUpload``)."""
+
+    def __init__(self, seq: int, yielded: int, body: bytes) -> None:
+        super().__init__(f"a replica ended the stream at piece {seq}, after {yielded} pieces had come from another")
+        self.seq, self.yielded, self.body = seq, yielded, body
 
 class _Unserved(Exception):
     """Inside a call: the bus said nobody consumes the topic (the call raises ``NotServed``)."""
@@ -333,8 +345,9 @@ class RequestClient:
     ) -> AsyncIterator[Resp]:
         """Send ``message`` to ``topic`` asking for pieces; yield each decoded piece once, in order.
 
-        ``timeout`` bounds the whole stream; ``key`` as for ``request``. Raises ``RequestTimeout``, or
-        ``schema.DecodeError`` for a piece that is not a valid ``piece_type``.
+        ``timeout`` bounds the whole stream; ``key`` as for ``request``. Raises ``RequestTimeout``,
+        ``StreamDiverged`` (a resend's replica ended sooner), or ``schema.DecodeError`` for a piece that is
+        not a valid ``piece_type``.
         """
         async for body in self.stream_bytes(topic, encode(message), timeout=timeout, traceparent=traceparent,
                                             key=key):
@@ -551,7 +564,13 @@ class RequestClient:
                                          "the processor of this topic does not answer in pieces")
             stream.arrived.set()
             return
-        if not stream.offer(position[0], position[1], body):
+        seq, final = position
+        if final and seq < stream.next_seq and stream.final_seq is None:
+            # The first replica went on past ``seq``; this one stopped there: ends the call, not skipped.
+            stream.failure = StreamDiverged(seq, stream.next_seq, body)
+            stream.arrived.set()
+            return
+        if not stream.offer(seq, final, body):
             self.stats.duplicates += 1
             metrics.client_duplicates.inc()
 

@@ -56,17 +56,22 @@ class EchoPiece(msgspec.Struct, kw_only=True):
 
 class StreamingEcho(EchoProcessor):
     """Echoes word by word when asked for a stream; ``hang_after`` words into attempt 1 it stalls (a worker
-    that died mid-stream, as the caller sees it), later attempts run to the end."""
+    that died mid-stream, as the caller sees it), later attempts run to the end, or with ``lost_on_resend``
+    fail at once (a replica without what the first one held)."""
 
     piece_type = EchoPiece
 
-    def __init__(self, name: str, settings: EchoSettings, hang_after: int | None = None) -> None:
+    def __init__(self, name: str, settings: EchoSettings, hang_after: int | None = None,
+                 lost_on_resend: bool = False) -> None:
         super().__init__(name, settings)
         self.hang_after = hang_after
+        self.lost_on_resend = lost_on_resend
         self.attempts: list[int] = []
 
     async def stream(self, request: EchoRequest, context: RequestContext):
         self.attempts.append(context.envelope.attempt)
+        if self.lost_on_resend and context.envelope.attempt > 1:
+            raise RuntimeError("nothing held for this request")
         words = request.text.split()
         for i, word in enumerate(words):
             if self.hang_after is not None and i == self.hang_after and context.envelope.attempt == 1:

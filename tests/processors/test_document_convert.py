@@ -25,9 +25,12 @@ from ragbus.runtime.worker import processors_running
 from ragbus.schema import FILE_TOO_LARGE, RESTART_UPLOAD, ConvertPart, ConvertReply
 from ragbus.schema import topics as t
 
+from ragbus.testing.chaos import WorkerProcess, worker_env
+
 from ..helpers.brokers import settings_for_tests
 from ..helpers.documents_made import write_pdf
 from ..helpers.ingest_pipeline import pipeline
+from ..helpers.scans_made import pages_of
 
 MAX_MESSAGE_BYTES = 48_000
 ON_BUS = ConvertSettings(on_bus=True)
@@ -148,6 +151,45 @@ async def test_a_part_out_of_order_is_answered_restart_and_the_client_sends_agai
         done = await convert_on_bus(skipping, source, timeout=120, restarts=2)  # type: ignore[arg-type]
     assert skipping.skipped and len(skipping.uploads) == 2  # refused once, then sent again from part 0
     assert "".join(done.read()) == local_text(pdf)[1]
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("which", ["kafka", "pulsar"])
+async def test_a_worker_killed_mid_stream_has_the_file_sent_again_to_the_other(which, request, pdf, tmp_path):
+    """kill -9 of the worker streaming a scan's pages: the resent last part reaches the other worker, which
+    never had the file and says so, numbered before the pages already here; the client sends the file again."""
+    url = request.getfixturevalue(f"{which}_broker").url
+    first, *rest = pages_of(pdf, dpi=100)[:6]  # OCR'd at about a page a second, by one worker at a time
+    scan = tmp_path / "scan.pdf"
+    first.save(scan, save_all=True, append_images=rest, resolution=100)
+    scratch = tmp_path / "scratch"
+    env = worker_env(str(tmp_path), "unused", {"RAGBUS_PROCESSORS__DOCUMENT_CONVERT__SCRATCH_DIR": str(scratch),
+                                                "RAGBUS_BUS__MAX_MESSAGE_BYTES": str(MAX_MESSAGE_BYTES)})
+    alive = await asyncio.gather(*(WorkerProcess(["document-convert"], url, env).start() for _ in range(2)))
+    killed: list[WorkerProcess] = []
+
+    def on_page(page: Page) -> None:
+        if killed:
+            return
+        # The worker streaming is the one whose scratch folder (named for its pid) holds the file.
+        (holding,) = [folder for folder in scratch.iterdir() if any(folder.iterdir())]
+        pid = int(holding.name.split("-")[3])
+        (streaming,) = [w for w in alive if w.proc is not None and w.proc.pid == pid]
+        streaming.kill()
+        killed.append(streaming)
+
+    try:
+        async with await connect(url, settings_for_tests(max_message_bytes=MAX_MESSAGE_BYTES)) as bus, \
+                RequestClient(bus, name="convert-kill", resend_after_s=5) as client:
+            source = remote_file(scan, "default", ON_BUS, str(scan))
+            source.on_page.append(on_page)
+            done = await convert_on_bus(client, source, timeout=180, restarts=2)
+            text = "".join(done.read())
+    finally:
+        for worker in alive:
+            await worker.stop()
+    assert killed and killed[0].proc is not None and killed[0].proc.returncode == -9
+    assert text == local_text(scan)[1]  # every page, each once, as read here
 
 
 async def test_a_file_over_max_file_bytes_is_refused(bus_url, pdf):

@@ -7,7 +7,8 @@ import asyncio
 import msgspec
 import pytest
 
-from ragbus.runtime.request_client import NotStreamed, RequestTimeout
+from ragbus.runtime.request_client import NotStreamed, RequestTimeout, StreamDiverged
+from ragbus.schema import decode
 
 from ..helpers.serving import client_on, serving
 from ..helpers.waiting import until
@@ -50,6 +51,23 @@ async def test_a_stream_stalled_mid_way_is_resent_and_each_piece_is_yielded_once
     assert [p.text for p in pieces] == [*TEXT.split(), TEXT]
     assert processor.attempts[:2] == [1, 2] and client.stats.resent >= 1
     assert client.stats.duplicates == 2
+
+
+async def test_a_resent_stream_ended_sooner_by_its_new_replica_ends_the_call_with_that_piece(open_bus, topic):
+    """The replica the resend reached fails at its first piece: numbered 0, which the call already yielded, it
+    would be skipped as a duplicate and the call would wait out its whole time-out."""
+    bus = await open_bus()
+    processor = streaming_echo(topic, hang_after=2, lost_on_resend=True)
+    yielded: list[EchoPiece] = []
+    async with serving(bus, processor), client_on(bus, resend_after_s=0.5) as client:
+        with pytest.raises(StreamDiverged) as diverged:
+            async for piece in client.stream(topic, EchoRequest(text=TEXT), EchoPiece, timeout=60):
+                yielded.append(piece)
+    assert [p.text for p in yielded] == ["one", "two"]
+    assert diverged.value.seq == 0 and diverged.value.yielded == 2
+    ending = decode(diverged.value.body, EchoPiece)
+    assert ending.error is not None and "nothing held" in ending.error.message
+    assert processor.attempts[:2] == [1, 2]
 
 
 async def test_a_failure_mid_stream_ends_it_with_an_error_piece(open_bus, topic):
