@@ -319,6 +319,9 @@ class McpFace:
         except (binascii.Error, ValueError) as exc:
             raise ToolError(f"BadRequest (argument content_base64): not base64 ({exc}); send the file's bytes "
                             "base64-encoded") from None
+        if len(content) > self._max_bytes:  # base64's last group may hold up to 2 bytes past the bound
+            raise ToolError(f"TooLarge (argument content_base64): a file of {len(content):,} bytes, over the "
+                            f"gateway's max_body_bytes={self._max_bytes:,} ([gateway] max_body_bytes)")
         upload = uploads.Upload(content, filename, collection, document_id, title)
         pipeline = await self._need()
         stored = None

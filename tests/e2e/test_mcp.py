@@ -132,18 +132,23 @@ def test_bad_arguments_are_tool_errors_that_name_what_to_fix(data_dir, arguments
 def test_ingest_takes_no_file_bigger_than_an_upload(data_dir):
     """Over stdio no HTTP body limit applies: the tool holds the file to the gateway's max_body_bytes itself."""
     async def main():
-        env = {"RAGBUS_DATA_DIR": str(data_dir), "RAGBUS_GATEWAY__MAX_BODY_BYTES": "3000"}
+        env = {"RAGBUS_DATA_DIR": str(data_dir), "RAGBUS_GATEWAY__MAX_BODY_BYTES": "3001"}
         async with connected(ragbus_mcp(env)) as client:
-            fits = await client.call_tool("ingest", {"filename": "fits.txt", "collection": "sized",
-                                                     "content_base64": base64.b64encode(b"Fits. " * 500).decode()})
+            fits = await client.call_tool("ingest", {"filename": "fits.txt", "collection": "sized", "content_base64":
+                                                     base64.b64encode(b"Fits. " * 500 + b"!").decode()})
             over = await client.call_tool("ingest", {"filename": "over.txt", "collection": "sized",
                                                      "content_base64": base64.b64encode(b"Over. " * 501).decode()})
-        return fits, over
+            # 3,002 bytes are 4,004 characters of base64, as many as 3,001 bytes: held by their own size.
+            by_one = await client.call_tool("ingest", {"filename": "one.txt", "collection": "sized", "content_base64":
+                                                       base64.b64encode(b"Over. " * 500 + b"!!").decode()})
+        return fits, over, by_one
 
-    fits, over = asyncio.run(main())
+    fits, over, by_one = asyncio.run(main())
     assert not fits.is_error, fits.content
     assert over.is_error and "TooLarge (argument content_base64)" in over.content[0].text
-    assert "max_body_bytes=3,000" in over.content[0].text
+    assert "max_body_bytes=3,001" in over.content[0].text
+    said = by_one.content[0].text
+    assert by_one.is_error and "a file of 3,002 bytes, over the gateway's max_body_bytes=3,001" in said, said
 
 
 def test_ask_and_graph_pass_must_see_to_every_read(data_dir):
