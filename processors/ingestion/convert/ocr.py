@@ -3,7 +3,8 @@
 One ``tesseract`` process a page, so a page it cannot read, a crash or a page past ``page_timeout_s``
 fails that page, never the process that asked. ``--psm 1`` finds the page's orientation first: a scan
 fed in sideways or upside down reads as an upright one does. One thread a page (OMP_THREAD_LIMIT=1):
-conversion scales by workers, and Tesseract's OpenMP threads on a busy host only contend.
+conversion scales by workers, and Tesseract's OpenMP threads on a busy host only contend. Tesseract
+gives its words with their boxes, from which ``scan_tables`` says the page, a table a row a line.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import tempfile
 from pathlib import Path
 
 from ragbus.config.settings import ConvertSettings
+
+from .scan_tables import page_text
 
 INSTALL = "apt-get install tesseract-ocr tesseract-ocr-eng"
 
@@ -59,9 +62,9 @@ def read_image(image, settings: ConvertSettings, dpi: int) -> str:
         page = Path(folder) / "page.pnm"  # written in milliseconds, where a PNG of a page takes tens
         image.save(page)
         try:
-            text = pytesseract.image_to_string(
+            words = pytesseract.image_to_data(
                 str(page), lang=settings.language, config=f"--psm 1 --dpi {max(dpi, 70)}",
-                timeout=settings.page_timeout_s,
+                timeout=settings.page_timeout_s, output_type=pytesseract.Output.DICT,
             )
         except RuntimeError as exc:
             if "timeout" in str(exc).lower():
@@ -71,10 +74,4 @@ def read_image(image, settings: ConvertSettings, dpi: int) -> str:
         except pytesseract.TesseractError as exc:
             detail = " ".join(str(exc.message).split())[:200] or f"tesseract exited with {exc.status}"
             raise ValueError(f"OCR failed: {detail}") from None
-    return tidy(text)
-
-
-def tidy(text: str) -> str:
-    """Tesseract's text as paragraphs: its lines kept, runs of blank lines made one, form feeds dropped."""
-    paragraphs = (p.strip() for p in text.replace("\f", "").split("\n\n"))
-    return "\n\n".join(p for p in paragraphs if p)
+    return page_text(words, image)
