@@ -23,6 +23,9 @@ RULE_SHARE = 0.7
 # A row of pixels dark over this share of a row's width, between it and the line below, is a rule (a
 # line of text darkens a third of its widest row at most).
 ROW_RULE_SHARE = 0.6
+# A slope past this (6 degrees) is not levelled: a scanner's skew is less, so it is more likely lines
+# misread, and levelling by it would pad the page by a large share of its size.
+MAX_SKEW = 0.1
 # A wrapped cell's line starts within this many line heights under the line before it.
 WRAP_DISTANCE = 1.5
 
@@ -137,7 +140,7 @@ def _level(image: Any, slope: float, words: list[Word]) -> Any:
     from PIL import Image
 
     grey = image.convert("L")
-    if abs(slope) < 1e-3:  # under a pixel's drift over a page's width at 300 dpi
+    if abs(slope) < 1e-3 or abs(slope) > MAX_SKEW:  # under a pixel's drift over a page, or not a skew
         return numpy.asarray(grey) < 128
     angle = math.atan(slope)
     cos, sin = math.cos(angle), math.sin(angle)
