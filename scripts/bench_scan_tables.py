@@ -52,7 +52,10 @@ def main() -> None:
     keep = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="ragbus-bench-scan-tables-"))
     make(keep / "files")
     print(f"load average {load()} ({os.cpu_count()} cores, shared)")
-    ocr, said, words_only, bars = [], [], [], 0
+    ocr: list[float] = []
+    said: list[float] = []
+    words_only: list[float] = []
+    bars = 0
     for _name, image in pages(keep / "files" / args.variant):
         with tempfile.TemporaryDirectory(prefix="ragbus-bench-") as folder:
             started = time.perf_counter()
