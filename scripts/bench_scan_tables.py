@@ -3,7 +3,7 @@
     python -m scripts.bench_scan_tables [--keep DIR] [--variant scan300] [--rounds 3]
 
 Each page of the variant's scans (``scripts/eval/scans_made.py``, kept in ``DIR/files``) is rendered as
-``convert()`` renders it, read once by Tesseract as ``ocr.read_image`` reads it (``image_to_data``), and
+``convert()`` renders it, read once by Tesseract as ``ocr.read_image`` reads it (hOCR, ``hocr.words``), and
 then said by ``scan_tables.page_text`` with the page (turned, levelled, its ink looked at for rules) and
 without it (Tesseract's words alone), ``--rounds`` times each. Prints the seconds of each and their ratio
 to the OCR's, with the load average.
@@ -47,6 +47,7 @@ def main() -> None:
     os.environ.setdefault("OMP_THREAD_LIMIT", "1")
     import pytesseract
 
+    from ragbus.ingestion.convert import hocr
     from ragbus.ingestion.convert.scan_tables import page_text
 
     keep = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="ragbus-bench-scan-tables-"))
@@ -61,8 +62,8 @@ def main() -> None:
             started = time.perf_counter()
             path = Path(folder) / "page.pnm"  # as ocr.read_image hands Tesseract a page
             image.save(path)
-            data = pytesseract.image_to_data(str(path), config="--psm 1 --dpi 300",
-                                             output_type=pytesseract.Output.DICT)
+            data = hocr.words(pytesseract.image_to_pdf_or_hocr(str(path), config="--psm 1 --dpi 300",
+                                                               extension="hocr"))
             ocr.append(time.perf_counter() - started)
         for timings, page in ((said, image), (words_only, None)):
             runs = []
@@ -77,7 +78,7 @@ def main() -> None:
     print(f"{len(ocr)} pages of {args.variant}, {bars} lines said as table rows (load at the end {load()})")
     print("| step | seconds | a page (median) | x the OCR |")
     print("|---|---|---|---|")
-    for step, timings in (("Tesseract (image_to_data)", ocr), ("page_text with the page", said),
+    for step, timings in (("Tesseract (hOCR, read)", ocr), ("page_text with the page", said),
                           ("page_text, words alone", words_only)):
         print(f"| {step} | {sum(timings):.2f} | {statistics.median(timings) * 1000:.0f} ms | "
               f"{sum(timings) / total:.3f} |")

@@ -67,9 +67,9 @@ def test_without_an_outline_headings_come_from_font_sizes(tmp_path):
 
 
 @pytest.mark.parametrize("angle", [1.2, 90, 180])
-def test_a_scanned_pdf_and_its_table_are_read_by_ocr_whichever_way_up(manual, tmp_path, angle):
+def test_a_scanned_pdf_its_table_and_its_headings_are_read_by_ocr_whichever_way_up(manual, tmp_path, angle):
     scan = scanned_pdf(manual, tmp_path / "scan.pdf", dpi=300, angle=angle)
-    _, text, pages = read(scan)
+    doc, text, pages = read(scan)
     assert [p.ocr for p in pages] == [True]
     for sentence in SENTENCES:
         assert sentence in words(text), (angle, text)
@@ -80,6 +80,10 @@ def test_a_scanned_pdf_and_its_table_are_read_by_ocr_whichever_way_up(manual, tm
     same = sum(got == known for row, known_row in zip(rows, TABLE, strict=True)
                for got, known in zip(row, known_row, strict=True))
     assert same >= 8, (angle, text)
+    # A scan has no outline: its sections come from the size of its lines' type, the title's the largest.
+    assert [s.heading for s in doc.sections] == [
+        ("Heron Drone Manual",), ("Heron Drone Manual", "Charging"), ("Heron Drone Manual", "Flying")]
+    assert text[doc.sections[2].offset:].lstrip().startswith("The Heron flies")
 
 
 def test_a_pdf_half_born_digital_and_half_scanned_is_ocrd_only_where_it_has_no_text(manual, tmp_path):
@@ -193,11 +197,13 @@ def test_the_memory_of_a_long_pdf_is_that_of_a_few_pages(manual, tmp_path, monke
     import tracemalloc
 
     from ragbus.ingestion.convert import pdf
+    from ragbus.ingestion.convert.scan_tables import Block
 
     first = pages_of(manual, dpi=100)[0]
     path = tmp_path / "long.pdf"
     first.save(path, save_all=True, append_images=[first] * 499, resolution=100)
-    monkeypatch.setattr(pdf, "_read_scan", lambda document, index, settings: f"page {index + 1}")
+    monkeypatch.setattr(pdf, "_read_scan",
+                        lambda document, index, settings: [Block(f"page {index + 1}", 40.0, 1, 2, False)])
     held: dict[int, int] = {}
     # What the PDF libraries hold, not what the rest of the test session does meanwhile.
     libraries = [tracemalloc.Filter(True, "*/pdfminer/*"), tracemalloc.Filter(True, "*/pdfplumber/*")]

@@ -17,6 +17,7 @@ from ragbus.config.settings import ConvertSettings
 from ..errors import UnreadableDocument
 from . import ocr
 from .pieces import Opened, Page, Piece, refused
+from .scan_headings import ScanHeadings
 
 FORMATS = {".png": ("PNG",), ".jpg": ("JPEG", "MPO"), ".jpeg": ("JPEG", "MPO"), ".tif": ("TIFF",),
            ".tiff": ("TIFF",)}
@@ -83,6 +84,7 @@ def open_image(path: Path, settings: ConvertSettings) -> Opened:
 def _pages(path: Path, pages: int, settings: ConvertSettings) -> Iterator[Piece]:
     from PIL import ImageOps
 
+    headings = ScanHeadings()
     with _open(path) as image:
         for number in range(1, pages + 1):
             try:
@@ -97,11 +99,11 @@ def _pages(path: Path, pages: int, settings: ConvertSettings) -> Iterator[Piece]
                 raise UnreadableDocument(f"{path}: page {number} cannot be decoded ({detail})") from None
             yield Page(number, pages, ocr=True)
             try:
-                text = ocr.read_image(page, settings, _dpi(image))
+                blocks = ocr.read_image(page, settings, _dpi(image))
             except ValueError as exc:
                 raise UnreadableDocument(f"{path}: page {number}: {exc}") from None
             finally:
                 page.close()
             if number > 1:
                 yield "\n\n"
-            yield text
+            yield from headings.pieces(blocks, first=number == 1)

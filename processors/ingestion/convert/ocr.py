@@ -4,19 +4,22 @@ One ``tesseract`` process a page, so a page it cannot read, a crash or a page pa
 fails that page, never the process that asked. ``--psm 1`` finds the page's orientation first: a scan
 fed in sideways or upside down reads as an upright one does. One thread a page (OMP_THREAD_LIMIT=1):
 conversion scales by workers, and Tesseract's OpenMP threads on a busy host only contend. Tesseract
-gives its words with their boxes, from which ``scan_tables`` says the page, a table a row a line.
+gives its words with their boxes and each line's size (hOCR, ``hocr.py``), from which ``scan_tables``
+says the page, a table a row a line.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import xml.etree.ElementTree as ElementTree
 import tempfile
 from pathlib import Path
 
 from ragbus.config.settings import ConvertSettings
 
-from .scan_tables import page_text
+from . import hocr
+from .scan_tables import Block, page_blocks
 
 INSTALL = "apt-get install tesseract-ocr tesseract-ocr-eng"
 
@@ -48,8 +51,9 @@ def check(settings: ConvertSettings) -> None:
         )
 
 
-def read_image(image, settings: ConvertSettings, dpi: int) -> str:
-    """The text Tesseract reads on ``image`` (a Pillow image, any mode) scanned at ``dpi``.
+def read_image(image, settings: ConvertSettings, dpi: int) -> list[Block]:
+    """The paragraphs Tesseract reads on ``image`` (a Pillow image, any mode) scanned at ``dpi``, as
+    ``scan_tables`` says them (``scan_tables.said`` makes them text), each with the size of its type.
 
     Raises ``ValueError`` saying what went wrong: the time-out, or Tesseract's own first line.
     """
@@ -62,9 +66,9 @@ def read_image(image, settings: ConvertSettings, dpi: int) -> str:
         page = Path(folder) / "page.pnm"  # written in milliseconds, where a PNG of a page takes tens
         image.save(page)
         try:
-            words = pytesseract.image_to_data(
+            read = pytesseract.image_to_pdf_or_hocr(
                 str(page), lang=settings.language, config=f"--psm 1 --dpi {max(dpi, 70)}",
-                timeout=settings.page_timeout_s, output_type=pytesseract.Output.DICT,
+                timeout=settings.page_timeout_s, extension="hocr",
             )
         except RuntimeError as exc:
             if "timeout" in str(exc).lower():
@@ -74,4 +78,8 @@ def read_image(image, settings: ConvertSettings, dpi: int) -> str:
         except pytesseract.TesseractError as exc:
             detail = " ".join(str(exc.message).split())[:200] or f"tesseract exited with {exc.status}"
             raise ValueError(f"OCR failed: {detail}") from None
-    return page_text(words, image)
+    try:
+        words = hocr.words(read)
+    except ElementTree.ParseError as exc:
+        raise ValueError(f"OCR failed: Tesseract's hOCR cannot be read ({exc})") from None
+    return page_blocks(words, image)

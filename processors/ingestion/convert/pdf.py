@@ -4,7 +4,8 @@
 - Tables (ruled ones, pdfplumber's ``find_tables``) are said a row a line, cells joined by " | ", as the
   Word and web page converters say theirs, where they stand on the page; their cells are not read twice.
 - Sections: from the outline (bookmarks) when the PDF has one, else from font sizes: a short line set
-  larger than the body text (or all bold) is a heading, a larger one a level above.
+  larger than the body text (or all bold) is a heading, a larger one a level above; on a scanned page,
+  from the size Tesseract gives its lines' type (``scan_headings.py``).
 - OCR: a page with no text layer but an image, or under ``MIN_TEXT`` characters with images over half
   its area (a scan with a stamped header), is rendered by PDFium at ``[convert] dpi`` and read by
   Tesseract (``ocr.py``). Every other page keeps its text layer and is never OCR'd.
@@ -32,6 +33,8 @@ from ragbus.config.settings import ConvertSettings
 from ..errors import UnreadableDocument
 from . import ocr
 from .pieces import Heading, Opened, Outline, Page, Piece, refused
+from .scan_headings import ScanHeadings
+from .scan_tables import Block, said
 
 # pypdf logs what it repairs ("EOF marker not found") as warnings, pdfminer.six what it skips; a file it
 # cannot read is reported by the converter, in one line, and one it can is no concern of the user's.
@@ -98,6 +101,7 @@ def _pages(path: Path, pages: int, title: str, outline: dict[int, list[Heading]]
            settings: ConvertSettings) -> Iterator[Piece]:
     rendered = None
     fonts = _Fonts(title) if not outline else None
+    scans = ScanHeadings(title) if not outline else None  # a scanned page's headings, by their type's size
     try:
         for index, page in _opened_pages(path, pages):
             number = index + 1
@@ -109,8 +113,11 @@ def _pages(path: Path, pages: int, title: str, outline: dict[int, list[Heading]]
                 if scanned:
                     if rendered is None:
                         rendered = _pdfium(path)
-                    text = _read_scan(rendered, index, settings)
-                    yield from _at_headings(text, outline.get(index, ()))
+                    blocks = _read_scan(rendered, index, settings)
+                    if scans is not None:
+                        yield from scans.pieces(blocks, first=index == 0)
+                    else:
+                        yield from _at_headings(said(blocks), outline.get(index, ()))
                 elif fonts is not None:
                     yield from fonts.pieces(page, first=index == 0)
                 else:
@@ -171,7 +178,7 @@ def _pdfium(path: Path):
         return pypdfium2.PdfDocument(str(path))
 
 
-def _read_scan(document, index: int, settings: ConvertSettings) -> str:
+def _read_scan(document, index: int, settings: ConvertSettings) -> list[Block]:
     """Page ``index`` rendered at ``settings.dpi`` (less if its pixels would pass ``max_page_pixels``), read by OCR."""
     ocr.check(settings)
     with _PDFIUM:

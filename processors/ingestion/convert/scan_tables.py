@@ -4,14 +4,15 @@ Tesseract reads a table row as one line of words. Their boxes tell the cells apa
 wider than ``CELL_GAP`` times the line's height, or crossed by a vertical rule (a column of the page's
 pixels dark over nearly the whole line), ends a cell. A line right under such a row, with no rule between
 them, whose words sit in fewer of the row's columns, is a cell's text wrapped: it joins those cells. The
-rest is Tesseract's own text: lines in paragraphs, paragraphs apart by a blank line.
+rest is Tesseract's own text: lines in paragraphs, paragraphs apart by a blank line, but a line of another
+size of type (a heading Tesseract put in the paragraph under it) starts a paragraph of its own.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
@@ -26,6 +27,8 @@ ROW_RULE_SHARE = 0.6
 # A slope past this (6 degrees) is not levelled: a scanner's skew is less, so it is more likely lines
 # misread, and levelling by it would pad the page by a large share of its size.
 MAX_SKEW = 0.1
+# Lines whose type differs by more than this share of the larger are not one paragraph.
+SIZE_STEP = 0.15
 # A wrapped cell's line starts within this many line heights under the line before it.
 WRAP_DISTANCE = 1.5
 
@@ -37,6 +40,19 @@ class Word:
     right: int
     bottom: int
     text: str
+    size: float = 0.0  # its line's type, in pixels (hOCR's x_size; 0: not known)
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A paragraph of the page as said: its text, the size of its type (its words' median; 0: not known),
+    its lines and words, and whether it is a table's rows."""
+
+    text: str
+    size: float
+    lines: int
+    words: int
+    rows: bool
 
 
 @dataclass(slots=True)
@@ -52,6 +68,10 @@ class Line:
         return self.cells[0][0].left
 
     @property
+    def size(self) -> float:
+        return median(w.size for cell in self.cells for w in cell)
+
+    @property
     def right(self) -> int:
         return self.cells[-1][-1].right
 
@@ -60,14 +80,33 @@ class Line:
 
 
 def page_text(data: Mapping[str, Sequence[Any]], image: Any = None) -> str:
-    """The page's text from pytesseract's ``image_to_data`` dictionary; ``image``, the page Tesseract read
-    (a Pillow image), lets a rule end a cell and keeps a row under a rule from being joined."""
+    """The page's text from pytesseract's ``image_to_data`` dictionary (or ``hocr.words``); ``image``, the
+    page Tesseract read (a Pillow image), lets a rule end a cell and keeps a row under a rule from being
+    joined."""
+    return said(page_blocks(data, image))
+
+
+def said(blocks: Sequence[Block]) -> str:
+    """Blocks as text: apart by a blank line, but a table's rows stay together, as the other converters
+    give them, though Tesseract parts them."""
+    parts: list[str] = []
+    for before, block in zip((None, *blocks), blocks, strict=False):
+        if before is not None:
+            parts.append("\n" if before.rows and block.rows else "\n\n")
+        parts.append(block.text)
+    return "".join(parts)
+
+
+def page_blocks(data: Mapping[str, Sequence[Any]], image: Any = None) -> list[Block]:
+    """The page's paragraphs as ``page_text`` says them, each with the size of its type."""
     paragraphs: dict[tuple[int, int], dict[int, list[Word]]] = {}
+    sizes = data.get("size")
     for i, text in enumerate(data["text"]):
         if int(data["level"][i]) != 5 or not str(text).strip():
             continue
         left, top = int(data["left"][i]), int(data["top"][i])
-        word = Word(left, top, left + int(data["width"][i]), top + int(data["height"][i]), str(text).strip())
+        word = Word(left, top, left + int(data["width"][i]), top + int(data["height"][i]), str(text).strip(),
+                    float(sizes[i]) if sizes is not None else 0.0)
         key = (int(data["block_num"][i]), int(data["par_num"][i]))
         paragraphs.setdefault(key, {}).setdefault(int(data["line_num"][i]), []).append(word)
     dark = None
@@ -75,19 +114,30 @@ def page_text(data: Mapping[str, Sequence[Any]], image: Any = None) -> str:
         read = [words for par in paragraphs.values() for words in par.values()]
         image = _upright(image, read)
         dark = _level(image, _skew(read), [w for words in read for w in words])
-    said = [[line for line in (_line(words, dark) for words in par.values()) if line.cells]
-            for par in paragraphs.values()]
-    _join_wrapped(said, dark)
-    parts: list[str] = []
-    ends_in_row = False
-    for lines in said:
-        if not lines:
-            continue
-        if parts:  # a table's rows stay together, as the other converters give them, though Tesseract parts them
-            parts.append("\n" if ends_in_row and _rows(lines) else "\n\n")
-        parts.append("\n".join(line.said() for line in lines))
-        ends_in_row = len(lines[-1].cells) > 1
-    return "".join(parts)
+    lined = [[line for line in (_line(words, dark) for words in par.values()) if line.cells]
+             for par in paragraphs.values()]
+    _join_wrapped(lined, dark)
+    blocks = []
+    for paragraph in lined:
+        for lines in _one_size(paragraph):
+            words = [w for line in lines for cell in line.cells for w in cell]
+            blocks.append(Block("\n".join(line.said() for line in lines), median(w.size for w in words),
+                                len(lines), len(words), _rows(lines)))
+    return blocks
+
+
+def _one_size(lines: list[Line]) -> Iterator[list[Line]]:
+    """A paragraph in runs of lines of one size of type: Tesseract may put a heading in the paragraph under
+    it, and a line ``SIZE_STEP`` larger or smaller than the one before starts a paragraph of its own."""
+    run: list[Line] = []
+    for line in lines:
+        if run and run[-1].size and line.size and \
+                abs(line.size - run[-1].size) > SIZE_STEP * max(line.size, run[-1].size):
+            yield run
+            run = []
+        run.append(line)
+    if run:
+        yield run
 
 
 def _rows(lines: list[Line]) -> bool:
