@@ -68,7 +68,7 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from scripts.eval import evalset
@@ -87,11 +87,12 @@ def load() -> str:
 
 @dataclass(slots=True)
 class Read:
-    """A document's text as ``convert()`` read it, and how many pages it read (by OCR: ``ocr``)."""
+    """A document's text as ``convert()`` read it, how many pages it read (by OCR: ``ocr``), its headings."""
 
     text: str
     pages: int
     ocr: int
+    headings: list[str] = field(default_factory=list)  # the sections' headings met, in order
 
 
 def read_converted(paths: Sequence[Path], settings=None) -> Read:
@@ -101,6 +102,7 @@ def read_converted(paths: Sequence[Path], settings=None) -> Read:
     from ragbus.ingestion.convert import Heading, Page, convert
 
     out: list[str] = []
+    headings: list[str] = []
     pages = ocr = 0
     pending: list[tuple[str, bool]] = []  # a heading or the title not yet put back; True: the title
     for path in paths:
@@ -113,6 +115,7 @@ def read_converted(paths: Sequence[Path], settings=None) -> Read:
                     pending.append((opened.title, True))
             elif isinstance(piece, Heading):
                 pending.append((piece.path[-1], False))
+                headings.append(piece.path[-1])
             elif piece:
                 while pending:  # a converter that keeps the line in the text says it once
                     line, title = pending.pop(0)
@@ -122,7 +125,7 @@ def read_converted(paths: Sequence[Path], settings=None) -> Read:
         out += [f"\n{line}\n" for line, _ in pending]
         pending.clear()
         out.append("\n")
-    return Read("".join(out), pages or page_count(paths), ocr)
+    return Read("".join(out), pages or page_count(paths), ocr, headings)
 
 
 def starts_with(text: str, line: str, *, wrapped: bool) -> bool:
@@ -181,7 +184,8 @@ def cached_read(files: Sequence[Path], stamp: str, folder: Path | None) -> Read:
         return Read(**json.loads(path.read_text(encoding="utf-8")))
     got = read_converted(files)
     folder.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"text": got.text, "pages": got.pages, "ocr": got.ocr}), encoding="utf-8")
+    path.write_text(json.dumps({"text": got.text, "pages": got.pages, "ocr": got.ocr, "headings": got.headings}),
+                    encoding="utf-8")
     return got
 
 
@@ -241,6 +245,25 @@ def cer_rows(docs: dict[str, ScanDocument], reads: dict[str, dict[str, Read]]) -
                         f"({sum(got[k].ocr for k in keys)}) | {length} | {dist / length:.2%} |")
         overall[variant] = dist_all / (len_all or 1)
     return rows, overall
+
+
+def heading_rows(docs: dict[str, ScanDocument], reads: dict[str, dict[str, Read]]) -> list[str]:
+    """Per variant and half: the sections' known headings, how many ``convert()`` gave as headings, and the
+    headings it gave that are neither a known one nor the document's title."""
+    rows = ["| variant | half | known headings | found | others |", "|---|---|---|---|---|"]
+    for variant, got in reads.items():
+        for half in HALVES:
+            keys = [k for k in got if docs[k].split == half]
+            known = found = others = 0
+            for key in keys:
+                wanted = {normalise(s.heading) for s in docs[key].sections}
+                met = {normalise(h) for h in got[key].headings}
+                known += len(wanted)
+                found += len(wanted & met)
+                others += len(met - wanted - {normalise(docs[key].title)})
+            if keys:
+                rows.append(f"| {variant} | {half} | {known} | {found} ({found / (known or 1):.0%}) | {others} |")
+    return rows
 
 
 def cell_rows(docs: dict[str, ScanDocument], reads: dict[str, dict[str, Read]]) -> tuple[list[str], float]:
@@ -549,6 +572,8 @@ def main_measure(args: argparse.Namespace) -> int:
                   f"table's cells told apart from Tesseract's word boxes)")
             print("\n".join(rows))
             summary["cells"] = f"born-digital table cells {born:.1%}"
+            print("\nSection headings (from the outline on born-digital PDFs, from type sizes on scans)")
+            print("\n".join(heading_rows(docs, reads)))
         if "qa" not in args.skip:
             figures = {}
             shown: list[str] = []
