@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
@@ -61,7 +61,6 @@ class Line:
     height: float
     top: int = 0
     bottom: int = 0
-    wrapped: list[Line] = field(default_factory=list)  # lines joined to this row's cells
 
     @property
     def left(self) -> int:
@@ -253,7 +252,6 @@ def _join_wrapped(paragraphs: list[list[Line]], dark: Any) -> None:
             if row is not None and last is not None and _wraps(row, last, line, dark):
                 for cell in line.cells:
                     row.cells[_column(row, cell[0].left)].extend(cell)
-                row.wrapped.append(line)
                 last = line
                 continue
             kept.append(line)
