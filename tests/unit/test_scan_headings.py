@@ -88,3 +88,9 @@ def test_the_documents_title_on_its_first_page_is_not_a_section():
     headings = ScanHeadings(title="Keeper's Log")
     page = [line("Keeper's Log", 105.0), body(), line("Lamps", 58.0), body()]
     assert [p.path for p in headings.pieces(page, first=True) if isinstance(p, Heading)] == [("Lamps",)]
+
+
+def test_the_body_size_counts_every_paragraphs_words():
+    """Three short paragraphs at the body's size outweigh a heading's two words, though each has fewer."""
+    page = [line("Yes.", 45.0), line("Nine.", 45.0), line("Done.", 45.0), line("Big lamps", 58.0)]
+    assert [p.path for p in ScanHeadings().pieces(page) if isinstance(p, Heading)] == [("Big lamps",)]

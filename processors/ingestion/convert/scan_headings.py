@@ -35,7 +35,9 @@ class ScanHeadings:
 
     def pieces(self, blocks: Sequence[Block], *, first: bool = False) -> Iterator[Piece]:
         """``blocks`` (a page) as text and headings; ``first``: the document's first page (its title's)."""
-        self.sizes.update({round(b.size): b.words for b in blocks if b.size and not b.rows})
+        for block in blocks:
+            if block.size and not block.rows:
+                self.sizes[round(block.size)] += block.words
         body = _median(self.sizes)
         text: list[Block] = []
         for block in blocks:
