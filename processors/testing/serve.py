@@ -13,7 +13,7 @@ install, and nothing was started.
 from __future__ import annotations
 
 import signal
-import threading
+import time
 
 from . import brokers, jars, selection
 
@@ -51,14 +51,16 @@ def missing_jars(which: list[str]) -> list[str]:
 
 def serve_brokers(which: list[str], *, light: bool = False) -> int:
     factories = selection.LIGHT if light else selection.APACHE
-    done = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: done.set()) for sig in STOP_SIGNALS}
+    # The stop signals received. A handler only appends here: one that set a threading.Event could
+    # deadlock, arriving while this thread held the Event's lock on its way into wait().
+    asked: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, _frame: asked.append(signum)) for sig in STOP_SIGNALS}
     try:
         with brokers.temporary_workdir() as workdir:
             started: list[brokers.BrokerProcess] = []
             try:  # a Ctrl-C anywhere in here (starting, printing, waiting) is a normal stop
                 for name in which:
-                    if done.is_set():
+                    if asked:
                         break
                     (workdir / name).mkdir()
                     broker = factories[name](workdir / name)
@@ -68,7 +70,7 @@ def serve_brokers(which: list[str], *, light: bool = False) -> int:
                     metrics = f", metrics: {broker.metrics_url}" if broker.metrics_url else ""
                     print(f"{broker.name}: {broker.url}  (log: {broker.log_path}{metrics}; removed on exit)",
                           flush=True)
-                if started and not done.is_set():
+                if started and not asked:
                     if light:  # what these brokers need and a real cluster does not (brokers.LIGHT_BROKER_ENV)
                         env = {k: v for name in which for k, v in brokers.LIGHT_BROKER_ENV[name].items()}
                         settings = " ".join(f"{k}={v}" for k, v in env.items())
@@ -78,7 +80,8 @@ def serve_brokers(which: list[str], *, light: bool = False) -> int:
                         print("Its admin API, for ragbus processes that keep logs on it: export "
                               + " ".join(f"{k}={v}" for k, v in admin.items()), flush=True)
                     print("Ctrl-C to stop. Example: RAGBUS_BUS__URL=" + started[0].url + " ragbus check", flush=True)
-                done.wait()
+                while not asked:
+                    time.sleep(0.2)  # a signal's handler runs between two sleeps
             except KeyboardInterrupt:
                 pass
             finally:
